@@ -1,0 +1,228 @@
+/* The cpu backend: the dispatch loop on host threads, with the same handlers
+ * and the same region layout as the GPU. For hosts without a GPU, and CI.
+ *
+ * Each worker thread is one owner lane. Every worker walks every input
+ * position, reads the slot's key, and handles only the requests whose key it
+ * owns (gb_grain_lane), writing the reply into out slot p. So one grain's
+ * requests run on one thread in arrival order, different grains in parallel,
+ * with no lock and no hand-off between threads.
+ *
+ * A worker that finds a slot already stamped for a later lap skips it: the
+ * host could only reuse the slot after consuming its reply, so the request
+ * belonged to another lane and is done. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dispatch.h"
+#include "log.h"
+#include "runtime_internal.h"
+
+typedef struct cpu_worker {
+    gb_rk_t *rk;
+    uint32_t lane;
+    pthread_t thread;
+    int started;
+} cpu_worker_t;
+
+typedef struct cpu_backend {
+    gb_grain_table_t tab;
+    uint32_t lanes;
+    cpu_worker_t *workers;
+} cpu_backend_t;
+
+static void cpu_destroy(gb_rk_t *rk)
+{
+    cpu_backend_t *b = rk->be;
+    if (b) {
+        free(b->tab.keys);
+        free(b->tab.used);
+        free(b->tab.states);
+        free(b->workers);
+        free(b);
+    }
+    free(rk->region);
+    rk->be = NULL;
+    rk->region = NULL;
+}
+
+static gb_err cpu_create(gb_rk_t *rk)
+{
+    cpu_backend_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return GB_ERR_NOMEM;
+    rk->be = b;
+    b->lanes = rk->p.grain.cpu_threads ? rk->p.grain.cpu_threads : 1;
+    b->tab.lanes = b->lanes;
+    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->lanes);
+    b->tab.state_size = gb_grain_state_size(rk->kind);
+    size_t entries = (size_t)b->tab.lanes * b->tab.per_lane;
+    b->tab.keys = calloc(entries, sizeof(uint64_t));
+    b->tab.used = calloc(entries, 1);
+    b->tab.states = calloc(entries, b->tab.state_size);
+    b->workers = calloc(b->lanes, sizeof *b->workers);
+    size_t size = (gb_region_size(rk->geom) + GB_LINE - 1) / GB_LINE * GB_LINE;
+    unsigned char *region = aligned_alloc(GB_LINE, size);
+    if (!b->tab.keys || !b->tab.used || !b->tab.states || !b->workers || !region) {
+        free(region);
+        cpu_destroy(rk);
+        return GB_ERR_NOMEM;
+    }
+    memset(region, 0, size);
+    gbi_rk_bind_region(rk, region);
+    rk->placement = GB_PLACEMENT_HOST;
+    return GB_OK;
+}
+
+/* Idle back-off: spin with a pause, then yield, then sleep up to the configured
+ * maximum, doubling. Reset whenever work is found. */
+typedef struct idle {
+    uint32_t polls;
+    uint32_t sleep_ns;
+} idle_t;
+
+static void idle_wait(idle_t *w, const gb_rk_params_t *p)
+{
+    if (++w->polls < p->idle_spin_polls) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        return;
+    }
+    if (w->polls < p->idle_spin_polls + 64) {
+        sched_yield();
+        return;
+    }
+    w->sleep_ns = w->sleep_ns ? w->sleep_ns * 2 : 1000;
+    if (w->sleep_ns > p->idle_backoff_max_ns)
+        w->sleep_ns = p->idle_backoff_max_ns ? p->idle_backoff_max_ns : 1000;
+    struct timespec ts = {0, (long)w->sleep_ns};
+    nanosleep(&ts, NULL);
+}
+
+static void *cpu_worker_main(void *arg)
+{
+    cpu_worker_t *w = arg;
+    gb_rk_t *rk = w->rk;
+    cpu_backend_t *b = rk->be;
+    gb_control_t *ctl = rk->ctl;
+    const gb_ring_geom_t g = rk->geom;
+    const uint32_t pl_cap = gb_slot_payload_cap(g), lane = w->lane;
+    const uint32_t window = rk->p.grain.messages_per_iteration;
+    uint64_t pos = 0, processed = 0, errors = 0;
+    idle_t idle = {0, 0};
+
+    for (;;) {
+        if (__atomic_load_n(&ctl->should_terminate, __ATOMIC_ACQUIRE))
+            break;
+        int active = __atomic_load_n(&ctl->is_active, __ATOMIC_ACQUIRE);
+        if (lane == 0) {
+            __atomic_store_n(&ctl->active_seen, active, __ATOMIC_RELEASE);
+            __atomic_store_n(&ctl->heartbeat, ctl->heartbeat + 1, __ATOMIC_RELAXED);
+        }
+        if (!active) {
+            idle_wait(&idle, &rk->p);
+            continue;
+        }
+        /* One window: up to messages_per_iteration ready requests. */
+        uint32_t n = 0;
+        uint64_t mine = 0, bad = 0;
+        for (; n < window; n++, pos++) {
+            gb_slot_hdr_t *in = gb_slot_at(rk->in, g, pos);
+            uint32_t seq = __atomic_load_n(&in->seq, __ATOMIC_ACQUIRE);
+            if (seq != gb_stamp(pos)) {
+                if ((int32_t)(seq - gb_stamp(pos)) > 0)
+                    continue; /* lapped: another lane's request, already answered */
+                break;        /* not written yet */
+            }
+            if (b->lanes > 1) {
+                /* Seqlock-style re-check: a slot owned by another lane may be
+                 * reused by the host while we read its key. */
+                uint64_t key = in->key;
+                __atomic_thread_fence(__ATOMIC_ACQUIRE);
+                if (__atomic_load_n(&in->seq, __ATOMIC_RELAXED) != gb_stamp(pos) ||
+                    gb_grain_lane(key, b->lanes) != lane)
+                    continue;
+            }
+            gb_slot_hdr_t *out = gb_slot_at(rk->out, g, pos);
+            gb_slot_hdr_t hdr;
+            bad += (uint64_t)gbi_dispatch_one(rk->kind, &b->tab, lane, in, gb_slot_payload(in), &hdr,
+                                              gb_slot_payload(out), pl_cap, ctl->test_flags);
+            memcpy(out, &hdr, offsetof(gb_slot_hdr_t, seq));
+            /* Release: header and payload before the stamp the host polls. */
+            __atomic_store_n(&out->seq, gb_stamp(pos), __ATOMIC_RELEASE);
+            mine++;
+        }
+        if (n == 0) {
+            idle_wait(&idle, &rk->p);
+            continue;
+        }
+        idle.polls = 0;
+        idle.sleep_ns = 0;
+        processed += mine;
+        errors += bad;
+        /* Counters shared by the lanes: RMW is fine here (host memory, host threads). */
+        if (mine)
+            __atomic_fetch_add(&ctl->processed, mine, __ATOMIC_RELAXED);
+        if (bad)
+            __atomic_fetch_add(&ctl->errors, bad, __ATOMIC_RELAXED);
+        if (lane == 0) {
+            __atomic_fetch_add(&ctl->iterations, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&ctl->consumed, pos, __ATOMIC_RELAXED);
+        }
+    }
+    (void)processed;
+    (void)errors;
+    return NULL;
+}
+
+static gb_err cpu_launch(gb_rk_t *rk)
+{
+    cpu_backend_t *b = rk->be;
+    rk->ctl->launches = 1;
+    for (uint32_t i = 0; i < b->lanes; i++) {
+        cpu_worker_t *w = &b->workers[i];
+        w->rk = rk;
+        w->lane = i;
+        if (pthread_create(&w->thread, NULL, cpu_worker_main, w) != 0) {
+            GB_ERROR("ring kernel '%s': cannot start cpu worker %u", rk->type_name, i);
+            rk->ctl->should_terminate = 1;
+            for (uint32_t j = 0; j < i; j++) {
+                pthread_join(b->workers[j].thread, NULL);
+                b->workers[j].started = 0;
+            }
+            return GB_ERR_IO;
+        }
+        w->started = 1;
+    }
+    return GB_OK;
+}
+
+static gb_err cpu_stop(gb_rk_t *rk, int timeout_ms)
+{
+    (void)timeout_ms; /* workers check should_terminate every window: join is bounded */
+    cpu_backend_t *b = rk->be;
+    for (uint32_t i = 0; i < b->lanes; i++) {
+        if (b->workers[i].started) {
+            pthread_join(b->workers[i].thread, NULL);
+            b->workers[i].started = 0;
+        }
+    }
+    rk->ctl->has_terminated = 1;
+    rk->ctl->exit_reason = GB_EXIT_TERMINATED;
+    return GB_OK;
+}
+
+const gbi_backend_ops_t gbi_backend_cpu = {
+    .name = "cpu",
+    .create = cpu_create,
+    .launch = cpu_launch,
+    .publish = NULL,
+    .pull = NULL,
+    .control = NULL,
+    .poll = NULL,
+    .stop = cpu_stop,
+    .destroy = cpu_destroy,
+};

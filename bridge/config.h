@@ -1,0 +1,112 @@
+/* The bridge's configuration: loaded from a libconfig file (config/gpubridge.cfg
+ * documents every key) or taken from the embedded defaults when no file is given.
+ *
+ * gb_config_t is a plain value with fixed-size tables: loading fills a temporary
+ * and copies it out only when everything validated, so a failed load leaves the
+ * caller's config untouched (nothing half-loaded). */
+#ifndef GB_CONFIG_H
+#define GB_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "log.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GB_MAX_ENDPOINTS 8
+#define GB_MAX_GRAIN_TYPES 16
+#define GB_MAX_HOSTS 16
+#define GB_MAX_CLIENT_KEYS 32
+#define GB_NAME_LEN 64
+#define GB_PATH_LEN 256
+#define GB_KEY_LEN 41 /* Z85-encoded CURVE key (40 chars) + NUL */
+
+typedef enum gb_mode {
+    GB_MODE_AUTO = 0,
+    GB_MODE_PERSISTENT,
+    GB_MODE_RELAUNCH,
+    GB_MODE_CPU,
+} gb_mode;
+
+/* "auto", "persistent", "relaunch", "cpu". */
+const char *gb_mode_name(gb_mode mode);
+/* Returns 0 and sets *out when name is a valid mode, -1 otherwise. */
+int gb_mode_parse(const char *name, gb_mode *out);
+
+/* Per grain type ring settings (the `grains` list). */
+typedef struct gb_grain_config {
+    char type[GB_NAME_LEN];          /* grain type name, e.g. "vecadd" */
+    uint32_t queue_capacity;         /* slots per ring, power of two, 2..1<<24 */
+    uint32_t slot_size;              /* bytes per slot incl. 32-byte header, power of two, 64..65536 */
+    uint32_t messages_per_iteration; /* dispatch window of the kernel/threads, 1..4096 */
+    uint32_t max_grains;             /* activations held at once (state table size), 1..1<<24 */
+    uint32_t cpu_threads;            /* worker threads in cpu mode, 1..256 */
+} gb_grain_config_t;
+
+/* A per-host override (the `hosts` list): first entry whose fnmatch(3) pattern
+ * matches the hostname wins. */
+typedef struct gb_host_config {
+    char pattern[GB_NAME_LEN];
+    gb_mode mode;
+    bool has_device;
+    int device; /* CUDA device index override when has_device */
+} gb_host_config_t;
+
+typedef struct gb_curve_config {
+    bool enabled;
+    char server_secret_key_file[GB_PATH_LEN]; /* file holding the Z85 secret key; must not be group/world readable */
+    char server_public_key[GB_KEY_LEN];
+    size_t n_allowed;
+    char allowed_clients[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]; /* Z85 public keys */
+} gb_curve_config_t;
+
+typedef struct gb_config {
+    char source[GB_PATH_LEN]; /* the file it came from, or "<defaults>" */
+    gb_log_level log_level;
+    size_t n_endpoints;
+    char endpoints[GB_MAX_ENDPOINTS][GB_PATH_LEN];
+    int device;     /* CUDA device index */
+    gb_mode mode;   /* global mode before host overrides */
+    uint32_t max_message_size;        /* bytes of one ZeroMQ frame, checked before decoding */
+    /* persistent mode */
+    uint32_t idle_spin_polls;         /* polls before the kernel starts to back off */
+    uint32_t idle_backoff_max_ns;     /* longest __nanosleep of an idle kernel */
+    uint32_t heartbeat_deadline_ms;   /* a kernel must show a heartbeat this soon after launch */
+    /* relaunch mode */
+    uint32_t max_messages_per_launch; /* budget of one relaunch */
+    /* placement */
+    bool force_fallback_placement;    /* test switch: act as if mapped pinned memory failed */
+    size_t n_grains;
+    gb_grain_config_t grains[GB_MAX_GRAIN_TYPES];
+    size_t n_hosts;
+    gb_host_config_t hosts[GB_MAX_HOSTS];
+    gb_curve_config_t curve;
+} gb_config_t;
+
+/* Fills *cfg with the embedded defaults (the same values as config/gpubridge.cfg). */
+void gb_config_defaults(gb_config_t *cfg);
+
+/* Loads and validates path. On error returns GB_ERR_CONFIG (or GB_ERR_IO), leaves
+ * *cfg unchanged, and writes "file:line: what is wrong" into err (errlen bytes). */
+gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errlen);
+
+/* Same as gb_config_load, from a string (name is used in error messages). */
+gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cfg,
+                             char *err, size_t errlen);
+
+/* The grain settings for type, or NULL when the config has no such grain type. */
+const gb_grain_config_t *gb_config_grain(const gb_config_t *cfg, const char *type);
+
+/* Writes the effective config in libconfig syntax (what --check-config prints). */
+void gb_config_print(const gb_config_t *cfg, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,53 @@
+/* The per-message step of the dispatch loop, shared by every backend: validate
+ * the request header, find or activate the grain, run its handler, fill in the
+ * reply header. The loops around it (ring kernel, relaunch kernel, cpu worker)
+ * differ in how they read and publish slots; this is what they share. */
+#ifndef GB_DISPATCH_H
+#define GB_DISPATCH_H
+
+#include "grain.h"
+#include "grain_table.h"
+#include "ring.h"
+
+/* Handles request `in` (header + payload, already read) and writes the reply's
+ * header (all but seq) into *out and its payload into out_pl. Returns 1 when
+ * the reply is an error (for the errors counter). */
+GB_HD int gbi_dispatch_one(int kind, gb_grain_table_t *tab, uint32_t lane,
+                           const gb_slot_hdr_t *in, const unsigned char *in_pl,
+                           gb_slot_hdr_t *out, unsigned char *out_pl,
+                           uint32_t pl_cap, uint32_t test_flags)
+{
+    uint32_t out_len = 0, aux = 0;
+    uint16_t st;
+    out->key = in->key;
+    out->corr = in->corr;
+    out->type = in->type;
+    if (in->len > pl_cap) {
+        /* The length is the producer's claim; never trust it past the slot. */
+        st = GB_SLOT_TOO_LARGE;
+    } else if (in->type == GB_MSG_DEACTIVATE_KEY) {
+        st = gb_grain_remove(tab, lane, in->key) ? GB_SLOT_OK : GB_SLOT_NOT_ACTIVE;
+    } else if (in->type == GB_MSG_TEST_FAULT) {
+        st = GB_SLOT_UNKNOWN_MESSAGE_TYPE;
+#if defined(__CUDA_ARCH__)
+        if (test_flags & GB_TEST_ALLOW_FAULT) {
+            /* Test hook: an illegal address, which makes the context's error sticky (700). */
+            volatile int *bad = (volatile int *)(uintptr_t)0x10;
+            *bad = 1;
+        }
+#endif
+    } else {
+        int64_t e = gb_grain_find(tab, lane, in->key, 1);
+        if (e < 0)
+            st = GB_SLOT_GRAIN_TABLE_FULL;
+        else
+            st = gb_grain_on_message(kind, gb_grain_state(tab, e), in->type, in_pl, in->len,
+                                     out_pl, pl_cap, &out_len, &aux);
+    }
+    out->status = st;
+    out->len = st == GB_SLOT_OK ? out_len : 0;
+    out->aux = aux;
+    return st != GB_SLOT_OK;
+}
+
+#endif

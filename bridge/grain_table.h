@@ -1,0 +1,100 @@
+/* The activation table of one grain type: (key -> state) for every active grain.
+ *
+ * It is partitioned by owner lane: a grain's key picks its lane (gb_grain_lane),
+ * and only that lane (a GPU thread of the ring kernel, or a cpu worker thread)
+ * ever touches the key's partition. So one grain never runs on two lanes (turn
+ * semantics) and the table needs no atomics. Within a partition: open
+ * addressing with linear probing; deactivation leaves a tombstone that a later
+ * insert reuses. The table lives in device memory for the CUDA backend and in
+ * host memory for the cpu backend; the code below is the same for both. */
+#ifndef GB_GRAIN_TABLE_H
+#define GB_GRAIN_TABLE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ring.h"
+
+enum { GB_ENTRY_EMPTY = 0, GB_ENTRY_USED = 1, GB_ENTRY_TOMB = 2 };
+
+typedef struct gb_grain_table {
+    uint64_t *keys;        /* lanes * per_lane */
+    uint8_t *used;         /* GB_ENTRY_*, lanes * per_lane */
+    unsigned char *states; /* lanes * per_lane * state_size, zeroed on activation */
+    uint32_t lanes;        /* partitions: one per owner lane */
+    uint32_t per_lane;     /* entries per partition, power of two */
+    uint32_t state_size;   /* bytes, multiple of 8 */
+    uint32_t _pad;
+} gb_grain_table_t;
+
+/* A 64-bit mixer (splitmix64's finaliser): keys are often small consecutive
+ * integers, and lanes and probe positions must both spread them. */
+GB_HD uint64_t gb_key_mix(uint64_t k)
+{
+    k ^= k >> 30;
+    k *= 0xbf58476d1ce4e5b9ull;
+    k ^= k >> 27;
+    k *= 0x94d049bb133111ebull;
+    k ^= k >> 31;
+    return k;
+}
+
+/* The lane that owns key among lanes. */
+GB_HD uint32_t gb_grain_lane(uint64_t key, uint32_t lanes)
+{
+    return (uint32_t)((gb_key_mix(key) >> 32) % lanes);
+}
+
+/* Entries per partition so that lanes partitions hold max_grains in all. */
+GB_HD uint32_t gb_grain_per_lane(uint32_t max_grains, uint32_t lanes)
+{
+    uint32_t need = (max_grains + lanes - 1) / lanes, p = 1;
+    while (p < need)
+        p <<= 1;
+    return p;
+}
+
+/* Finds key in lane's partition; activates it (zeroed state) when absent and
+ * create is set. Returns the entry index, or -1 (absent, or partition full). */
+GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, int create)
+{
+    uint64_t base = (uint64_t)lane * t->per_lane;
+    uint32_t mask = t->per_lane - 1, h = (uint32_t)gb_key_mix(key);
+    int64_t tomb = -1;
+    for (uint32_t i = 0; i < t->per_lane; i++) {
+        uint64_t e = base + ((h + i) & mask);
+        uint8_t u = t->used[e];
+        if (u == GB_ENTRY_USED && t->keys[e] == key)
+            return (int64_t)e;
+        if (u == GB_ENTRY_TOMB && tomb < 0)
+            tomb = (int64_t)e;
+        if (u == GB_ENTRY_EMPTY) {
+            if (tomb < 0)
+                tomb = (int64_t)e;
+            break;
+        }
+    }
+    if (!create || tomb < 0)
+        return -1;
+    t->keys[tomb] = key;
+    t->used[tomb] = GB_ENTRY_USED;
+    memset(t->states + (size_t)tomb * t->state_size, 0, t->state_size);
+    return tomb;
+}
+
+GB_HD void *gb_grain_state(gb_grain_table_t *t, int64_t entry)
+{
+    return t->states + (size_t)entry * t->state_size;
+}
+
+/* Deactivates key: frees its entry. Returns 1 if it was active. */
+GB_HD int gb_grain_remove(gb_grain_table_t *t, uint32_t lane, uint64_t key)
+{
+    int64_t e = gb_grain_find(t, lane, key, 0);
+    if (e < 0)
+        return 0;
+    t->used[e] = GB_ENTRY_TOMB;
+    return 1;
+}
+
+#endif

@@ -1,0 +1,358 @@
+/* The backend-independent half of the runtime: object lifecycle, the host side
+ * of the rings (credit, claim/publish, peek/consume) and status. */
+#include "runtime_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grain.h"
+#include "log.h"
+
+uint64_t gbi_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *gb_placement_name(gb_placement p)
+{
+    switch (p) {
+    case GB_PLACEMENT_HOST: return "host";
+    case GB_PLACEMENT_MAPPED: return "mapped";
+    case GB_PLACEMENT_DEVICE_PINNED: return "device+pinned-staging";
+    case GB_PLACEMENT_DEVICE_MALLOC: return "device+malloc-staging";
+    }
+    return "?";
+}
+
+const char *gb_exit_reason_name(int reason)
+{
+    switch (reason) {
+    case GB_EXIT_NONE: return "none";
+    case GB_EXIT_TERMINATED: return "terminated";
+    case GB_EXIT_BUDGET_SPENT: return "budget spent";
+    case GB_EXIT_INPUT_EMPTY: return "input empty";
+    case GB_EXIT_OUTPUT_FULL: return "output full";
+    case GB_EXIT_ERROR: return "error";
+    }
+    return "?";
+}
+
+const char *gb_rk_state_name(gb_rk_state s)
+{
+    switch (s) {
+    case GB_RK_CREATED: return "created";
+    case GB_RK_RUNNING: return "running";
+    case GB_RK_TERMINATED: return "terminated";
+    case GB_RK_FAILED: return "failed";
+    }
+    return "?";
+}
+
+static int grain_kind_from_name(const char *type)
+{
+    if (strcmp(type, "echo") == 0)
+        return GB_GRAIN_ECHO;
+    if (strcmp(type, "vecadd") == 0)
+        return GB_GRAIN_VECADD;
+    return GB_GRAIN_NONE;
+}
+
+gb_err gb_rk_params_from_config(const gb_config_t *cfg, const char *type, gb_mode mode,
+                                gb_rk_params_t *out)
+{
+    const gb_grain_config_t *g = gb_config_grain(cfg, type);
+    if (!g)
+        return GB_ERR_UNKNOWN_TYPE;
+    memset(out, 0, sizeof *out);
+    out->type = g->type;
+    out->mode = mode;
+    out->grain = *g;
+    out->device = cfg->device;
+    out->idle_spin_polls = cfg->idle_spin_polls;
+    out->idle_backoff_max_ns = cfg->idle_backoff_max_ns;
+    out->heartbeat_deadline_ms = cfg->heartbeat_deadline_ms;
+    out->max_messages_per_launch = cfg->max_messages_per_launch;
+    out->force_fallback_placement = cfg->force_fallback_placement;
+    return GB_OK;
+}
+
+static int is_pow2(uint32_t x) { return x && !(x & (x - 1)); }
+
+void gbi_rk_bind_region(gb_rk_t *rk, unsigned char *region)
+{
+    rk->region = region;
+    rk->ctl = (gb_control_t *)(region + gb_region_ctl_off());
+    rk->idx = (gb_ring_indices_t *)(region + gb_region_idx_off());
+    rk->in = region + gb_region_in_off();
+    rk->out = region + gb_region_out_off(rk->geom);
+}
+
+gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
+{
+    *out = NULL;
+    const gb_grain_config_t *g = &params->grain;
+    if (!params->type || !is_pow2(g->queue_capacity) || g->queue_capacity < 2 ||
+        !is_pow2(g->slot_size) || g->slot_size < GB_SLOT_MIN || g->max_grains == 0 ||
+        g->messages_per_iteration == 0)
+        return GB_ERR_INVALID;
+    int kind = grain_kind_from_name(params->type);
+    if (kind == GB_GRAIN_NONE) {
+        GB_ERROR("ring kernel: unknown grain type '%s'", params->type);
+        return GB_ERR_UNKNOWN_TYPE;
+    }
+    const gbi_backend_ops_t *ops;
+    switch (params->mode) {
+    case GB_MODE_CPU:
+        ops = &gbi_backend_cpu;
+        break;
+    case GB_MODE_PERSISTENT:
+    case GB_MODE_RELAUNCH:
+#ifdef GB_HAVE_CUDA
+        ops = &gbi_backend_cuda;
+        break;
+#else
+        GB_ERROR("ring kernel '%s': mode %s needs the CUDA backend, which this build lacks",
+                 params->type, gb_mode_name(params->mode));
+        return GB_ERR_NODEV;
+#endif
+    default:
+        return GB_ERR_INVALID;
+    }
+    gb_rk_t *rk = aligned_alloc(GB_LINE, (sizeof *rk + GB_LINE - 1) / GB_LINE * GB_LINE);
+    if (!rk)
+        return GB_ERR_NOMEM;
+    memset(rk, 0, sizeof *rk);
+    rk->p = *params;
+    snprintf(rk->type_name, sizeof rk->type_name, "%s", params->type);
+    rk->p.type = rk->type_name;
+    rk->kind = kind;
+    rk->geom.cap = g->queue_capacity;
+    rk->geom.slot_size = g->slot_size;
+    rk->ops = ops;
+    gb_err err = ops->create(rk);
+    if (err != GB_OK) {
+        free(rk);
+        return err;
+    }
+    rk->ctl->is_active = 1;
+    rk->ctl->active_seen = 1;
+    rk->ctl->test_flags = params->test_flags;
+    *out = rk;
+    return GB_OK;
+}
+
+void gb_rk_destroy(gb_rk_t **prk)
+{
+    if (!prk || !*prk)
+        return;
+    gb_rk_t *rk = *prk;
+    if (rk->state == GB_RK_RUNNING) {
+        gb_err err = gb_rk_terminate(rk, 2000);
+        if (err != GB_OK)
+            GB_WARN("ring kernel '%s': terminate on destroy: %s", rk->type_name, gb_strerror(err));
+    }
+    rk->ops->destroy(rk);
+    free(rk);
+    *prk = NULL;
+}
+
+gb_err gb_rk_launch(gb_rk_t *rk)
+{
+    if (rk->state != GB_RK_CREATED)
+        return GB_ERR_STATE;
+    gb_err err = rk->ops->launch(rk);
+    if (err == GB_OK)
+        rk->state = GB_RK_RUNNING;
+    return err;
+}
+
+static gb_err set_active(gb_rk_t *rk, int on, int timeout_ms)
+{
+    if (rk->state == GB_RK_TERMINATED || rk->state == GB_RK_FAILED)
+        return GB_ERR_TERMINATED;
+    rk->ctl->is_active = on;
+    if (rk->ops->control)
+        rk->ops->control(rk);
+    if (rk->state == GB_RK_CREATED) {
+        rk->ctl->active_seen = on;
+        return GB_OK;
+    }
+    /* Wait for the kernel's acknowledgement, so that once deactivate returns no
+     * request is taken any more. */
+    uint64_t deadline = gbi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (rk->ctl->active_seen != on) {
+        gb_err err = gb_rk_poll(rk);
+        if (err != GB_OK)
+            return err;
+        if (gbi_now_ns() > deadline)
+            return GB_ERR_TIMEOUT;
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    return GB_OK;
+}
+
+gb_err gb_rk_activate(gb_rk_t *rk, int timeout_ms) { return set_active(rk, 1, timeout_ms); }
+gb_err gb_rk_deactivate(gb_rk_t *rk, int timeout_ms) { return set_active(rk, 0, timeout_ms); }
+
+gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
+{
+    if (rk->state == GB_RK_TERMINATED)
+        return GB_OK;
+    if (rk->state == GB_RK_CREATED) {
+        rk->state = GB_RK_TERMINATED;
+        return GB_OK;
+    }
+    rk->ctl->should_terminate = 1;
+    if (rk->ops->control)
+        rk->ops->control(rk);
+    gb_err err = rk->ops->stop(rk, timeout_ms);
+    if (rk->state != GB_RK_FAILED)
+        rk->state = err == GB_OK ? GB_RK_TERMINATED : rk->state;
+    return err;
+}
+
+uint32_t gb_rk_payload_cap(const gb_rk_t *rk) { return gb_slot_payload_cap(rk->geom); }
+
+uint32_t gb_rk_free_slots(const gb_rk_t *rk)
+{
+    uint64_t tail = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
+    return rk->geom.cap - (uint32_t)(rk->in_head - tail);
+}
+
+uint64_t gb_rk_in_flight(const gb_rk_t *rk)
+{
+    return __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE) -
+           __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
+}
+
+gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk)
+{
+    /* Credit: request p may be written once reply p - cap was consumed, which
+     * implies the kernel is done with request slot p - cap and that out slot p
+     * is free. Acquire pairs with the consumer's release in gb_rk_consume. */
+    uint64_t tail = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
+    if (rk->in_head - tail >= rk->geom.cap)
+        return NULL;
+    gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, rk->in_head);
+    rk->in_head++;
+    return s;
+}
+
+void gb_rk_publish(gb_rk_t *rk)
+{
+    for (uint64_t pos = rk->published; pos < rk->in_head; pos++) {
+        gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, pos);
+        s->status = 0;
+        s->aux = 0;
+        /* Release: the header and payload stores above become visible before
+         * the stamp (on x86 a plain store; the compiler barrier is what matters). */
+        __atomic_store_n(&s->seq, gb_stamp(pos), __ATOMIC_RELEASE);
+    }
+    /* Read by the consumer thread (in-flight count); release for tidiness. */
+    __atomic_store_n(&rk->published, rk->in_head, __ATOMIC_RELEASE);
+    if (rk->ops->publish)
+        rk->ops->publish(rk);
+}
+
+gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
+                  const void *payload, uint32_t len)
+{
+    if (rk->state == GB_RK_TERMINATED || rk->state == GB_RK_FAILED)
+        return GB_ERR_TERMINATED;
+    if (len > gb_slot_payload_cap(rk->geom))
+        return GB_ERR_TOO_LARGE;
+    gb_slot_hdr_t *s = gb_rk_claim(rk);
+    if (!s)
+        return GB_ERR_FULL;
+    s->key = key;
+    s->corr = corr;
+    s->type = type;
+    s->len = len;
+    if (len)
+        memcpy(gb_slot_payload(s), payload, len);
+    gb_rk_publish(rk);
+    return GB_OK;
+}
+
+const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk)
+{
+    uint64_t pos = rk->out_tail;
+    if (pos == __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE))
+        return NULL;
+    gb_slot_hdr_t *s = gb_slot_at(rk->out, rk->geom, pos);
+    /* Acquire pairs with the writer's release (cpu) or system fence (GPU) before
+     * the stamp: the payload read after this is the one written for pos. */
+    if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos))
+        return s;
+    if (rk->ops->pull && rk->ops->pull(rk) &&
+        __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos))
+        return s;
+    return NULL;
+}
+
+void gb_rk_consume(gb_rk_t *rk)
+{
+    __atomic_store_n(&rk->out_tail, rk->out_tail + 1, __ATOMIC_RELEASE);
+}
+
+gb_err gb_rk_recv(gb_rk_t *rk, gb_reply_t *out, void *payload, uint32_t cap)
+{
+    const gb_slot_hdr_t *s = gb_rk_peek(rk);
+    if (!s)
+        return rk->state == GB_RK_FAILED ? GB_ERR_TERMINATED : GB_ERR_EMPTY;
+    out->key = s->key;
+    out->corr = s->corr;
+    out->type = s->type;
+    out->status = s->status;
+    out->aux = s->aux;
+    uint32_t len = s->len <= gb_slot_payload_cap(rk->geom) ? s->len : 0;
+    out->len = len;
+    gb_err err = GB_OK;
+    if (len > cap) {
+        len = cap;
+        err = GB_ERR_TOO_LARGE;
+    }
+    if (len)
+        memcpy(payload, (const unsigned char *)s + GB_SLOT_HDR_SIZE, len);
+    gb_rk_consume(rk);
+    return err;
+}
+
+gb_err gb_rk_poll(gb_rk_t *rk)
+{
+    if (rk->state == GB_RK_FAILED)
+        return rk->last_error ? GB_ERR_CUDA : GB_ERR_TERMINATED;
+    if (rk->state == GB_RK_TERMINATED)
+        return GB_ERR_TERMINATED;
+    if (rk->state == GB_RK_CREATED || !rk->ops->poll)
+        return GB_OK;
+    return rk->ops->poll(rk);
+}
+
+void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
+{
+    const gb_control_t *c = rk->ctl;
+    memset(st, 0, sizeof *st);
+    st->state = rk->state;
+    st->mode = rk->p.mode;
+    st->placement = rk->placement;
+    st->active = c->active_seen != 0;
+    st->exit_reason = c->exit_reason;
+    st->last_error = rk->last_error ? rk->last_error : c->last_error;
+    snprintf(st->last_error_name, sizeof st->last_error_name, "%s", rk->last_error_name);
+    st->heartbeat = c->heartbeat;
+    st->processed = c->processed;
+    st->errors = c->errors;
+    st->iterations = c->iterations;
+    st->launches = c->launches;
+    st->sent = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
+    st->received = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
+    st->capacity = rk->geom.cap;
+    st->slot_size = rk->geom.slot_size;
+}
+
+const char *gb_rk_type(const gb_rk_t *rk) { return rk->type_name; }

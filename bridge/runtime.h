@@ -1,0 +1,148 @@
+/* The ring-kernel runtime: one grain type's ring kernel on one backend, and the
+ * host side of its rings.
+ *
+ * Lifecycle: gb_rk_new -> gb_rk_launch -> (send/recv, activate/deactivate)* ->
+ * gb_rk_terminate -> gb_rk_destroy. A new ring kernel starts active.
+ *
+ * Threading: one producer thread calls send/claim/publish, one consumer thread
+ * calls recv/peek/consume (they may be the same thread). Control calls
+ * (activate, deactivate, terminate, status) may come from either. In
+ * persistent and cpu modes, send and recv never call CUDA.
+ *
+ * Backends: cpu (worker threads), cuda persistent (a resident kernel polling
+ * mapped pinned memory or a device copy fed from a staging buffer), and cuda
+ * relaunch (issue: relaunch mode). Which one comes from gb_rk_params_t.mode. */
+#ifndef GB_RUNTIME_H
+#define GB_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "error.h"
+#include "ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gb_rk gb_rk_t;
+
+typedef struct gb_rk_params {
+    const char *type;              /* grain type name ("echo", "vecadd", ...) */
+    gb_mode mode;                  /* GB_MODE_PERSISTENT, _RELAUNCH or _CPU (not AUTO) */
+    gb_grain_config_t grain;       /* ring geometry and lanes */
+    int device;                    /* CUDA device index */
+    uint32_t idle_spin_polls;      /* polls before backing off when idle */
+    uint32_t idle_backoff_max_ns;  /* longest sleep of an idle poller */
+    uint32_t heartbeat_deadline_ms;
+    uint32_t max_messages_per_launch;
+    bool force_fallback_placement; /* act as if mapped pinned memory failed */
+    uint32_t test_flags;           /* GB_TEST_* hooks (tests only) */
+} gb_rk_params_t;
+
+/* Fills params for grain type `type` from cfg (type must be in cfg->grains). */
+gb_err gb_rk_params_from_config(const gb_config_t *cfg, const char *type, gb_mode mode,
+                                gb_rk_params_t *out);
+
+typedef enum gb_placement {
+    GB_PLACEMENT_HOST = 0,       /* cpu backend: plain host memory */
+    GB_PLACEMENT_MAPPED,         /* mapped pinned host memory, zero-copy */
+    GB_PLACEMENT_DEVICE_PINNED,  /* device memory + pinned staging, async copies */
+    GB_PLACEMENT_DEVICE_MALLOC,  /* device memory + malloc staging, synchronous copies */
+} gb_placement;
+
+const char *gb_placement_name(gb_placement p);
+const char *gb_exit_reason_name(int reason);
+
+typedef enum gb_rk_state {
+    GB_RK_CREATED = 0, /* allocated, not launched */
+    GB_RK_RUNNING,     /* launched (active or not) */
+    GB_RK_TERMINATED,  /* stopped on request */
+    GB_RK_FAILED,      /* stopped by an error (e.g. a sticky CUDA error) */
+} gb_rk_state;
+
+const char *gb_rk_state_name(gb_rk_state s);
+
+typedef struct gb_rk_status {
+    gb_rk_state state;
+    gb_mode mode;
+    gb_placement placement;
+    bool active;          /* what the kernel last acted on */
+    int exit_reason;      /* gb_exit_reason */
+    int last_error;       /* CUDA error code, 0 if none */
+    char last_error_name[64];
+    uint64_t heartbeat;
+    uint64_t processed;
+    uint64_t errors;
+    uint64_t iterations;
+    uint64_t launches;
+    uint64_t sent;        /* requests published by the host */
+    uint64_t received;    /* replies consumed by the host */
+    uint32_t capacity;
+    uint32_t slot_size;
+} gb_rk_status_t;
+
+/* A reply as handed to the consumer. */
+typedef struct gb_reply {
+    uint64_t key;
+    uint64_t corr;
+    uint16_t type;
+    uint16_t status; /* gb_slot_status */
+    uint32_t len;    /* payload bytes (copied into the caller's buffer) */
+    uint32_t aux;
+} gb_reply_t;
+
+/* Creates the ring kernel of one grain type: allocates its region and its
+ * activation table. Nothing runs until gb_rk_launch. */
+gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out);
+/* Stops it if still running (terminate with a short deadline), frees
+ * everything; takes NULL and clears *rk. */
+void gb_rk_destroy(gb_rk_t **rk);
+
+gb_err gb_rk_launch(gb_rk_t *rk);
+/* Deactivate: the kernel stops taking requests (they stay queued, none lost)
+ * and this call returns once the kernel has acknowledged. Activate resumes. */
+gb_err gb_rk_activate(gb_rk_t *rk, int timeout_ms);
+gb_err gb_rk_deactivate(gb_rk_t *rk, int timeout_ms);
+/* Asks the kernel to stop after its current window and waits for it (replies
+ * already written stay readable). GB_ERR_TIMEOUT if it does not stop in time. */
+gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms);
+
+/* Producer side. send copies one request into the next slot and publishes it;
+ * GB_ERR_FULL when no slot is free (backpressure: consume replies first),
+ * GB_ERR_TOO_LARGE when len exceeds the slot's payload. */
+gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
+                  const void *payload, uint32_t len);
+/* Zero-copy form: claim returns the next free slot (NULL when full); fill its
+ * header (key, corr, type, len) and payload, then publish all claimed slots. */
+gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk);
+void gb_rk_publish(gb_rk_t *rk);
+/* Free request slots right now. */
+uint32_t gb_rk_free_slots(const gb_rk_t *rk);
+uint32_t gb_rk_payload_cap(const gb_rk_t *rk);
+
+/* Consumer side. recv copies the next reply (payload up to cap bytes; longer
+ * payloads are truncated and GB_ERR_TOO_LARGE returned, the reply consumed);
+ * GB_ERR_EMPTY when none is ready. peek/consume is the zero-copy form. */
+gb_err gb_rk_recv(gb_rk_t *rk, gb_reply_t *out, void *payload, uint32_t cap);
+const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk);
+void gb_rk_consume(gb_rk_t *rk);
+/* Requests published whose replies have not been consumed yet. */
+uint64_t gb_rk_in_flight(const gb_rk_t *rk);
+
+/* Health and progress: detects kernel failure (sticky CUDA errors), moves
+ * staging copies, drives relaunches. Call it from the event loop when waiting
+ * (it may call CUDA; status below never does). Returns GB_OK while healthy,
+ * GB_ERR_TERMINATED or GB_ERR_CUDA once the kernel stopped. */
+gb_err gb_rk_poll(gb_rk_t *rk);
+
+/* Reads the control block and the host counters: never a CUDA call. */
+void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st);
+
+const char *gb_rk_type(const gb_rk_t *rk);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,77 @@
+/* Internal: the gb_rk_t object and the backend interface. C and CUDA C++ both
+ * include it, so it uses __atomic builtins rather than C11 _Atomic. */
+#ifndef GB_RUNTIME_INTERNAL_H
+#define GB_RUNTIME_INTERNAL_H
+
+#include "grain_table.h"
+#include "runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gbi_backend_ops {
+    const char *name;
+    /* Allocates the region (sets rk->region, rk->placement) and the activation table. */
+    gb_err (*create)(gb_rk_t *rk);
+    gb_err (*launch)(gb_rk_t *rk);
+    /* Makes requests up to rk->in_head visible to the kernel when plain stores
+     * are not enough (staging copies, a relaunch). NULL: stores suffice. */
+    void (*publish)(gb_rk_t *rk);
+    /* Brings replies into the host view when they are not there by themselves
+     * (staging). Returns non-zero when it moved something. NULL: mapped. */
+    int (*pull)(gb_rk_t *rk);
+    /* Writes a host-side control-block change through to the kernel's copy. */
+    void (*control)(gb_rk_t *rk);
+    /* Health check and progress; see gb_rk_poll. */
+    gb_err (*poll)(gb_rk_t *rk);
+    /* After should_terminate was set: waits for the kernel/threads to stop. */
+    gb_err (*stop)(gb_rk_t *rk, int timeout_ms);
+    void (*destroy)(gb_rk_t *rk);
+} gbi_backend_ops_t;
+
+struct gb_rk {
+    gb_rk_params_t p;
+    char type_name[GB_NAME_LEN];
+    int kind;              /* gb_grain_kind */
+    gb_ring_geom_t geom;
+    gb_placement placement;
+    gb_rk_state state;
+    const gbi_backend_ops_t *ops;
+    void *be;              /* backend private data */
+
+    /* Host view of the region: where the host reads and writes. */
+    unsigned char *region;
+    gb_control_t *ctl;
+    gb_ring_indices_t *idx;
+    unsigned char *in;
+    unsigned char *out;
+
+    int last_error;        /* CUDA error code recorded by the backend */
+    char last_error_name[64];
+
+    /* Producer-owned, on its own line: next request position, and how far it
+     * has been published. */
+    __attribute__((aligned(GB_LINE))) uint64_t in_head;
+    uint64_t published;
+    /* Consumer-owned, on its own line: next reply position. The producer reads
+     * it (acquire) for credit. */
+    __attribute__((aligned(GB_LINE))) uint64_t out_tail;
+    uint64_t _pad[GB_LINE / 8 - 1];
+};
+
+extern const gbi_backend_ops_t gbi_backend_cpu;
+#ifdef GB_HAVE_CUDA
+extern const gbi_backend_ops_t gbi_backend_cuda;
+#endif
+
+/* Sets the host-view pointers from rk->region. */
+void gbi_rk_bind_region(gb_rk_t *rk, unsigned char *region);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t gbi_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,26 @@
+# Decides whether the CUDA backend is built (GB_HAVE_CUDA) from GB_CUDA.
+# Architectures default to 90 (H100/H200); set CMAKE_CUDA_ARCHITECTURES to change.
+set(GB_HAVE_CUDA OFF)
+if(NOT GB_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX}
+     AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(GB_HAVE_CUDA ON)
+  elseif(GB_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "GB_CUDA=ON but no CUDA compiler (nvcc) was found. "
+            "Install the CUDA toolkit, set CUDACXX, or configure with -DGB_CUDA=OFF.")
+  else()
+    message(STATUS "gpubridge: nvcc not found, building without the CUDA backend")
+  endif()
+endif()
+message(STATUS "gpubridge: CUDA backend ${GB_HAVE_CUDA}")

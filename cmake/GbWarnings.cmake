@@ -1,0 +1,14 @@
+# Warnings as errors on our own code; sanitizers on request.
+set(GB_C_FLAGS -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter)
+set(GB_CUDA_FLAGS -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings)
+if(GB_SANITIZE)
+  add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=address,undefined>
+                      $<$<COMPILE_LANGUAGE:C>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:C>:-fno-sanitize-recover=undefined>)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+# gb_target_warnings(tgt): apply our flags to a target of our own sources.
+function(gb_target_warnings tgt)
+  target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:C>:${GB_C_FLAGS}>
+                                        $<$<COMPILE_LANGUAGE:CUDA>:${GB_CUDA_FLAGS}>)
+endfunction()

@@ -1,0 +1,407 @@
+/* Runtime test cases shared by every backend: test_runtime.c runs them on the
+ * cpu backend (CI), test_gpu_runtime.c on the CUDA backend in persistent mode,
+ * with mapped and with forced fallback placement. The including file sets
+ * g_mode and g_force_fallback before running the group. */
+#ifndef GB_TEST_RUNTIME_CASES_H
+#define GB_TEST_RUNTIME_CASES_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "echo.h"
+#include "runtime.h"
+#include "vecadd.h"
+
+static gb_mode g_mode = GB_MODE_CPU;
+static int g_force_fallback = 0;
+static uint32_t g_lanes = 4; /* cpu threads for the cpu backend */
+
+static gb_rk_params_t params_for(const char *type, uint32_t cap, uint32_t slot, uint32_t max_grains)
+{
+    gb_rk_params_t p;
+    memset(&p, 0, sizeof p);
+    p.type = type;
+    p.mode = g_mode;
+    snprintf(p.grain.type, sizeof p.grain.type, "%s", type);
+    p.grain.queue_capacity = cap;
+    p.grain.slot_size = slot;
+    p.grain.messages_per_iteration = 256;
+    p.grain.max_grains = max_grains;
+    p.grain.cpu_threads = g_lanes;
+    p.idle_spin_polls = 256;
+    p.idle_backoff_max_ns = 20000;
+    p.heartbeat_deadline_ms = 2000;
+    p.max_messages_per_launch = 4096;
+    p.force_fallback_placement = g_force_fallback;
+    return p;
+}
+
+static gb_rk_t *start(const char *type, uint32_t cap, uint32_t slot, uint32_t max_grains)
+{
+    gb_rk_params_t p = params_for(type, cap, slot, max_grains);
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_non_null(rk);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    return rk;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Receives one reply within timeout_ms; fails the test otherwise. */
+static void recv_one(gb_rk_t *rk, gb_reply_t *r, void *buf, uint32_t cap, int timeout_ms)
+{
+    uint64_t end = now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        gb_err err = gb_rk_recv(rk, r, buf, cap);
+        if (err == GB_OK)
+            return;
+        assert_int_equal(err, GB_ERR_EMPTY);
+        assert_int_equal(gb_rk_poll(rk), GB_OK);
+        if (now_ms() > end)
+            fail_msg("no reply within %d ms", timeout_ms);
+    }
+}
+
+/* True if no reply arrives within ms. */
+static int no_reply_for(gb_rk_t *rk, int ms)
+{
+    uint64_t end = now_ms() + (uint64_t)ms;
+    while (now_ms() < end) {
+        if (gb_rk_peek(rk))
+            return 0;
+        gb_rk_poll(rk);
+    }
+    return 1;
+}
+
+static void test_lifecycle(void **state)
+{
+    (void)state;
+    gb_rk_params_t p = params_for("echo", 64, 64, 1024);
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.state, GB_RK_CREATED);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_ERR_STATE);
+
+    const char msg[] = "hello ring";
+    assert_int_equal(gb_rk_send(rk, 7, 99, GB_ECHO_MSG_ECHO, msg, sizeof msg), GB_OK);
+    gb_reply_t r;
+    char buf[64];
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.corr, 99);
+    assert_int_equal(r.key, 7);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(r.len, sizeof msg);
+    assert_memory_equal(buf, msg, sizeof msg);
+    assert_int_equal(r.aux, 1);
+
+    assert_int_equal(gb_rk_deactivate(rk, 5000), GB_OK);
+    gb_rk_status(rk, &st);
+    assert_false(st.active);
+    assert_int_equal(gb_rk_activate(rk, 5000), GB_OK);
+    gb_rk_status(rk, &st);
+    assert_true(st.active);
+    assert_int_equal(st.state, GB_RK_RUNNING);
+
+    assert_int_equal(gb_rk_terminate(rk, 5000), GB_OK);
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.state, GB_RK_TERMINATED);
+    assert_int_equal(st.exit_reason, GB_EXIT_TERMINATED);
+    assert_int_equal(gb_rk_send(rk, 7, 100, GB_ECHO_MSG_ECHO, msg, sizeof msg), GB_ERR_TERMINATED);
+    assert_int_equal(gb_rk_activate(rk, 100), GB_ERR_TERMINATED);
+    gb_rk_destroy(&rk);
+    assert_null(rk);
+    gb_rk_destroy(&rk); /* NULL is fine */
+}
+
+/* Many keys, interleaved, pipelined: each key's n-th reply must report count n
+ * (one grain's messages handled one at a time, in order), and every request
+ * gets exactly one reply with its own correlation id. */
+static void test_turn_order(void **state)
+{
+    (void)state;
+    enum { KEYS = 97, TOTAL = 20000 };
+    gb_rk_t *rk = start("echo", 256, 64, 4096);
+    uint32_t sent_count[KEYS] = {0}, seen_count[KEYS] = {0};
+    static uint8_t replied[TOTAL];
+    memset(replied, 0, sizeof replied);
+    uint64_t sent = 0, got = 0, seed = 12345;
+    while (got < TOTAL) {
+        while (sent < TOTAL) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t key = (seed >> 33) % KEYS;
+            uint64_t payload[2] = {key, sent};
+            gb_err err = gb_rk_send(rk, key, sent, GB_ECHO_MSG_ECHO, payload, sizeof payload);
+            if (err == GB_ERR_FULL)
+                break;
+            assert_int_equal(err, GB_OK);
+            sent_count[key]++;
+            sent++;
+        }
+        gb_reply_t r;
+        uint64_t pl[2];
+        gb_err err = gb_rk_recv(rk, &r, pl, sizeof pl);
+        if (err == GB_ERR_EMPTY) {
+            assert_int_equal(gb_rk_poll(rk), GB_OK);
+            continue;
+        }
+        assert_int_equal(err, GB_OK);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        assert_true(r.corr < TOTAL);
+        assert_int_equal(replied[r.corr], 0);
+        replied[r.corr] = 1;
+        assert_int_equal(pl[1], r.corr);
+        assert_int_equal(pl[0], r.key);
+        seen_count[r.key]++;
+        assert_int_equal(r.aux, seen_count[r.key]);
+        got++;
+    }
+    for (int k = 0; k < KEYS; k++)
+        assert_int_equal(seen_count[k], sent_count[k]);
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.processed, TOTAL);
+    assert_int_equal(st.errors, 0);
+    assert_int_equal(st.sent, TOTAL);
+    assert_int_equal(st.received, TOTAL);
+    gb_rk_destroy(&rk);
+}
+
+/* Deactivated: requests stay queued, none processed; a full ring refuses more
+ * (backpressure) and drops nothing; after activation every reply arrives. */
+static void test_deactivate_backpressure(void **state)
+{
+    (void)state;
+    enum { CAP = 16 };
+    gb_rk_t *rk = start("echo", CAP, 64, 64);
+    assert_int_equal(gb_rk_deactivate(rk, 5000), GB_OK);
+    uint32_t accepted = 0;
+    for (uint32_t i = 0; i < CAP * 3; i++) {
+        uint32_t v = i;
+        gb_err err = gb_rk_send(rk, 1, i, GB_ECHO_MSG_ECHO, &v, sizeof v);
+        if (err == GB_ERR_FULL)
+            continue;
+        assert_int_equal(err, GB_OK);
+        accepted++;
+    }
+    assert_int_equal(accepted, CAP);
+    assert_int_equal(gb_rk_free_slots(rk), 0);
+    assert_true(no_reply_for(rk, 100));
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.processed, 0);
+    assert_int_equal(gb_rk_in_flight(rk), CAP);
+
+    assert_int_equal(gb_rk_activate(rk, 5000), GB_OK);
+    for (uint32_t i = 0; i < CAP; i++) {
+        gb_reply_t r;
+        uint32_t v;
+        recv_one(rk, &r, &v, sizeof v, 5000);
+        assert_int_equal(r.corr, i);
+        assert_int_equal(v, i);
+        assert_int_equal(r.aux, i + 1);
+    }
+    assert_int_equal(gb_rk_free_slots(rk), CAP);
+    gb_rk_destroy(&rk);
+}
+
+static void put_vec(unsigned char *rec, uint32_t op, uint32_t n, const float *a, const float *b)
+{
+    memcpy(rec, &op, 4);
+    memcpy(rec + 4, &n, 4);
+    memcpy(rec + 8, a, 4 * n);
+    memcpy(rec + 8 + 4 * n, b, 4 * n);
+}
+
+static void test_vecadd_ops(void **state)
+{
+    (void)state;
+    gb_rk_t *rk = start("vecadd", 64, 128, 1024);
+    const float a[8] = {1, 2, 3, 4, 5.5f, -6, 7, 1e30f};
+    const float b[8] = {2, 4, 0.5f, -1, 2, 3, 0, 1e10f};
+    for (uint32_t op = 0; op < 4; op++) {
+        unsigned char rec[8 + 64];
+        put_vec(rec, op, 8, a, b);
+        assert_int_equal(gb_rk_send(rk, 42, op, GB_VECADD_MSG_REQUEST, rec, gb_vecadd_request_len(8)), GB_OK);
+        gb_reply_t r;
+        float res[8];
+        recv_one(rk, &r, res, sizeof res, 5000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        assert_int_equal(r.len, sizeof res);
+        for (int i = 0; i < 8; i++) {
+            float want = op == 0 ? a[i] + b[i] : op == 1 ? a[i] - b[i] : op == 2 ? a[i] * b[i] : a[i] / b[i];
+            if (isinf(want))
+                assert_true(isinf(res[i]) && signbit(res[i]) == signbit(want));
+            else
+                assert_true(res[i] == want);
+        }
+    }
+    gb_rk_destroy(&rk);
+}
+
+/* Bad slots get error replies and the ring keeps serving. */
+static void test_bad_slots(void **state)
+{
+    (void)state;
+    gb_rk_t *rk = start("vecadd", 64, 64, 1024);
+    gb_reply_t r;
+    unsigned char buf[64];
+    uint32_t cap = gb_rk_payload_cap(rk);
+    assert_int_equal(cap, 32);
+
+    /* Too large for the slot: refused on the host, nothing enqueued. */
+    unsigned char big[64] = {0};
+    assert_int_equal(gb_rk_send(rk, 1, 1, GB_VECADD_MSG_REQUEST, big, cap + 1), GB_ERR_TOO_LARGE);
+    assert_int_equal(gb_rk_in_flight(rk), 0);
+
+    /* A slot that lies about its length (zero-copy path): the kernel refuses it. */
+    gb_slot_hdr_t *s = gb_rk_claim(rk);
+    assert_non_null(s);
+    s->key = 1;
+    s->corr = 2;
+    s->type = GB_VECADD_MSG_REQUEST;
+    s->len = 100000;
+    gb_rk_publish(rk);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.corr, 2);
+    assert_int_equal(r.status, GB_SLOT_TOO_LARGE);
+    assert_int_equal(r.len, 0);
+
+    /* Unknown message type. */
+    assert_int_equal(gb_rk_send(rk, 1, 3, 77, NULL, 0), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.corr, 3);
+    assert_int_equal(r.status, GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+
+    /* Malformed record: n says 3 but the length says otherwise; bad op. */
+    unsigned char rec[32];
+    float v3[3] = {1, 2, 3};
+    put_vec(rec, GB_VECADD_ADD, 3, v3, v3);
+    assert_int_equal(gb_rk_send(rk, 1, 4, GB_VECADD_MSG_REQUEST, rec, 20), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_HANDLER_ERROR);
+    put_vec(rec, 9, 3, v3, v3);
+    assert_int_equal(gb_rk_send(rk, 1, 5, GB_VECADD_MSG_REQUEST, rec, 32), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_HANDLER_ERROR);
+    /* n so large that 8n overflows 32 bits. */
+    uint32_t huge[2] = {0, 0x40000001u};
+    assert_int_equal(gb_rk_send(rk, 1, 6, GB_VECADD_MSG_REQUEST, huge, 16), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_HANDLER_ERROR);
+    /* A test fault without the test hook is just an unknown type. */
+    assert_int_equal(gb_rk_send(rk, 1, 7, GB_MSG_TEST_FAULT, NULL, 0), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+
+    /* Still serving: a good 64-byte message. */
+    put_vec(rec, GB_VECADD_MUL, 3, v3, v3);
+    assert_int_equal(gb_rk_send(rk, 1, 8, GB_VECADD_MSG_REQUEST, rec, 32), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    float out[3];
+    memcpy(out, buf, sizeof out);
+    assert_true(out[0] == 1 && out[1] == 4 && out[2] == 9);
+
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.processed, 7);
+    assert_int_equal(st.errors, 6);
+    gb_rk_destroy(&rk);
+}
+
+/* Virtual activation: the table holds max_grains activations; deactivating a
+ * key frees its entry (and its state: the count starts again). */
+static void test_activation_table(void **state)
+{
+    (void)state;
+    uint32_t lanes_save = g_lanes;
+    g_lanes = 1; /* one partition so that capacity is exact */
+    gb_rk_t *rk = start("echo", 64, 64, 4);
+    g_lanes = lanes_save;
+    gb_reply_t r;
+    unsigned char buf[32];
+    for (uint64_t k = 0; k < 4; k++) {
+        assert_int_equal(gb_rk_send(rk, k, k, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 5000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+    }
+    /* Per-lane partitions on a GPU may round capacity up; fill until full. */
+    uint64_t k = 4;
+    for (;; k++) {
+        assert_true(k < 4096);
+        assert_int_equal(gb_rk_send(rk, k, k, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 5000);
+        if (r.status == GB_SLOT_GRAIN_TABLE_FULL)
+            break;
+        assert_int_equal(r.status, GB_SLOT_OK);
+    }
+    uint64_t full_key = k;
+    /* Second message to key 0 still works and counts 2. */
+    assert_int_equal(gb_rk_send(rk, 0, 100, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(r.aux, 2);
+    /* Deactivate key 0: frees an entry; a fresh activation of key 0 counts from 1. */
+    assert_int_equal(gb_rk_send(rk, 0, 101, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(gb_rk_send(rk, 0, 102, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_NOT_ACTIVE);
+    assert_int_equal(gb_rk_send(rk, 0, 103, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(r.aux, 1);
+    (void)full_key;
+    gb_rk_destroy(&rk);
+}
+
+/* Launch/terminate cycles leave nothing behind (ASan/compute-sanitizer check leaks). */
+static void test_cycles(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 100; i++) {
+        gb_rk_t *rk = start("vecadd", 16, 64, 64);
+        unsigned char rec[32];
+        float v[3] = {1, 2, (float)i};
+        put_vec(rec, GB_VECADD_ADD, 3, v, v);
+        assert_int_equal(gb_rk_send(rk, (uint64_t)i, (uint64_t)i, GB_VECADD_MSG_REQUEST, rec, 32), GB_OK);
+        gb_reply_t r;
+        float out[3];
+        recv_one(rk, &r, out, sizeof out, 5000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        assert_true(out[2] == 2.0f * (float)i);
+        assert_int_equal(gb_rk_terminate(rk, 5000), GB_OK);
+        gb_rk_destroy(&rk);
+    }
+}
+
+#define GB_RUNTIME_CASES                                  \
+    cmocka_unit_test(test_lifecycle),                     \
+    cmocka_unit_test(test_turn_order),                    \
+    cmocka_unit_test(test_deactivate_backpressure),       \
+    cmocka_unit_test(test_vecadd_ops),                    \
+    cmocka_unit_test(test_bad_slots),                     \
+    cmocka_unit_test(test_activation_table),              \
+    cmocka_unit_test(test_cycles)
+
+#endif
