@@ -85,7 +85,7 @@ typedef enum gb_slot_status {
     GB_SLOT_OK = 0,
     GB_SLOT_UNKNOWN_MESSAGE_TYPE = 3,
     GB_SLOT_TOO_LARGE = 4,
-    GB_SLOT_GRAIN_TABLE_FULL = 10,
+    GB_SLOT_GRAIN_TABLE_FULL = 8, /* proto STATUS_BUSY: no room for another activation */
     GB_SLOT_HANDLER_ERROR = 14,
     GB_SLOT_NOT_ACTIVE = 15, /* deactivate of a key with no activation */
 } gb_slot_status;

@@ -17,6 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+/* Each including program runs some of these cases. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
 #include "echo.h"
 #include "runtime.h"
 #include "vecadd.h"
@@ -24,6 +27,13 @@
 static gb_mode g_mode = GB_MODE_CPU;
 static int g_force_fallback = 0;
 static uint32_t g_lanes = 4; /* cpu threads for the cpu backend */
+
+/* GB_TEST_SHORT=1 shortens the long cases (for compute-sanitizer runs). */
+static int scaled(int n)
+{
+    const char *s = getenv("GB_TEST_SHORT");
+    return s && *s == '1' ? n / 10 : n;
+}
 
 static gb_rk_params_t params_for(const char *type, uint32_t cap, uint32_t slot, uint32_t max_grains)
 {
@@ -138,10 +148,11 @@ static void test_lifecycle(void **state)
 static void test_turn_order(void **state)
 {
     (void)state;
-    enum { KEYS = 97, TOTAL = 20000 };
+    enum { KEYS = 97, MAX_TOTAL = 20000 };
+    const uint64_t TOTAL = (uint64_t)scaled(MAX_TOTAL);
     gb_rk_t *rk = start("echo", 256, 64, 4096);
     uint32_t sent_count[KEYS] = {0}, seen_count[KEYS] = {0};
-    static uint8_t replied[TOTAL];
+    static uint8_t replied[MAX_TOTAL];
     memset(replied, 0, sizeof replied);
     uint64_t sent = 0, got = 0, seed = 12345;
     while (got < TOTAL) {
@@ -379,7 +390,7 @@ static void test_activation_table(void **state)
 static void test_cycles(void **state)
 {
     (void)state;
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < scaled(100); i++) {
         gb_rk_t *rk = start("vecadd", 16, 64, 64);
         unsigned char rec[32];
         float v[3] = {1, 2, (float)i};

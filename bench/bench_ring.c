@@ -1,0 +1,314 @@
+/* Ring benchmark: round trip and batched throughput of 64-byte vecadd messages
+ * through the runtime, per backend, beside the floors measured in the same
+ * run (bench_floor.h). Prints a table, then one JSON line.
+ *
+ *   bench_ring [--modes cpu,persistent,...] [--iters N] [--warmup N]
+ *              [--seconds S] [--fallback]
+ *
+ * Round trip: one request published, its reply awaited, N times after a
+ * warm-up (median, p99). Throughput: batches of B requests published together,
+ * then their replies drained, for about S seconds; every result is checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "vecadd.h"
+#ifdef GB_HAVE_CUDA
+#include "bench_floor.h"
+#endif
+
+#define MAX_ROWS 32
+
+typedef struct row {
+    char name[48];
+    double median_us, p99_us;      /* latency rows */
+    double batch_rate[4];          /* throughput rows: msg/s at batch 1,16,256,4096 */
+    int has_lat, has_tput;
+} row_t;
+
+static const uint32_t BATCHES[4] = {1, 16, 256, 4096};
+static row_t g_rows[MAX_ROWS];
+static int g_nrows;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void stats(double *s, int n, double *median, double *p99)
+{
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    *median = s[n / 2];
+    *p99 = s[(int)((double)n * 0.99)];
+}
+
+static row_t *add_row(const char *name)
+{
+    row_t *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return r;
+}
+
+/* A 64-byte slot's vecadd request: op add, n = 3. */
+static void fill_request(gb_slot_hdr_t *s, uint64_t i)
+{
+    uint32_t op = GB_VECADD_ADD, n = 3;
+    float ab[6] = {(float)(i & 1023), 1, 2, 0.5f, 0.25f, 0.125f};
+    unsigned char *p = gb_slot_payload(s);
+    memcpy(p, &op, 4);
+    memcpy(p + 4, &n, 4);
+    memcpy(p + 8, ab, sizeof ab);
+    s->key = i & 4095;
+    s->corr = i;
+    s->type = GB_VECADD_MSG_REQUEST;
+    s->len = gb_vecadd_request_len(3);
+}
+
+static int check_reply(const gb_slot_hdr_t *r, uint64_t i)
+{
+    float res[3];
+    memcpy(res, (const unsigned char *)r + GB_SLOT_HDR_SIZE, sizeof res);
+    return r->corr == i && r->status == GB_SLOT_OK && r->len == 12 && res[0] == (float)(i & 1023) + 0.5f &&
+           res[1] == 1.25f && res[2] == 2.125f;
+}
+
+static int wait_reply(gb_rk_t *rk, uint64_t i)
+{
+    const gb_slot_hdr_t *r;
+    double deadline = now_us() + 5e6;
+    while (!(r = gb_rk_peek(rk))) {
+        if (gb_rk_poll(rk) != GB_OK || now_us() > deadline) {
+            fprintf(stderr, "bench: no reply for request %llu\n", (unsigned long long)i);
+            return -1;
+        }
+    }
+    int ok = check_reply(r, i);
+    gb_rk_consume(rk);
+    if (!ok) {
+        fprintf(stderr, "bench: wrong reply for request %llu\n", (unsigned long long)i);
+        return -1;
+    }
+    return 0;
+}
+
+static int bench_backend(const char *label, gb_mode mode, int fallback, int warmup, int iters,
+                         double seconds)
+{
+    gb_rk_params_t p;
+    memset(&p, 0, sizeof p);
+    p.type = "vecadd";
+    p.mode = mode;
+    snprintf(p.grain.type, sizeof p.grain.type, "vecadd");
+    p.grain.queue_capacity = 8192;
+    p.grain.slot_size = 64;
+    p.grain.messages_per_iteration = 256;
+    p.grain.max_grains = 65536;
+    p.grain.cpu_threads = 1;
+    p.idle_spin_polls = 1u << 30; /* never sleep during a measurement */
+    p.idle_backoff_max_ns = 1000;
+    p.heartbeat_deadline_ms = 2000;
+    p.max_messages_per_launch = 4096;
+    p.force_fallback_placement = fallback;
+    gb_rk_t *rk = NULL;
+    gb_err err = gb_rk_new(&p, &rk);
+    if (err == GB_OK)
+        err = gb_rk_launch(rk);
+    if (err != GB_OK) {
+        fprintf(stderr, "bench: %s: %s\n", label, gb_strerror(err));
+        gb_rk_destroy(&rk);
+        return -1;
+    }
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    char name[48];
+    snprintf(name, sizeof name, "%s (%s)", label, gb_placement_name(st.placement));
+    row_t *row = add_row(name);
+
+    /* Round trip. */
+    double *samples = calloc((size_t)iters, sizeof *samples);
+    uint64_t i = 0;
+    int rc = 0;
+    for (int k = 0; k < warmup + iters && rc == 0; k++, i++) {
+        double t0 = now_us();
+        gb_slot_hdr_t *s = gb_rk_claim(rk);
+        fill_request(s, i);
+        gb_rk_publish(rk);
+        rc = wait_reply(rk, i);
+        if (k >= warmup)
+            samples[k - warmup] = now_us() - t0;
+    }
+    if (rc == 0) {
+        stats(samples, iters, &row->median_us, &row->p99_us);
+        row->has_lat = 1;
+    }
+    free(samples);
+
+    /* Throughput per batch size. */
+    for (int b = 0; b < 4 && rc == 0; b++) {
+        uint32_t batch = BATCHES[b];
+        double t0 = now_us(), t1;
+        uint64_t done = 0;
+        do {
+            for (uint32_t k = 0; k < batch; k++) {
+                gb_slot_hdr_t *s = gb_rk_claim(rk);
+                fill_request(s, i + k);
+            }
+            gb_rk_publish(rk);
+            for (uint32_t k = 0; k < batch && rc == 0; k++)
+                rc = wait_reply(rk, i + k);
+            i += batch;
+            done += batch;
+            t1 = now_us();
+        } while (rc == 0 && t1 - t0 < seconds * 1e6);
+        row->batch_rate[b] = (double)done / ((t1 - t0) / 1e6);
+    }
+    row->has_tput = rc == 0;
+    gb_rk_status(rk, &st);
+    if (rc == 0 && (st.processed != i || st.errors != 0)) {
+        fprintf(stderr, "bench: %s: processed %llu of %llu, errors %llu\n", label,
+                (unsigned long long)st.processed, (unsigned long long)i, (unsigned long long)st.errors);
+        rc = -1;
+    }
+    gb_rk_destroy(&rk);
+    return rc;
+}
+
+#ifdef GB_HAVE_CUDA
+static void bench_floors(int warmup, int iters)
+{
+    double *s = calloc((size_t)iters, sizeof *s);
+    struct {
+        const char *name;
+        int kind, arg;
+    } floors[] = {
+        {"floor: echo 64B, fence", 0, 1},
+        {"floor: echo 64B, no fence", 0, 0},
+        {"floor: empty graph", 1, 0},
+        {"floor: copy graph 1x64B", 1, 1},
+    };
+    for (size_t f = 0; f < sizeof floors / sizeof floors[0]; f++) {
+        int rc = floors[f].kind == 0 ? gbk_floor_echo(0, floors[f].arg, warmup, iters, s)
+                                     : gbk_floor_graph(0, floors[f].arg, warmup, iters, s);
+        if (rc != 0) {
+            fprintf(stderr, "bench: %s failed (%d)\n", floors[f].name, rc);
+            continue;
+        }
+        row_t *r = add_row(floors[f].name);
+        stats(s, iters, &r->median_us, &r->p99_us);
+        r->has_lat = 1;
+    }
+    free(s);
+}
+#endif
+
+static void usage(void)
+{
+    printf("usage: bench_ring [--modes cpu,persistent] [--iters N] [--warmup N] [--seconds S]\n"
+           "                  [--fallback]\n"
+           "  --modes     backends to measure (default: cpu, plus persistent where a GPU is present)\n"
+           "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
+           "  --seconds   time per throughput batch size (default 0.5)\n"
+           "  --fallback  also measure persistent mode with the fallback placement\n");
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 20000, warmup = 2000, fallback = 0;
+    double seconds = 0.5;
+    const char *modes = NULL;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--iters") && a + 1 < argc)
+            iters = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--warmup") && a + 1 < argc)
+            warmup = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--seconds") && a + 1 < argc)
+            seconds = atof(argv[++a]);
+        else if (!strcmp(argv[a], "--modes") && a + 1 < argc)
+            modes = argv[++a];
+        else if (!strcmp(argv[a], "--fallback"))
+            fallback = 1;
+        else {
+            usage();
+            return strcmp(argv[a], "--help") ? 2 : 0;
+        }
+    }
+    if (iters < 100 || warmup < 0 || seconds <= 0) {
+        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0\n");
+        return 2;
+    }
+    gb_log_set_level(GB_LOG_WARN);
+    char gpu[128] = "none";
+    int have_gpu = 0;
+#ifdef GB_HAVE_CUDA
+    have_gpu = gbk_device_name(0, gpu, sizeof gpu) == 0;
+#endif
+    if (!modes)
+        modes = have_gpu ? "cpu,persistent" : "cpu";
+    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size\n", gpu, iters,
+           warmup, seconds);
+    int rc = 0;
+#ifdef GB_HAVE_CUDA
+    if (have_gpu)
+        bench_floors(warmup, iters);
+#endif
+    if (strstr(modes, "cpu"))
+        rc |= bench_backend("cpu", GB_MODE_CPU, 0, warmup, iters, seconds);
+    if (strstr(modes, "persistent")) {
+        rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds);
+        if (fallback)
+            rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 1, warmup, iters / 10, seconds);
+    }
+
+    printf("\n%-36s %10s %10s %12s %12s %12s %12s\n", "path", "median us", "p99 us", "b=1 M/s",
+           "b=16 M/s", "b=256 M/s", "b=4096 M/s");
+    for (int r = 0; r < g_nrows; r++) {
+        row_t *w = &g_rows[r];
+        printf("%-36s", w->name);
+        if (w->has_lat)
+            printf(" %10.2f %10.2f", w->median_us, w->p99_us);
+        else
+            printf(" %10s %10s", "-", "-");
+        for (int b = 0; b < 4; b++) {
+            if (w->has_tput)
+                printf(" %12.2f", w->batch_rate[b] / 1e6);
+            else
+                printf(" %12s", "-");
+        }
+        printf("\n");
+    }
+    /* Ratios against the fenced echo floor, where both exist. */
+    double floor_echo = 0;
+    for (int r = 0; r < g_nrows; r++)
+        if (!strcmp(g_rows[r].name, "floor: echo 64B, fence"))
+            floor_echo = g_rows[r].median_us;
+    if (floor_echo > 0)
+        for (int r = 0; r < g_nrows; r++)
+            if (!strncmp(g_rows[r].name, "persistent", 10) && g_rows[r].has_lat)
+                printf("ratio %s / echo floor: %.3f\n", g_rows[r].name, g_rows[r].median_us / floor_echo);
+
+    printf("{\"bench\":\"ring\",\"gpu\":\"%s\",\"rows\":[", gpu);
+    for (int r = 0; r < g_nrows; r++) {
+        row_t *w = &g_rows[r];
+        printf("%s{\"path\":\"%s\"", r ? "," : "", w->name);
+        if (w->has_lat)
+            printf(",\"median_us\":%.3f,\"p99_us\":%.3f", w->median_us, w->p99_us);
+        if (w->has_tput)
+            for (int b = 0; b < 4; b++)
+                printf(",\"batch_%u_msgs_per_s\":%.0f", BATCHES[b], w->batch_rate[b]);
+        printf("}");
+    }
+    printf("]}\n");
+    return rc ? 1 : 0;
+}

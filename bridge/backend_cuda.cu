@@ -1,0 +1,334 @@
+/* The CUDA backend, host side: placement of the region, the persistent kernel's
+ * launch, health checks, staging copies, and stop.
+ *
+ * Placement. Mapped pinned host memory by default: the kernel reads requests
+ * and writes replies over PCIe, the host uses plain loads and stores, and
+ * feeding or draining a ring makes no CUDA call. When mapped allocation fails
+ * (or the test switch forces it), the region lives in device memory and the
+ * host works on a staging copy: publish copies new slots and then in_head to
+ * the device, pull copies out_head and new replies back, all on a dedicated
+ * non-blocking copy stream (pinned staging, or malloc staging with the copy
+ * waited for at once when pinned memory cannot be had).
+ *
+ * Streams are non-blocking and nothing is issued on the legacy default stream
+ * while a kernel is resident: that stream would wait for the kernel forever. */
+#include <cuda_runtime.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grain.h"
+#include "log.h"
+#include "ring_kernel.h"
+#include "runtime_internal.h"
+
+typedef struct cuda_backend {
+    int device;
+    cudaStream_t kstream; /* the ring kernel */
+    cudaStream_t cstream; /* staging copies */
+    unsigned char *host;  /* host view (mapped, or staging) */
+    unsigned char *dev;   /* device view */
+    gb_kstate_t *kstate;
+    gb_grain_table_t tab; /* device pointers */
+    gb_kargs_t args;
+    uint64_t copied_in;   /* staging: requests copied to the device */
+    uint64_t pulled_out;  /* staging: replies copied back */
+    uint64_t last_query_ns;
+} cuda_backend_t;
+
+static int fail(gb_rk_t *rk, cudaError_t err, const char *what)
+{
+    rk->last_error = (int)err;
+    snprintf(rk->last_error_name, sizeof rk->last_error_name, "%s", cudaGetErrorName(err));
+    GB_ERROR("ring kernel '%s': %s: %s (%d): %s", rk->type_name, what, cudaGetErrorName(err), (int)err,
+             cudaGetErrorString(err));
+    return 0;
+}
+
+#define CK(call, what)                              \
+    do {                                            \
+        cudaError_t e_ = (call);                    \
+        if (e_ != cudaSuccess) {                    \
+            fail(rk, e_, what);                     \
+            goto fail;                              \
+        }                                           \
+    } while (0)
+
+static bool staging(const gb_rk_t *rk)
+{
+    return rk->placement == GB_PLACEMENT_DEVICE_PINNED || rk->placement == GB_PLACEMENT_DEVICE_MALLOC;
+}
+
+static void cuda_destroy(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (!b)
+        return;
+    cudaSetDevice(b->device);
+    /* After a sticky error these fail; the context is unusable anyway. */
+    if (rk->placement == GB_PLACEMENT_MAPPED) {
+        cudaFreeHost(b->host);
+    } else {
+        cudaFree(b->dev);
+        if (rk->placement == GB_PLACEMENT_DEVICE_PINNED)
+            cudaFreeHost(b->host);
+        else
+            free(b->host);
+    }
+    cudaFree(b->kstate);
+    cudaFree(b->tab.keys);
+    cudaFree(b->tab.used);
+    cudaFree(b->tab.states);
+    if (b->kstream)
+        cudaStreamDestroy(b->kstream);
+    if (b->cstream)
+        cudaStreamDestroy(b->cstream);
+    free(b);
+    rk->be = NULL;
+    rk->region = NULL;
+}
+
+static gb_err cuda_create(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)calloc(1, sizeof *b);
+    if (!b)
+        return GB_ERR_NOMEM;
+    rk->be = b;
+    b->device = rk->p.device;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= b->device) {
+        GB_ERROR("ring kernel '%s': no CUDA device %d (%d present)", rk->type_name, b->device, count);
+        cudaGetLastError();
+        free(b);
+        rk->be = NULL;
+        return GB_ERR_NODEV;
+    }
+    size_t size = gb_region_size(rk->geom);
+    size_t entries;
+    uint32_t maxw;
+    CK(cudaSetDevice(b->device), "cudaSetDevice");
+    CK(cudaStreamCreateWithFlags(&b->kstream, cudaStreamNonBlocking), "kernel stream");
+    CK(cudaStreamCreateWithFlags(&b->cstream, cudaStreamNonBlocking), "copy stream");
+
+    if (!rk->p.force_fallback_placement &&
+        cudaHostAlloc((void **)&b->host, size, cudaHostAllocMapped) == cudaSuccess) {
+        memset(b->host, 0, size);
+        CK(cudaHostGetDevicePointer((void **)&b->dev, b->host, 0), "cudaHostGetDevicePointer");
+        rk->placement = GB_PLACEMENT_MAPPED;
+    } else {
+        cudaGetLastError(); /* a failed host allocation is not sticky: clear it */
+        if (!rk->p.force_fallback_placement)
+            GB_WARN("ring kernel '%s': mapped pinned memory unavailable; using device memory + staging",
+                    rk->type_name);
+        CK(cudaMalloc((void **)&b->dev, size), "cudaMalloc(region)");
+        CK(cudaMemsetAsync(b->dev, 0, size, b->cstream), "cudaMemsetAsync(region)");
+        const char *force_malloc = getenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
+        if (!(force_malloc && *force_malloc == '1') &&
+            cudaHostAlloc((void **)&b->host, size, cudaHostAllocDefault) == cudaSuccess) {
+            rk->placement = GB_PLACEMENT_DEVICE_PINNED;
+        } else {
+            cudaGetLastError();
+            b->host = (unsigned char *)malloc(size);
+            if (!b->host) {
+                cuda_destroy(rk);
+                return GB_ERR_NOMEM;
+            }
+            rk->placement = GB_PLACEMENT_DEVICE_MALLOC;
+        }
+        memset(b->host, 0, size);
+    }
+    gbi_rk_bind_region(rk, b->host);
+
+    /* Activation table: one partition per thread of the block (owner lane). */
+    b->tab.lanes = GBK_THREADS;
+    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, GBK_THREADS);
+    b->tab.state_size = gb_grain_state_size(rk->kind);
+    entries = (size_t)b->tab.lanes * b->tab.per_lane;
+    CK(cudaMalloc((void **)&b->tab.keys, entries * sizeof(uint64_t)), "cudaMalloc(keys)");
+    CK(cudaMalloc((void **)&b->tab.used, entries), "cudaMalloc(used)");
+    CK(cudaMalloc((void **)&b->tab.states, entries * b->tab.state_size), "cudaMalloc(states)");
+    CK(cudaMemsetAsync(b->tab.used, 0, entries, b->cstream), "cudaMemsetAsync(used)");
+    CK(cudaMalloc((void **)&b->kstate, sizeof(gb_kstate_t)), "cudaMalloc(kstate)");
+    CK(cudaMemsetAsync(b->kstate, 0, sizeof(gb_kstate_t), b->cstream), "cudaMemsetAsync(kstate)");
+    CK(cudaStreamSynchronize(b->cstream), "sync after create");
+
+    maxw = gbk_ring_max_window(b->device, rk->geom.slot_size);
+    b->args.region = b->dev;
+    b->args.kstate = b->kstate;
+    b->args.tab = b->tab;
+    b->args.geom = rk->geom;
+    b->args.kind = rk->kind;
+    b->args.staging = staging(rk);
+    b->args.window = rk->p.grain.messages_per_iteration < maxw ? rk->p.grain.messages_per_iteration : maxw;
+    if (b->args.window > rk->geom.cap)
+        b->args.window = rk->geom.cap;
+    b->args.idle_spin_polls = rk->p.idle_spin_polls;
+    b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
+    b->args.budget = 0;
+    GB_DEBUG("ring kernel '%s': placement %s, window %u, %u lanes x %u grains", rk->type_name,
+             gb_placement_name(rk->placement), b->args.window, b->tab.lanes, b->tab.per_lane);
+    return GB_OK;
+fail:
+    cuda_destroy(rk);
+    return GB_ERR_CUDA;
+}
+
+/* Staging: copy host-written control line (and kstate's activation) down. */
+static void cuda_control(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (!staging(rk) || rk->state == GB_RK_FAILED)
+        return;
+    cudaError_t e = cudaMemcpyAsync(b->dev + gb_region_ctl_off(), rk->ctl, GB_LINE, cudaMemcpyHostToDevice,
+                                    b->cstream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->cstream);
+    if (e != cudaSuccess)
+        fail(rk, e, "control copy");
+}
+
+static gb_err cuda_launch(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    rk->ctl->launches = 1;
+    cuda_control(rk);
+    cudaError_t e = gbk_ring_launch(&b->args, b->kstream);
+    if (e != cudaSuccess) {
+        fail(rk, e, "launch");
+        return GB_ERR_CUDA;
+    }
+    return GB_OK;
+}
+
+/* Staging: copy newly published slots, then in_head (the kernel trusts slots
+ * up to in_head; stream order makes the head land after the slots). */
+static void cuda_publish(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (!staging(rk) || rk->state == GB_RK_FAILED)
+        return;
+    uint64_t from = b->copied_in, to = rk->published;
+    cudaError_t e = cudaSuccess;
+    size_t in_off = gb_region_in_off(), S = rk->geom.slot_size;
+    while (from < to && e == cudaSuccess) {
+        uint64_t first = from & (rk->geom.cap - 1), n = to - from;
+        if (first + n > rk->geom.cap)
+            n = rk->geom.cap - first; /* up to the wrap */
+        size_t off = in_off + first * S;
+        e = cudaMemcpyAsync(b->dev + off, rk->region + off, n * S, cudaMemcpyHostToDevice, b->cstream);
+        from += n;
+    }
+    rk->idx->in_head = to;
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(b->dev + gb_region_idx_off(), (const void *)&rk->idx->in_head, sizeof(uint64_t),
+                            cudaMemcpyHostToDevice, b->cstream);
+    /* Pinned staging: the copy runs on while the host continues; but the host
+     * may rewrite these slots only after their replies came back, which is
+     * after the copy. malloc staging: the runtime copies synchronously. */
+    if (e == cudaSuccess && rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
+        e = cudaStreamSynchronize(b->cstream);
+    if (e != cudaSuccess)
+        fail(rk, e, "staging copy in");
+    b->copied_in = to;
+}
+
+/* Staging: fetch the kernel's control line and out_head; then the new replies. */
+static int cuda_pull(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (!staging(rk) || rk->state == GB_RK_FAILED)
+        return 0;
+    const size_t kline = gb_region_ctl_off() + GB_LINE;
+    const size_t out_head_off = gb_region_idx_off() + GB_LINE;
+    cudaError_t e = cudaMemcpyAsync(rk->region + kline, b->dev + kline, GB_LINE, cudaMemcpyDeviceToHost,
+                                    b->cstream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(rk->region + out_head_off, b->dev + out_head_off, sizeof(uint64_t),
+                            cudaMemcpyDeviceToHost, b->cstream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->cstream);
+    if (e != cudaSuccess) {
+        fail(rk, e, "staging copy out");
+        return 0;
+    }
+    uint64_t from = b->pulled_out, to = rk->idx->out_head;
+    size_t out_off = gb_region_out_off(rk->geom), S = rk->geom.slot_size;
+    if (to == from)
+        return 0;
+    while (from < to && e == cudaSuccess) {
+        uint64_t first = from & (rk->geom.cap - 1), n = to - from;
+        if (first + n > rk->geom.cap)
+            n = rk->geom.cap - first;
+        size_t off = out_off + first * S;
+        e = cudaMemcpyAsync(rk->region + off, b->dev + off, n * S, cudaMemcpyDeviceToHost, b->cstream);
+        from += n;
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->cstream);
+    if (e != cudaSuccess) {
+        fail(rk, e, "staging copy out");
+        return 0;
+    }
+    b->pulled_out = to;
+    return 1;
+}
+
+/* Health: a kernel that stopped by itself has failed; a CUDA error on its
+ * stream (sticky, e.g. 700) is recorded with its code and name. Rate-limited
+ * to one stream query a millisecond. */
+static gb_err cuda_poll(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    uint64_t now = gbi_now_ns();
+    if (now - b->last_query_ns < 1000000ull)
+        return GB_OK;
+    b->last_query_ns = now;
+    if (staging(rk))
+        cuda_pull(rk);
+    cudaError_t e = cudaStreamQuery(b->kstream);
+    if (e == cudaErrorNotReady)
+        return GB_OK;
+    if (e == cudaSuccess) {
+        if (rk->ctl->should_terminate)
+            return GB_OK;
+        GB_ERROR("ring kernel '%s': kernel exited unexpectedly (reason %s)", rk->type_name,
+                 gb_exit_reason_name(rk->ctl->exit_reason));
+        rk->state = GB_RK_FAILED;
+        return GB_ERR_TERMINATED;
+    }
+    fail(rk, e, "kernel failed");
+    rk->ctl->exit_reason = GB_EXIT_ERROR;
+    rk->state = GB_RK_FAILED;
+    return GB_ERR_CUDA;
+}
+
+static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    uint64_t deadline = gbi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(b->kstream);
+        if (e == cudaSuccess)
+            break;
+        if (e != cudaErrorNotReady) {
+            fail(rk, e, "kernel failed");
+            rk->state = GB_RK_FAILED;
+            return GB_OK; /* stopped, by failure; status says so */
+        }
+        if (gbi_now_ns() > deadline) {
+            GB_ERROR("ring kernel '%s': did not stop within %d ms", rk->type_name, timeout_ms);
+            return GB_ERR_TIMEOUT;
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    if (staging(rk))
+        cuda_pull(rk);
+    return GB_OK;
+}
+
+extern "C" const gbi_backend_ops_t gbi_backend_cuda = {
+    "cuda", cuda_create, cuda_launch, cuda_publish, cuda_pull, cuda_control, cuda_poll, cuda_stop,
+    cuda_destroy,
+};

@@ -1,0 +1,173 @@
+/* gpubridge: the bridge daemon and its command line.
+ *
+ * Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+ * Without --config the embedded defaults are used; ./config/gpubridge.cfg is
+ * never read implicitly, so what runs never depends on the working directory. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "detect.h"
+#include "error.h"
+#include "log.h"
+
+enum { GBI_EXIT_OK = 0, GBI_EXIT_FAIL = 1, GBI_EXIT_USAGE = 2 };
+
+/* What the command line asked for, beyond the config file. */
+typedef struct gbi_cli {
+    const char *config_path; /* NULL: embedded defaults */
+    bool check_config;
+    bool detect;
+    bool has_log_level;
+    gb_log_level log_level;
+    bool has_mode;
+    gb_mode mode; /* --mode: beats the config, its hosts and GPUBRIDGE_MODE */
+} gbi_cli;
+
+static void usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+            "Usage: %s [OPTION]...\n"
+            "Host actor grains on a GPU as ring kernels and serve them over ZeroMQ.\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE       load FILE (libconfig syntax; see config/gpubridge.cfg);\n"
+            "                          without it the embedded defaults are used\n"
+            "      --check-config      validate the configuration, print the effective one\n"
+            "                          and exit (0: valid, 2: invalid)\n"
+            "  -l, --log-level LEVEL   error, warn, info, debug or diag (overrides the file)\n"
+            "  -m, --mode MODE         auto, persistent, relaunch or cpu (overrides the file,\n"
+            "                          its hosts entries and GPUBRIDGE_MODE)\n"
+            "      --detect            print the detected host facts and mode decision, exit\n"
+            "  -h, --help              print this help and exit\n"
+            "  -V, --version           print the version and exit\n"
+            "\n"
+            "Exit status: 0 success, 1 runtime failure, 2 usage or configuration error.\n",
+            prog);
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, gbi_cli *cli)
+{
+    enum { OPT_CHECK = 256, OPT_DETECT };
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", no_argument, NULL, OPT_CHECK},
+        {"log-level", required_argument, NULL, 'l'},
+        {"mode", required_argument, NULL, 'm'},
+        {"detect", no_argument, NULL, OPT_DETECT},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *prog = argv[0] ? argv[0] : "gpubridge";
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:l:m:hV", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': cli->config_path = optarg; break;
+        case OPT_CHECK: cli->check_config = true; break;
+        case OPT_DETECT: cli->detect = true; break;
+        case 'l':
+            if (gb_log_level_parse(optarg, &cli->log_level) != 0) {
+                fprintf(stderr, "%s: unknown log level '%s' (valid: error, warn, info, "
+                                "debug, diag)\n", prog, optarg);
+                return GBI_EXIT_USAGE;
+            }
+            cli->has_log_level = true;
+            break;
+        case 'm':
+            if (gb_mode_parse(optarg, &cli->mode) != 0) {
+                fprintf(stderr, "%s: unknown mode '%s' (valid: auto, persistent, relaunch, "
+                                "cpu)\n", prog, optarg);
+                return GBI_EXIT_USAGE;
+            }
+            cli->has_mode = true;
+            break;
+        case 'h': usage(stdout, prog); return GBI_EXIT_OK;
+        case 'V': printf("gpubridge %s\n", GB_VERSION); return GBI_EXIT_OK;
+        default: /* getopt_long already said what was wrong */
+            fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+            return GBI_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\nTry '%s --help' for more information.\n",
+                prog, argv[optind], prog);
+        return GBI_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* Prints the host facts, the rule that fired and the mode chosen for cfg
+ * (its hosts entries), GPUBRIDGE_MODE and --mode. */
+static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
+{
+    gb_facts_t facts;
+    gb_selection_t sel;
+    char err[512];
+    gb_err e = gb_detect_run(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, &facts, &sel,
+                             err, sizeof err);
+    if (e != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        return GBI_EXIT_USAGE;
+    }
+    gb_detect_print(&facts, &sel, stdout);
+    return GBI_EXIT_OK;
+}
+
+/* THE SERVER GOES HERE: resolve the mode (detect.c), start the backends and
+ * ring kernels per grain type, bind the ZeroMQ ROUTER to cfg->endpoints, run
+ * the event loop until SIGINT/SIGTERM, drain and shut down. For now it only
+ * reports what it would run. */
+static int run_bridge(const gb_config_t *cfg, const gb_mode *mode_override)
+{
+    GB_INFO("gpubridge %s: config %s, mode %s%s, device %d", GB_VERSION, cfg->source,
+            gb_mode_name(mode_override ? *mode_override : cfg->mode),
+            mode_override ? " (from --mode)" : "", cfg->device);
+    for (size_t i = 0; i < cfg->n_endpoints; i++)
+        GB_INFO("endpoint %s", cfg->endpoints[i]);
+    for (size_t i = 0; i < cfg->n_grains; i++)
+        GB_INFO("grain type %s: queue_capacity %u, slot_size %u", cfg->grains[i].type,
+                (unsigned)cfg->grains[i].queue_capacity, (unsigned)cfg->grains[i].slot_size);
+    GB_WARN("the server is not built yet; exiting");
+    return GBI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    gbi_cli cli = {0};
+    int rc = parse_args(argc, argv, &cli);
+    if (rc >= 0)
+        return rc;
+
+    gb_config_t cfg;
+    gb_config_defaults(&cfg);
+    if (cli.config_path) {
+        char err[512];
+        gb_err e = gb_config_load(cli.config_path, &cfg, err, sizeof err);
+        if (e != GB_OK) {
+            fprintf(stderr, "gpubridge: %s\n", err);
+            return GBI_EXIT_USAGE;
+        }
+    }
+    if (cli.has_log_level)
+        cfg.log_level = cli.log_level;
+    gb_log_set_level(cfg.log_level);
+    const gb_mode *mode_override = cli.has_mode ? &cli.mode : NULL;
+
+    if (cli.check_config) {
+        gb_config_print(&cfg, stdout);
+        /* --mode is not a config key (it also beats hosts entries); say so as a comment
+         * so that the output stays loadable. */
+        if (mode_override)
+            printf("# command line: --mode %s (overrides mode and hosts)\n",
+                   gb_mode_name(*mode_override));
+    }
+    if (cli.detect)
+        return run_detect(&cfg, mode_override);
+    if (cli.check_config)
+        return GBI_EXIT_OK;
+    return run_bridge(&cfg, mode_override) == 0 ? GBI_EXIT_OK : GBI_EXIT_FAIL;
+}

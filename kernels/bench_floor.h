@@ -1,0 +1,33 @@
+/* Floors measured in the same run as our benchmarks, so that ratios compare
+ * like with like on a noisy machine:
+ *  - echo: one warp polls a stamp inside a 64-byte slot in mapped memory (one
+ *    PCIe read per message) and writes a 64-byte reply back, with or without a
+ *    system fence before the reply's stamp;
+ *  - graph: a captured CUDA graph of one empty kernel, launched and
+ *    synchronized; and of copy-in -> empty kernel -> copy-out of `slots`
+ *    64-byte slots. */
+#ifndef GB_BENCH_FLOOR_H
+#define GB_BENCH_FLOOR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gbk_lat {
+    double median_us;
+    double p99_us;
+    double mean_us;
+} gbk_lat_t;
+
+/* Returns 0 on success. samples[] must hold `iters` doubles (microseconds). */
+int gbk_floor_echo(int device, int fence, int warmup, int iters, double *samples);
+int gbk_floor_graph(int device, int copy_slots, int warmup, int iters, double *samples);
+/* The device's name, for the benchmark's header. */
+int gbk_device_name(int device, char *buf, int len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
