@@ -14,6 +14,7 @@
  * while a kernel is resident: that stream would wait for the kernel forever. */
 #include <cuda_runtime.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,7 +25,10 @@
 #include "runtime_internal.h"
 
 typedef struct cuda_backend {
+    struct cuda_backend *next_deferred;
     int device;
+    int resident;         /* our kernel may still be running on the device */
+    gb_placement placement;
     cudaStream_t kstream; /* the ring kernel */
     cudaStream_t cstream; /* staging copies */
     unsigned char *host;  /* host view (mapped, or staging) */
@@ -60,18 +64,23 @@ static bool staging(const gb_rk_t *rk)
     return rk->placement == GB_PLACEMENT_DEVICE_PINNED || rk->placement == GB_PLACEMENT_DEVICE_MALLOC;
 }
 
-static void cuda_destroy(gb_rk_t *rk)
+/* cudaFree and cudaFreeHost synchronize the whole device: called while any
+ * ring kernel is resident (other grain types keep theirs running) they would
+ * wait forever. So the memory of a stopped ring kernel is freed only when none
+ * of ours is resident; until then it waits on a deferred list. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_resident;                    /* ring kernels of this process that may be running */
+static cuda_backend_t *g_deferred;        /* stopped kernels' memory awaiting a safe moment */
+
+static void free_now(cuda_backend_t *b)
 {
-    cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    if (!b)
-        return;
     cudaSetDevice(b->device);
     /* After a sticky error these fail; the context is unusable anyway. */
-    if (rk->placement == GB_PLACEMENT_MAPPED) {
+    if (b->placement == GB_PLACEMENT_MAPPED) {
         cudaFreeHost(b->host);
     } else {
         cudaFree(b->dev);
-        if (rk->placement == GB_PLACEMENT_DEVICE_PINNED)
+        if (b->placement == GB_PLACEMENT_DEVICE_PINNED)
             cudaFreeHost(b->host);
         else
             free(b->host);
@@ -84,9 +93,49 @@ static void cuda_destroy(gb_rk_t *rk)
         cudaStreamDestroy(b->kstream);
     if (b->cstream)
         cudaStreamDestroy(b->cstream);
+    cudaGetLastError();
     free(b);
+}
+
+/* With g_lock held: frees the deferred list once nothing is resident. */
+static void flush_deferred_locked(void)
+{
+    while (g_resident == 0 && g_deferred) {
+        cuda_backend_t *b = g_deferred;
+        g_deferred = b->next_deferred;
+        free_now(b);
+    }
+}
+
+static void set_resident(cuda_backend_t *b, int on)
+{
+    pthread_mutex_lock(&g_lock);
+    if (on != b->resident) {
+        b->resident = on;
+        g_resident += on ? 1 : -1;
+    }
+    flush_deferred_locked();
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void cuda_destroy(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (!b)
+        return;
     rk->be = NULL;
     rk->region = NULL;
+    if (b->resident) {
+        /* It did not stop: its memory may still be in use by the kernel. */
+        GB_ERROR("ring kernel '%s': destroyed while its kernel may still run; leaking its memory",
+                 rk->type_name);
+        return;
+    }
+    pthread_mutex_lock(&g_lock);
+    b->next_deferred = g_deferred;
+    g_deferred = b;
+    flush_deferred_locked();
+    pthread_mutex_unlock(&g_lock);
 }
 
 static gb_err cuda_create(gb_rk_t *rk)
@@ -107,6 +156,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     size_t size = gb_region_size(rk->geom);
     size_t entries;
     uint32_t maxw;
+    gb_kstate_t ks0;
     CK(cudaSetDevice(b->device), "cudaSetDevice");
     CK(cudaStreamCreateWithFlags(&b->kstream, cudaStreamNonBlocking), "kernel stream");
     CK(cudaStreamCreateWithFlags(&b->cstream, cudaStreamNonBlocking), "copy stream");
@@ -115,12 +165,13 @@ static gb_err cuda_create(gb_rk_t *rk)
         cudaHostAlloc((void **)&b->host, size, cudaHostAllocMapped) == cudaSuccess) {
         memset(b->host, 0, size);
         CK(cudaHostGetDevicePointer((void **)&b->dev, b->host, 0), "cudaHostGetDevicePointer");
-        rk->placement = GB_PLACEMENT_MAPPED;
+        rk->placement = b->placement = GB_PLACEMENT_MAPPED;
     } else {
         cudaGetLastError(); /* a failed host allocation is not sticky: clear it */
         if (!rk->p.force_fallback_placement)
             GB_WARN("ring kernel '%s': mapped pinned memory unavailable; using device memory + staging",
                     rk->type_name);
+        rk->placement = b->placement = GB_PLACEMENT_DEVICE_MALLOC; /* until staging is known */
         CK(cudaMalloc((void **)&b->dev, size), "cudaMalloc(region)");
         CK(cudaMemsetAsync(b->dev, 0, size, b->cstream), "cudaMemsetAsync(region)");
         const char *force_malloc = getenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
@@ -139,6 +190,7 @@ static gb_err cuda_create(gb_rk_t *rk)
         memset(b->host, 0, size);
     }
     gbi_rk_bind_region(rk, b->host);
+    b->placement = rk->placement;
 
     /* Activation table: one partition per thread of the block (owner lane). */
     b->tab.lanes = GBK_THREADS;
@@ -150,7 +202,10 @@ static gb_err cuda_create(gb_rk_t *rk)
     CK(cudaMalloc((void **)&b->tab.states, entries * b->tab.state_size), "cudaMalloc(states)");
     CK(cudaMemsetAsync(b->tab.used, 0, entries, b->cstream), "cudaMemsetAsync(used)");
     CK(cudaMalloc((void **)&b->kstate, sizeof(gb_kstate_t)), "cudaMalloc(kstate)");
-    CK(cudaMemsetAsync(b->kstate, 0, sizeof(gb_kstate_t), b->cstream), "cudaMemsetAsync(kstate)");
+    /* active_seen -1: the kernel's first window always reports what it sees. */
+    memset(&ks0, 0, sizeof ks0);
+    ks0.active_seen = -1;
+    CK(cudaMemcpyAsync(b->kstate, &ks0, sizeof ks0, cudaMemcpyHostToDevice, b->cstream), "kstate init");
     CK(cudaStreamSynchronize(b->cstream), "sync after create");
 
     maxw = gbk_ring_max_window(b->device, rk->geom.slot_size);
@@ -198,6 +253,7 @@ static gb_err cuda_launch(gb_rk_t *rk)
         fail(rk, e, "launch");
         return GB_ERR_CUDA;
     }
+    set_resident(b, 1);
     return GB_OK;
 }
 
@@ -290,6 +346,7 @@ static gb_err cuda_poll(gb_rk_t *rk)
     if (e == cudaErrorNotReady)
         return GB_OK;
     if (e == cudaSuccess) {
+        set_resident(b, 0);
         if (rk->ctl->should_terminate)
             return GB_OK;
         GB_ERROR("ring kernel '%s': kernel exited unexpectedly (reason %s)", rk->type_name,
@@ -298,6 +355,7 @@ static gb_err cuda_poll(gb_rk_t *rk)
         return GB_ERR_TERMINATED;
     }
     fail(rk, e, "kernel failed");
+    set_resident(b, 0);
     rk->ctl->exit_reason = GB_EXIT_ERROR;
     rk->state = GB_RK_FAILED;
     return GB_ERR_CUDA;
@@ -313,6 +371,7 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
             break;
         if (e != cudaErrorNotReady) {
             fail(rk, e, "kernel failed");
+            set_resident(b, 0);
             rk->state = GB_RK_FAILED;
             return GB_OK; /* stopped, by failure; status says so */
         }
@@ -323,6 +382,7 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
+    set_resident(b, 0);
     if (staging(rk))
         cuda_pull(rk);
     return GB_OK;

@@ -406,6 +406,38 @@ static void test_cycles(void **state)
     }
 }
 
+/* Several grain types' kernels resident at once (the bridge's normal state):
+ * creating, stopping and destroying one must not wait on the others (on the
+ * GPU, cudaFree would synchronize the whole device). */
+static void test_concurrent_kernels(void **state)
+{
+    (void)state;
+    gb_rk_t *a = start("echo", 64, 64, 64);
+    gb_rk_t *b = start("vecadd", 64, 64, 64);
+    gb_reply_t r;
+    unsigned char buf[32];
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(gb_rk_send(a, 1, (uint64_t)round, GB_ECHO_MSG_ECHO, "a", 1), GB_OK);
+        recv_one(a, &r, buf, sizeof buf, 5000);
+        assert_int_equal(r.aux, (uint32_t)round + 1);
+        unsigned char rec[32];
+        float v[3] = {1, 2, 3};
+        put_vec(rec, GB_VECADD_SUB, 3, v, v);
+        assert_int_equal(gb_rk_send(b, 1, 1, GB_VECADD_MSG_REQUEST, rec, 32), GB_OK);
+        recv_one(b, &r, buf, sizeof buf, 5000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        /* b stops and goes away while a keeps running; then a new b. */
+        assert_int_equal(gb_rk_terminate(b, 5000), GB_OK);
+        gb_rk_destroy(&b);
+        b = start("vecadd", 64, 64, 64);
+    }
+    assert_int_equal(gb_rk_send(a, 1, 9, GB_ECHO_MSG_ECHO, "a", 1), GB_OK);
+    recv_one(a, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.aux, 4);
+    gb_rk_destroy(&b);
+    gb_rk_destroy(&a);
+}
+
 #define GB_RUNTIME_CASES                                  \
     cmocka_unit_test(test_lifecycle),                     \
     cmocka_unit_test(test_turn_order),                    \
@@ -413,6 +445,7 @@ static void test_cycles(void **state)
     cmocka_unit_test(test_vecadd_ops),                    \
     cmocka_unit_test(test_bad_slots),                     \
     cmocka_unit_test(test_activation_table),              \
+    cmocka_unit_test(test_concurrent_kernels),            \
     cmocka_unit_test(test_cycles)
 
 #endif
