@@ -17,6 +17,7 @@
 #include "runtime.h"
 #include "vecadd.h"
 #ifdef GB_HAVE_CUDA
+#include "backend_cuda.h"
 #include "bench_floor.h"
 #endif
 
@@ -158,14 +159,16 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     /* Throughput per batch size. */
     for (int b = 0; b < 4 && rc == 0; b++) {
         uint32_t batch = BATCHES[b];
-        double t0 = now_us(), t1;
+        double t0 = now_us(), t1, send_us = 0;
         uint64_t done = 0;
         do {
+            double ts = now_us();
             for (uint32_t k = 0; k < batch; k++) {
                 gb_slot_hdr_t *s = gb_rk_claim(rk);
                 fill_request(s, i + k);
             }
             gb_rk_publish(rk);
+            send_us += now_us() - ts;
             for (uint32_t k = 0; k < batch && rc == 0; k++)
                 rc = wait_reply(rk, i + k);
             i += batch;
@@ -173,14 +176,38 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
             t1 = now_us();
         } while (rc == 0 && t1 - t0 < seconds * 1e6);
         row->batch_rate[b] = (double)done / ((t1 - t0) / 1e6);
+        if (batch == 4096)
+            printf("host %s batch 4096: %.0f ns/msg writing requests, %.0f ns/msg waiting+reading replies\n",
+                   label, send_us * 1e3 / (double)done, (t1 - t0 - send_us) * 1e3 / (double)done);
     }
     row->has_tput = rc == 0;
-    gb_rk_status(rk, &st);
+    /* Counters are written with the replies; allow the last window's to land. */
+    for (int w = 0; w < 1000; w++) {
+        gb_rk_status(rk, &st);
+        if (st.processed >= i)
+            break;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
     if (rc == 0 && (st.processed != i || st.errors != 0)) {
         fprintf(stderr, "bench: %s: processed %llu of %llu, errors %llu\n", label,
                 (unsigned long long)st.processed, (unsigned long long)i, (unsigned long long)st.errors);
         rc = -1;
     }
+#ifdef GB_HAVE_CUDA
+    if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK) {
+        gb_kstate_t ks;
+        double khz = gbi_cuda_clock_khz(0);
+        if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_windows && khz > 0) {
+            double w = (double)ks.prof_windows, us = 1e3 / khz;
+            printf("profile %s: %llu busy windows, %.1f msgs/window; per window us: read %.2f "
+                   "dispatch %.2f write %.2f; idle total %.1f ms\n",
+                   name, (unsigned long long)ks.prof_windows, (double)ks.prof_msgs / w,
+                   (double)ks.prof_read / w * us, (double)ks.prof_dispatch / w * us,
+                   (double)ks.prof_write / w * us, (double)ks.prof_idle * us / 1e3);
+        }
+    }
+#endif
     gb_rk_destroy(&rk);
     return rc;
 }

@@ -25,6 +25,7 @@ typedef struct cpu_worker {
     uint32_t lane;
     pthread_t thread;
     int started;
+    uint64_t *done; /* positions handled in the current window, stamped together */
 } cpu_worker_t;
 
 typedef struct cpu_backend {
@@ -40,6 +41,8 @@ static void cpu_destroy(gb_rk_t *rk)
         free(b->tab.keys);
         free(b->tab.used);
         free(b->tab.states);
+        for (uint32_t i = 0; b->workers && i < b->lanes; i++)
+            free(b->workers[i].done);
         free(b->workers);
         free(b);
     }
@@ -69,6 +72,14 @@ static gb_err cpu_create(gb_rk_t *rk)
         free(region);
         cpu_destroy(rk);
         return GB_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < b->lanes; i++) {
+        b->workers[i].done = calloc(rk->p.grain.messages_per_iteration, sizeof(uint64_t));
+        if (!b->workers[i].done) {
+            free(region);
+            cpu_destroy(rk);
+            return GB_ERR_NOMEM;
+        }
     }
     memset(region, 0, size);
     gbi_rk_bind_region(rk, region);
@@ -111,7 +122,7 @@ static void *cpu_worker_main(void *arg)
     const gb_ring_geom_t g = rk->geom;
     const uint32_t pl_cap = gb_slot_payload_cap(g), lane = w->lane;
     const uint32_t window = rk->p.grain.messages_per_iteration;
-    uint64_t pos = 0, processed = 0, errors = 0;
+    uint64_t pos = 0;
     idle_t idle = {0, 0};
 
     for (;;) {
@@ -126,9 +137,11 @@ static void *cpu_worker_main(void *arg)
             idle_wait(&idle, &rk->p);
             continue;
         }
-        /* One window: up to messages_per_iteration ready requests. */
-        uint32_t n = 0;
-        uint64_t mine = 0, bad = 0;
+        /* One window: up to messages_per_iteration ready requests. Replies
+         * are written first and stamped last, after the counters, so that a
+         * host that sees a reply sees counters that include it. */
+        uint32_t n = 0, mine = 0;
+        uint64_t bad = 0;
         for (; n < window; n++, pos++) {
             gb_slot_hdr_t *in = gb_slot_at(rk->in, g, pos);
             uint32_t seq = __atomic_load_n(&in->seq, __ATOMIC_ACQUIRE);
@@ -151,9 +164,7 @@ static void *cpu_worker_main(void *arg)
             bad += (uint64_t)gbi_dispatch_one(rk->kind, &b->tab, lane, in, gb_slot_payload(in), &hdr,
                                               gb_slot_payload(out), pl_cap, ctl->test_flags);
             memcpy(out, &hdr, offsetof(gb_slot_hdr_t, seq));
-            /* Release: header and payload before the stamp the host polls. */
-            __atomic_store_n(&out->seq, gb_stamp(pos), __ATOMIC_RELEASE);
-            mine++;
+            w->done[mine++] = pos;
         }
         if (n == 0) {
             idle_wait(&idle, &rk->p);
@@ -161,8 +172,6 @@ static void *cpu_worker_main(void *arg)
         }
         idle.polls = 0;
         idle.sleep_ns = 0;
-        processed += mine;
-        errors += bad;
         /* Counters shared by the lanes: RMW is fine here (host memory, host threads). */
         if (mine)
             __atomic_fetch_add(&ctl->processed, mine, __ATOMIC_RELAXED);
@@ -172,9 +181,11 @@ static void *cpu_worker_main(void *arg)
             __atomic_fetch_add(&ctl->iterations, 1, __ATOMIC_RELAXED);
             __atomic_store_n(&ctl->consumed, pos, __ATOMIC_RELAXED);
         }
+        /* Release: reply and counters before the stamp the host polls. */
+        for (uint32_t k = 0; k < mine; k++)
+            __atomic_store_n(&gb_slot_at(rk->out, g, w->done[k])->seq, gb_stamp(w->done[k]),
+                             __ATOMIC_RELEASE);
     }
-    (void)processed;
-    (void)errors;
     return NULL;
 }
 

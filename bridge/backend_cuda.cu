@@ -22,6 +22,7 @@
 #include "grain.h"
 #include "log.h"
 #include "ring_kernel.h"
+#include "backend_cuda.h"
 #include "runtime_internal.h"
 
 typedef struct cuda_backend {
@@ -275,14 +276,13 @@ static void cuda_publish(gb_rk_t *rk)
         e = cudaMemcpyAsync(b->dev + off, rk->region + off, n * S, cudaMemcpyHostToDevice, b->cstream);
         from += n;
     }
-    rk->idx->in_head = to;
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(b->dev + gb_region_idx_off(), (const void *)&rk->idx->in_head, sizeof(uint64_t),
                             cudaMemcpyHostToDevice, b->cstream);
-    /* Pinned staging: the copy runs on while the host continues; but the host
-     * may rewrite these slots only after their replies came back, which is
-     * after the copy. malloc staging: the runtime copies synchronously. */
-    if (e == cudaSuccess && rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
+    /* Wait for the copies: the next publish rewrites in_head, the source of
+     * the head copy, and a head that ran ahead of its slots' copy would hand
+     * the kernel stale slots. (Fallback placement: correctness over speed.) */
+    if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess)
         fail(rk, e, "staging copy in");
@@ -392,3 +392,21 @@ extern "C" const gbi_backend_ops_t gbi_backend_cuda = {
     "cuda", cuda_create, cuda_launch, cuda_publish, cuda_pull, cuda_control, cuda_poll, cuda_stop,
     cuda_destroy,
 };
+
+extern "C" gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out)
+{
+    if (rk->ops != &gbi_backend_cuda || !rk->be)
+        return GB_ERR_UNSUPPORTED;
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    cudaError_t e = cudaMemcpyAsync(out, b->kstate, sizeof *out, cudaMemcpyDeviceToHost, b->cstream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->cstream);
+    return e == cudaSuccess ? GB_OK : GB_ERR_CUDA;
+}
+
+extern "C" int gbi_cuda_clock_khz(int device)
+{
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device);
+    return khz;
+}

@@ -254,6 +254,9 @@ void gb_rk_publish(gb_rk_t *rk)
     }
     /* Read by the consumer thread (in-flight count); release for tidiness. */
     __atomic_store_n(&rk->published, rk->in_head, __ATOMIC_RELEASE);
+    /* in_head after the stamps: a kernel that sees it may read up to it
+     * without checking for half-written slots. */
+    __atomic_store_n(&rk->idx->in_head, rk->in_head, __ATOMIC_RELEASE);
     if (rk->ops->publish)
         rk->ops->publish(rk);
 }

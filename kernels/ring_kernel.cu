@@ -1,19 +1,20 @@
 /* The ring kernel: one block whose threads are the grain type's owner lanes.
  *
  * Each iteration is one dispatch window:
- *   A. read: the block copies up to `cur` request slots into shared memory in
- *      one coalesced pass (16 bytes a thread, 4 adjacent threads per 64-byte
- *      line), and thread 0 reads the control line alongside, so a single-
- *      message round trip pays one PCIe read round. A slot counts when its
- *      stamp matches; the window is the stamped prefix. (Staging placement:
- *      in_head is read first; device memory makes that cheap.)
+ *   A. read, in one PCIe round: the request slots, in_head and the control
+ *      word. When in_head shows published requests the block reads exactly
+ *      those (up to a window, coalesced, 16 bytes a thread, 4 adjacent threads
+ *      per 64-byte line); otherwise it polls the single next slot, whose stamp
+ *      says whether it is written: a lone message costs one PCIe read. Slots
+ *      ahead of the producer are never read, since each such read pulls a line
+ *      out of the writing CPU's cache. (Staging placement: in_head is read
+ *      first; device memory makes that cheap, and stamps are not needed.)
  *   B. dispatch: each thread handles, in order, the window's requests whose
  *      key it owns, writing replies into shared memory.
  *   C. write: the block copies the replies out coalesced, with the stamp left
- *      at its old value; every thread fences at system scope; then one store
- *      per reply sets its stamp. A host that sees the stamp sees the reply.
- * The window adapts: small (one 2 KiB read) while traffic is light, the full
- * configured window while the previous one came back full.
+ *      at its old value; the writing threads fence at system scope; then one
+ *      store per reply sets its stamp. A host that sees the stamp sees the
+ *      reply.
  *
  * Idle: spin `idle_spin_polls` windows, then __nanosleep with a doubling
  * back-off up to `idle_backoff_max_ns`. A relaunched kernel (budget > 0)
@@ -23,7 +24,6 @@
 #include "dispatch.h"
 #include "ring_kernel.h"
 
-#define GBK_SMALL_BYTES 2048u /* request bytes read per window when traffic is light */
 
 static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
 {
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     unsigned char *s_out = s_in + (size_t)a.window * S;
     uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * S);
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
-    __shared__ uint64_t s_avail;
+    __shared__ uint64_t s_head;
 
     gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
     gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
@@ -67,10 +67,11 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;
     uint64_t tail = ks.tail, launch_done = 0;
-    const uint32_t small = max(1u, min(a.window, GBK_SMALL_BYTES / S));
-    uint32_t cur = small, idle_polls = 0, sleep_ns = 0;
+    uint64_t known_head = tail; /* highest in_head seen: slots below it are published */
+    uint32_t idle_polls = 0, sleep_ns = 0;
     uint64_t beat = 0;
     int reason = GB_EXIT_NONE;
+    const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
     if (tid == 0) {
         s_test = ld_volatile(&ctl->test_flags);
@@ -81,41 +82,76 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     __syncthreads();
 
     for (;;) {
-        uint32_t want = cur;
+        /* What to read. Mapped: when in_head says requests are published, read
+         * exactly those (a window's worth); otherwise poll the one next slot.
+         * Never read slots ahead of the producer: each such read pulls a line
+         * out of the writing CPU's cache and slows the producer down. */
+        uint32_t want;
+        if (tid == 0)
+            s_bad = 0;
+        if (a.staging) {
+            /* The host copies slots, then in_head, on one stream: a head that
+             * covers a position means the slot's copy has completed. */
+            if (tid == 0)
+                s_head = ld_volatile(&idx->in_head);
+            __syncthreads();
+            known_head = s_head;
+            __threadfence();
+            want = (uint32_t)min((uint64_t)a.window, known_head - tail);
+        } else {
+            want = known_head > tail ? (uint32_t)min((uint64_t)a.window, known_head - tail) : 1u;
+        }
         if (a.budget)
             want = (uint32_t)min((uint64_t)want, (uint64_t)a.budget - launch_done);
-        if (tid == 0) {
-            s_term = ld_volatile(&ctl->should_terminate);
-            s_active = ld_volatile(&ctl->is_active);
-            s_bad = 0;
-            if (a.staging) {
-                /* The host copies slots, then in_head, on one stream: a head
-                 * that covers a position means the slot's copy completed. */
-                uint64_t head = ld_volatile(&idx->in_head);
-                s_avail = head - tail;
+
+        long long t0 = clock64();
+        /* A. One PCIe round: the slots (up to 4 chunks of 16 bytes a thread,
+         * all loads issued before any is used), in_head and the control word. */
+        const uint32_t total = want * C16;
+        uint64_t cword = 0, head = 0;
+        if (tid == ctl_thread) {
+            /* is_active (low) and should_terminate (high) in one 8-byte load */
+            cword = ld_volatile((const volatile uint64_t *)&ctl->is_active);
+            if (!a.staging)
+                head = ld_volatile(&idx->in_head);
+        }
+        for (uint32_t base = 0; base < total; base += 4 * nthreads) {
+            uint4 v[4];
+#pragma unroll
+            for (uint32_t k = 0; k < 4; k++) {
+                uint32_t c = base + k * nthreads + tid;
+                if (c < total) {
+                    uint32_t i = c / C16, off = (c - i * C16) * 16;
+                    v[k] = ld_volatile_v4(in + (size_t)((tail + i) & mask) * S + off);
+                }
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < 4; k++) {
+                uint32_t c = base + k * nthreads + tid;
+                if (c < total) {
+                    uint32_t i = c / C16, off = (c - i * C16) * 16;
+                    *(uint4 *)(s_in + (size_t)i * S + off) = v[k];
+                }
             }
         }
-        if (a.staging) {
-            __syncthreads();
-            want = (uint32_t)min((uint64_t)want, s_avail);
-            __threadfence();
-        }
-        /* A. read the window's slots. */
-        for (uint32_t c = tid; c < want * C16; c += nthreads) {
-            uint32_t i = c / C16, off = (c - i * C16) * 16;
-            const unsigned char *src = in + (size_t)((tail + i) & mask) * S + off;
-            *(uint4 *)(s_in + (size_t)i * S + off) = ld_volatile_v4(src);
+        if (tid == ctl_thread) {
+            s_active = (uint32_t)cword;
+            s_term = (uint32_t)(cword >> 32);
+            if (!a.staging)
+                s_head = head;
         }
         if (tid == 0)
             s_n = want;
         __syncthreads();
         if (!a.staging) {
+            /* The window is the stamped prefix (a polled slot may not be written yet). */
             for (uint32_t i = tid; i < want; i += nthreads) {
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * S);
                 if (h->seq != gb_stamp(tail + i))
                     atomicMin(&s_n, i);
             }
             __syncthreads();
+            known_head = max(known_head, s_head);
         }
         uint32_t n = s_n;
         const uint32_t term = s_term, active = s_active;
@@ -135,13 +171,13 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 reason = GB_EXIT_INPUT_EMPTY;
                 break;
             }
-            cur = small;
             if (++idle_polls > a.idle_spin_polls) {
                 sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
                 __nanosleep(sleep_ns);
             }
             if (tid == 0 && (idle_polls & 63) == 0 && !(s_test & GB_TEST_SKIP_HEARTBEAT))
                 st_volatile(&ctl->heartbeat, ++beat);
+            ks.prof_idle += (uint64_t)(clock64() - t0);
             __syncthreads(); /* s_* are rewritten by thread 0 next iteration */
             continue;
         }
@@ -163,6 +199,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key,
                                                 nthreads);
         __syncthreads();
+        long long t1 = clock64();
 
         /* B. dispatch: this thread's requests, in window order. */
         uint32_t bad = 0;
@@ -180,37 +217,52 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         if (bad)
             atomicAdd(&s_bad, bad);
         __syncthreads();
+        long long t2 = clock64();
 
-        /* C. write replies, fence, then stamps. */
+        /* C. write replies, fence, then stamps. Telemetry goes with the
+         * replies, before the fence: a host that sees a reply's stamp sees
+         * counters that include it. */
+        ks.processed += n;
+        ks.errors += s_bad;
+        ks.iterations++;
+        bool wrote = false;
+        if (tid == 0) {
+            st_volatile(&ctl->processed, ks.processed);
+            st_volatile(&ctl->errors, ks.errors);
+            st_volatile(&ctl->iterations, ks.iterations);
+            st_volatile(&ctl->consumed, tail + n);
+            wrote = true;
+        }
         for (uint32_t c = tid; c < n * C16; c += nthreads) {
             uint32_t i = c / C16, off = (c - i * C16) * 16;
             st_volatile_v4(out + (size_t)((tail + i) & mask) * S + off,
                            *(const uint4 *)(s_out + (size_t)i * S + off));
+            wrote = true;
         }
-        __threadfence_system();
+        if (wrote)
+            __threadfence_system();
         __syncthreads();
         for (uint32_t i = tid; i < n; i += nthreads) {
             gb_slot_hdr_t *o = (gb_slot_hdr_t *)(out + (size_t)((tail + i) & mask) * S);
             st_volatile(&o->seq, gb_stamp(tail + i));
         }
+        if (a.staging)
+            __syncthreads(); /* every stamp before out_head, which the host copies first */
         tail += n;
         launch_done += n;
-        ks.processed += n;
-        ks.errors += s_bad;
-        ks.iterations++;
         if (tid == 0) {
             if (a.staging) {
                 __threadfence();
                 st_volatile(&idx->out_head, tail);
             }
-            st_volatile(&ctl->processed, ks.processed);
-            st_volatile(&ctl->errors, ks.errors);
-            st_volatile(&ctl->iterations, ks.iterations);
-            st_volatile(&ctl->consumed, tail);
             if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
                 st_volatile(&ctl->heartbeat, ++beat);
+            ks.prof_read += (uint64_t)(t1 - t0);
+            ks.prof_dispatch += (uint64_t)(t2 - t1);
+            ks.prof_write += (uint64_t)(clock64() - t2);
+            ks.prof_windows++;
+            ks.prof_msgs += n;
         }
-        cur = n == cur ? a.window : small;
         if (a.budget && launch_done >= a.budget) {
             reason = GB_EXIT_BUDGET_SPENT;
             break;

@@ -25,6 +25,9 @@ typedef struct gb_kstate {
     uint64_t iterations;
     int32_t active_seen;
     int32_t _pad;
+    /* Profile (clock64 cycles, thread 0): idle polls, then per busy window
+     * read, dispatch, write; busy windows and their requests. */
+    uint64_t prof_idle, prof_read, prof_dispatch, prof_write, prof_windows, prof_msgs;
 } gb_kstate_t;
 
 typedef struct gb_kargs {

@@ -1,0 +1,21 @@
+/* Diagnostics of the CUDA backend (benchmarks and tests). */
+#ifndef GB_BACKEND_CUDA_H
+#define GB_BACKEND_CUDA_H
+
+#include "ring_kernel.h"
+#include "runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Copies the kernel's device-side progress and profile (valid once the kernel
+ * has stopped). GB_ERR_UNSUPPORTED for a ring kernel of another backend. */
+gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out);
+/* SM clock in kHz, to turn profile cycles into time. */
+int gbi_cuda_clock_khz(int device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
