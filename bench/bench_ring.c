@@ -205,6 +205,14 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
                    name, (unsigned long long)ks.prof_windows, (double)ks.prof_msgs / w,
                    (double)ks.prof_read / w * us, (double)ks.prof_dispatch / w * us,
                    (double)ks.prof_write / w * us, (double)ks.prof_idle * us / 1e3);
+            if (ks.prof_big_windows) {
+                w = (double)ks.prof_big_windows;
+                printf("profile %s: %llu windows of >= 64, %.1f msgs/window; per window us: read %.2f "
+                       "dispatch %.2f write %.2f\n",
+                       name, (unsigned long long)ks.prof_big_windows, (double)ks.prof_big_msgs / w,
+                       (double)ks.prof_big_read / w * us, (double)ks.prof_big_dispatch / w * us,
+                       (double)ks.prof_big_write / w * us);
+            }
         }
     }
 #endif

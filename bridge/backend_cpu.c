@@ -38,9 +38,7 @@ static void cpu_destroy(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
     if (b) {
-        free(b->tab.keys);
-        free(b->tab.used);
-        free(b->tab.states);
+        free(b->tab.entries);
         for (uint32_t i = 0; b->workers && i < b->lanes; i++)
             free(b->workers[i].done);
         free(b->workers);
@@ -61,14 +59,13 @@ static gb_err cpu_create(gb_rk_t *rk)
     b->tab.lanes = b->lanes;
     b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->lanes);
     b->tab.state_size = gb_grain_state_size(rk->kind);
+    b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
     size_t entries = (size_t)b->tab.lanes * b->tab.per_lane;
-    b->tab.keys = calloc(entries, sizeof(uint64_t));
-    b->tab.used = calloc(entries, 1);
-    b->tab.states = calloc(entries, b->tab.state_size);
+    b->tab.entries = calloc(entries, b->tab.entry_size);
     b->workers = calloc(b->lanes, sizeof *b->workers);
     size_t size = (gb_region_size(rk->geom) + GB_LINE - 1) / GB_LINE * GB_LINE;
     unsigned char *region = aligned_alloc(GB_LINE, size);
-    if (!b->tab.keys || !b->tab.used || !b->tab.states || !b->workers || !region) {
+    if (!b->tab.entries || !b->workers || !region) {
         free(region);
         cpu_destroy(rk);
         return GB_ERR_NOMEM;

@@ -87,9 +87,7 @@ static void free_now(cuda_backend_t *b)
             free(b->host);
     }
     cudaFree(b->kstate);
-    cudaFree(b->tab.keys);
-    cudaFree(b->tab.used);
-    cudaFree(b->tab.states);
+    cudaFree(b->tab.entries);
     if (b->kstream)
         cudaStreamDestroy(b->kstream);
     if (b->cstream)
@@ -197,11 +195,10 @@ static gb_err cuda_create(gb_rk_t *rk)
     b->tab.lanes = GBK_THREADS;
     b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, GBK_THREADS);
     b->tab.state_size = gb_grain_state_size(rk->kind);
+    b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
     entries = (size_t)b->tab.lanes * b->tab.per_lane;
-    CK(cudaMalloc((void **)&b->tab.keys, entries * sizeof(uint64_t)), "cudaMalloc(keys)");
-    CK(cudaMalloc((void **)&b->tab.used, entries), "cudaMalloc(used)");
-    CK(cudaMalloc((void **)&b->tab.states, entries * b->tab.state_size), "cudaMalloc(states)");
-    CK(cudaMemsetAsync(b->tab.used, 0, entries, b->cstream), "cudaMemsetAsync(used)");
+    CK(cudaMalloc((void **)&b->tab.entries, entries * b->tab.entry_size), "cudaMalloc(grain table)");
+    CK(cudaMemsetAsync(b->tab.entries, 0, entries * b->tab.entry_size, b->cstream), "cudaMemsetAsync(table)");
     CK(cudaMalloc((void **)&b->kstate, sizeof(gb_kstate_t)), "cudaMalloc(kstate)");
     /* active_seen -1: the kernel's first window always reports what it sees. */
     memset(&ks0, 0, sizeof ks0);

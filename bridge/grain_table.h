@@ -17,15 +17,33 @@
 
 enum { GB_ENTRY_EMPTY = 0, GB_ENTRY_USED = 1, GB_ENTRY_TOMB = 2 };
 
-typedef struct gb_grain_table {
-    uint64_t *keys;        /* lanes * per_lane */
-    uint8_t *used;         /* GB_ENTRY_*, lanes * per_lane */
-    unsigned char *states; /* lanes * per_lane * state_size, zeroed on activation */
-    uint32_t lanes;        /* partitions: one per owner lane */
-    uint32_t per_lane;     /* entries per partition, power of two */
-    uint32_t state_size;   /* bytes, multiple of 8 */
+/* One entry: the key, its use flag and the grain's state, together, so that a
+ * lookup is one memory round trip (on the GPU, one L2 access) and the state
+ * comes with it. */
+typedef struct gb_grain_entry {
+    uint64_t key;
+    uint32_t used; /* GB_ENTRY_* */
     uint32_t _pad;
+    /* state_size bytes of state follow */
+} gb_grain_entry_t;
+
+typedef struct gb_grain_table {
+    unsigned char *entries; /* lanes * per_lane entries of entry_size bytes, zeroed */
+    uint32_t lanes;         /* partitions: one per owner lane */
+    uint32_t per_lane;      /* entries per partition, power of two */
+    uint32_t state_size;    /* bytes, multiple of 8 */
+    uint32_t entry_size;    /* sizeof(gb_grain_entry_t) + state_size, multiple of 16 */
 } gb_grain_table_t;
+
+GB_HD uint32_t gb_grain_entry_size(uint32_t state_size)
+{
+    return (uint32_t)((sizeof(gb_grain_entry_t) + state_size + 15u) & ~15u);
+}
+
+GB_HD gb_grain_entry_t *gb_grain_entry(gb_grain_table_t *t, uint64_t e)
+{
+    return (gb_grain_entry_t *)(t->entries + (size_t)e * t->entry_size);
+}
 
 /* A 64-bit mixer (splitmix64's finaliser): keys are often small consecutive
  * integers, and lanes and probe positions must both spread them. */
@@ -63,8 +81,9 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     int64_t tomb = -1;
     for (uint32_t i = 0; i < t->per_lane; i++) {
         uint64_t e = base + ((h + i) & mask);
-        uint8_t u = t->used[e];
-        if (u == GB_ENTRY_USED && t->keys[e] == key)
+        const gb_grain_entry_t *en = gb_grain_entry(t, e);
+        uint32_t u = en->used;
+        if (u == GB_ENTRY_USED && en->key == key)
             return (int64_t)e;
         if (u == GB_ENTRY_TOMB && tomb < 0)
             tomb = (int64_t)e;
@@ -76,15 +95,16 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     }
     if (!create || tomb < 0)
         return -1;
-    t->keys[tomb] = key;
-    t->used[tomb] = GB_ENTRY_USED;
-    memset(t->states + (size_t)tomb * t->state_size, 0, t->state_size);
+    gb_grain_entry_t *en = gb_grain_entry(t, (uint64_t)tomb);
+    en->key = key;
+    en->used = GB_ENTRY_USED;
+    memset(en + 1, 0, t->state_size);
     return tomb;
 }
 
 GB_HD void *gb_grain_state(gb_grain_table_t *t, int64_t entry)
 {
-    return t->states + (size_t)entry * t->state_size;
+    return gb_grain_entry(t, (uint64_t)entry) + 1;
 }
 
 /* Deactivates key: frees its entry. Returns 1 if it was active. */
@@ -93,7 +113,7 @@ GB_HD int gb_grain_remove(gb_grain_table_t *t, uint32_t lane, uint64_t key)
     int64_t e = gb_grain_find(t, lane, key, 0);
     if (e < 0)
         return 0;
-    t->used[e] = GB_ENTRY_TOMB;
+    gb_grain_entry(t, (uint64_t)e)->used = GB_ENTRY_TOMB;
     return 1;
 }
 

@@ -28,6 +28,8 @@ typedef struct gb_kstate {
     /* Profile (clock64 cycles, thread 0): idle polls, then per busy window
      * read, dispatch, write; busy windows and their requests. */
     uint64_t prof_idle, prof_read, prof_dispatch, prof_write, prof_windows, prof_msgs;
+    /* The same for windows of 64 requests or more. */
+    uint64_t prof_big_read, prof_big_dispatch, prof_big_write, prof_big_windows, prof_big_msgs;
 } gb_kstate_t;
 
 typedef struct gb_kargs {
