@@ -9,8 +9,8 @@
  *      ahead of the producer are never read, since each such read pulls a line
  *      out of the writing CPU's cache. (Staging placement: in_head is read
  *      first; device memory makes that cheap, and stamps are not needed.)
- *   B. dispatch: each thread handles, in order, the window's requests whose
- *      key it owns, writing replies into shared memory.
+ *   B. dispatch, in rounds by rank within each owner lane (see below),
+ *      writing replies into shared memory.
  *   C. write: the block copies the replies out coalesced, with the stamp left
  *      at its old value; the writing threads fence at system scope; then one
  *      store per reply sets its stamp. A host that sees the stamp sees the
@@ -35,13 +35,6 @@ static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
     return v;
 }
 
-static __device__ __forceinline__ void st_volatile_v4(void *p, uint4 v)
-{
-    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
-                 "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-
 template <typename T> static __device__ __forceinline__ T ld_volatile(const volatile T *p) { return *p; }
 
 template <typename T> static __device__ __forceinline__ void st_volatile(volatile T *p, T v) { *p = v; }
@@ -56,6 +49,9 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     unsigned char *s_in = (unsigned char *)gbk_smem;
     unsigned char *s_out = s_in + (size_t)a.window * S;
     uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * S);
+    uint16_t *s_rank = s_lane + a.window;
+    __shared__ uint16_t s_cnt[GBK_THREADS];
+    __shared__ uint32_t s_rounds;
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
     __shared__ uint64_t s_head;
 
@@ -73,6 +69,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     int reason = GB_EXIT_NONE;
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
+    s_cnt[tid] = 0;
     if (tid == 0) {
         s_test = ld_volatile(&ctl->test_flags);
         /* First beat at once: the host's start-up deadline waits for it. */
@@ -201,27 +198,54 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         __syncthreads();
         long long t1 = clock64();
 
-        /* B. dispatch: this thread's requests, in window order. The threads
-         * of a warp walk their own lists side by side, so the warp runs its
-         * threads' k-th requests together instead of one request at a time. */
+        /* B. dispatch in rounds. A request's rank is the number of earlier
+         * requests in the window for the same owner lane (same activation
+         * partition); round r runs every request of rank r, one per owner, in
+         * parallel. Rounds are separated by a barrier, so each owner's
+         * requests run one at a time, in window order (turn semantics), and a
+         * window of distinct grains runs in one round. */
+        if (tid < 32) {
+            uint32_t maxr = 0;
+            for (uint32_t c = 0; c < n; c += 32) {
+                uint32_t i = c + tid;
+                bool valid = i < n;
+                uint32_t o = valid ? s_lane[i] : 0x10000u + tid; /* unique: matches nothing */
+                uint32_t m = __match_any_sync(0xffffffffu, o);
+                uint32_t before = __popc(m & ((1u << tid) - 1u));
+                uint32_t base = valid ? s_cnt[o] : 0;
+                __syncwarp();
+                if (valid) {
+                    uint32_t r = base + before;
+                    s_rank[i] = (uint16_t)r;
+                    maxr = max(maxr, r);
+                    if ((m >> tid) == 1u) /* the group's highest lane updates the count */
+                        s_cnt[o] = (uint16_t)(base + __popc(m));
+                }
+                __syncwarp();
+            }
+            maxr = __reduce_max_sync(0xffffffffu, maxr);
+            if (tid == 0)
+                s_rounds = maxr + 1;
+        }
+        __syncthreads();
         uint32_t bad = 0;
-        for (uint32_t i = 0;;) {
-            while (i < n && s_lane[i] != tid)
-                i++;
-            __syncwarp();
-            if (i < n) {
+        const uint32_t rounds = s_rounds;
+        for (uint32_t r = 0; r < rounds; r++) {
+            for (uint32_t i = tid; i < n; i += nthreads) {
+                if (s_rank[i] != r)
+                    continue;
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * S);
                 gb_slot_hdr_t oh;
-                bad += gbi_dispatch_one(a.kind, &a.tab, tid, h, s_in + (size_t)i * S + GB_SLOT_HDR_SIZE, &oh,
-                                        s_out + (size_t)i * S + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
+                bad += gbi_dispatch_one(a.kind, &a.tab, s_lane[i], h, s_in + (size_t)i * S + GB_SLOT_HDR_SIZE,
+                                        &oh, s_out + (size_t)i * S + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
                                         s_test);
                 oh.seq = gb_stamp(tail + i - g.cap); /* "not yet" until step C's stamp store */
                 *(gb_slot_hdr_t *)(s_out + (size_t)i * S) = oh;
-                i++;
             }
-            if (!__any_sync(0xffffffffu, i < n))
-                break;
+            if (rounds > 1)
+                __syncthreads();
         }
+        s_cnt[tid] = 0; /* read again only after the barriers below */
         if (bad)
             atomicAdd(&s_bad, bad);
         __syncthreads();
@@ -243,8 +267,9 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         }
         for (uint32_t c = tid; c < n * C16; c += nthreads) {
             uint32_t i = c / C16, off = (c - i * C16) * 16;
-            st_volatile_v4(out + (size_t)((tail + i) & mask) * S + off,
-                           *(const uint4 *)(s_out + (size_t)i * S + off));
+            /* Plain stores, which the memory system may combine; the system
+             * fence below orders them before the stamps. */
+            *(uint4 *)(out + (size_t)((tail + i) & mask) * S + off) = *(const uint4 *)(s_out + (size_t)i * S + off);
             wrote = true;
         }
         if (wrote)
@@ -300,7 +325,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
 
 extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
 {
-    return (size_t)window * slot_size * 2 + (size_t)window * sizeof(uint16_t);
+    return (size_t)window * slot_size * 2 + (size_t)window * 2 * sizeof(uint16_t);
 }
 
 extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size)
@@ -309,7 +334,7 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size)
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
         optin = 48 * 1024;
     size_t budget = (size_t)optin - 1024; /* static __shared__ variables */
-    uint32_t w = (uint32_t)(budget / (2u * slot_size + 2u));
+    uint32_t w = (uint32_t)(budget / (2u * slot_size + 4u));
     return w ? w : 1;
 }
 
