@@ -104,6 +104,8 @@ static int wait_reply(gb_rk_t *rk, uint64_t i)
     return 0;
 }
 
+static int g_window = 256;
+
 static int bench_backend(const char *label, gb_mode mode, int fallback, int warmup, int iters,
                          double seconds)
 {
@@ -114,7 +116,7 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     snprintf(p.grain.type, sizeof p.grain.type, "vecadd");
     p.grain.queue_capacity = 8192;
     p.grain.slot_size = 64;
-    p.grain.messages_per_iteration = 256;
+    p.grain.messages_per_iteration = (uint32_t)g_window;
     p.grain.max_grains = 65536;
     p.grain.cpu_threads = 1;
     p.idle_spin_polls = 1u << 30; /* never sleep during a measurement */
@@ -250,11 +252,12 @@ static void bench_floors(int warmup, int iters)
 
 static void usage(void)
 {
-    printf("usage: bench_ring [--modes cpu,persistent] [--iters N] [--warmup N] [--seconds S]\n"
+    printf("usage: bench_ring [--modes cpu,persistent] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
            "                  [--fallback]\n"
            "  --modes     backends to measure (default: cpu, plus persistent where a GPU is present)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
+           "  --window    requests per dispatch window (default 256)\n"
            "  --fallback  also measure persistent mode with the fallback placement\n");
 }
 
@@ -272,6 +275,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[++a]);
         else if (!strcmp(argv[a], "--modes") && a + 1 < argc)
             modes = argv[++a];
+        else if (!strcmp(argv[a], "--window") && a + 1 < argc)
+            g_window = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--fallback"))
             fallback = 1;
         else {
@@ -279,8 +284,8 @@ int main(int argc, char **argv)
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
-    if (iters < 100 || warmup < 0 || seconds <= 0) {
-        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0\n");
+    if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096) {
+        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
@@ -291,8 +296,8 @@ int main(int argc, char **argv)
 #endif
     if (!modes)
         modes = have_gpu ? "cpu,persistent" : "cpu";
-    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size\n", gpu, iters,
-           warmup, seconds);
+    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d\n", gpu,
+           iters, warmup, seconds, g_window);
     int rc = 0;
 #ifdef GB_HAVE_CUDA
     if (have_gpu)
