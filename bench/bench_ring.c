@@ -222,6 +222,43 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     return rc;
 }
 
+/* CPU the host side spends on an idle ring kernel over one second, when an
+ * event loop polls it every millisecond (what the bridge does). */
+static double idle_cpu_percent(gb_mode mode)
+{
+    gb_rk_params_t p;
+    memset(&p, 0, sizeof p);
+    p.type = "echo";
+    p.mode = mode;
+    snprintf(p.grain.type, sizeof p.grain.type, "echo");
+    p.grain.queue_capacity = 64;
+    p.grain.slot_size = 64;
+    p.grain.messages_per_iteration = 64;
+    p.grain.max_grains = 64;
+    p.grain.cpu_threads = 1;
+    p.idle_spin_polls = 64;
+    p.idle_backoff_max_ns = 20000;
+    p.heartbeat_deadline_ms = 2000;
+    p.max_messages_per_launch = 4096;
+    gb_rk_t *rk = NULL;
+    if (gb_rk_new(&p, &rk) != GB_OK || gb_rk_launch(rk) != GB_OK) {
+        gb_rk_destroy(&rk);
+        return -1;
+    }
+    struct timespec c0, c1, w = {0, 1000000};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    double t0 = now_us();
+    while (now_us() - t0 < 1e6) {
+        gb_rk_poll(rk);
+        nanosleep(&w, NULL);
+    }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu_us = (double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e3;
+    double wall = now_us() - t0;
+    gb_rk_destroy(&rk);
+    return 100.0 * cpu_us / wall;
+}
+
 #ifdef GB_HAVE_CUDA
 static void bench_floors(int warmup, int iters)
 {
@@ -234,6 +271,7 @@ static void bench_floors(int warmup, int iters)
         {"floor: echo 64B, no fence", 0, 0},
         {"floor: empty graph", 1, 0},
         {"floor: copy graph 1x64B", 1, 1},
+        {"floor: copy graph 4096x64B", 1, 4096},
     };
     for (size_t f = 0; f < sizeof floors / sizeof floors[0]; f++) {
         int rc = floors[f].kind == 0 ? gbk_floor_echo(0, floors[f].arg, warmup, iters, s)
@@ -252,13 +290,13 @@ static void bench_floors(int warmup, int iters)
 
 static void usage(void)
 {
-    printf("usage: bench_ring [--modes cpu,persistent] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
+    printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
            "                  [--fallback]\n"
-           "  --modes     backends to measure (default: cpu, plus persistent where a GPU is present)\n"
+           "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
            "  --window    requests per dispatch window (default 256)\n"
-           "  --fallback  also measure persistent mode with the fallback placement\n");
+           "  --fallback  also measure the fallback placements (device memory + staging)\n");
 }
 
 int main(int argc, char **argv)
@@ -295,7 +333,7 @@ int main(int argc, char **argv)
     have_gpu = gbk_device_name(0, gpu, sizeof gpu) == 0;
 #endif
     if (!modes)
-        modes = have_gpu ? "cpu,persistent" : "cpu";
+        modes = have_gpu ? "cpu,persistent,relaunch" : "cpu";
     printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d\n", gpu,
            iters, warmup, seconds, g_window);
     int rc = 0;
@@ -310,6 +348,19 @@ int main(int argc, char **argv)
         if (fallback)
             rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 1, warmup, iters / 10, seconds);
     }
+    if (strstr(modes, "relaunch")) {
+        rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 0, warmup, iters, seconds);
+        if (fallback) {
+            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup, iters / 4, seconds);
+            setenv("GPUBRIDGE_FORCE_MALLOC_STAGING", "1", 1);
+            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup / 4, iters / 20, seconds);
+            unsetenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
+        }
+        printf("idle host CPU, relaunch, polled every ms: %.2f%% of a core\n", idle_cpu_percent(GB_MODE_RELAUNCH));
+    }
+    if (strstr(modes, "cpu"))
+        printf("idle host CPU, cpu backend (its worker backs off), polled every ms: %.2f%% of a core\n",
+               idle_cpu_percent(GB_MODE_CPU));
 
     printf("\n%-36s %10s %10s %12s %12s %12s %12s\n", "path", "median us", "p99 us", "b=1 M/s",
            "b=16 M/s", "b=256 M/s", "b=4096 M/s");
@@ -333,10 +384,26 @@ int main(int argc, char **argv)
     for (int r = 0; r < g_nrows; r++)
         if (!strcmp(g_rows[r].name, "floor: echo 64B, fence"))
             floor_echo = g_rows[r].median_us;
-    if (floor_echo > 0)
-        for (int r = 0; r < g_nrows; r++)
-            if (!strncmp(g_rows[r].name, "persistent", 10) && g_rows[r].has_lat)
-                printf("ratio %s / echo floor: %.3f\n", g_rows[r].name, g_rows[r].median_us / floor_echo);
+    double floor_graph = 0, floor_copy = 0;
+    for (int r = 0; r < g_nrows; r++) {
+        if (!strcmp(g_rows[r].name, "floor: empty graph"))
+            floor_graph = g_rows[r].median_us;
+        if (!strcmp(g_rows[r].name, "floor: copy graph 1x64B"))
+            floor_copy = g_rows[r].median_us;
+        if (!strcmp(g_rows[r].name, "floor: copy graph 4096x64B"))
+            printf("floor: copy graph moves 4096 slots at %.1f M msg/s\n", 4096.0 / g_rows[r].median_us);
+    }
+    for (int r = 0; r < g_nrows; r++) {
+        row_t *w = &g_rows[r];
+        if (!w->has_lat)
+            continue;
+        if (floor_echo > 0 && !strncmp(w->name, "persistent", 10))
+            printf("ratio %s / echo floor: %.3f\n", w->name, w->median_us / floor_echo);
+        if (floor_graph > 0 && !strcmp(w->name, "relaunch (mapped)"))
+            printf("ratio %s / empty-graph floor: %.3f\n", w->name, w->median_us / floor_graph);
+        if (floor_copy > 0 && !strncmp(w->name, "relaunch (device", 16))
+            printf("ratio %s / copy-graph floor: %.3f\n", w->name, w->median_us / floor_copy);
+    }
 
     printf("{\"bench\":\"ring\",\"gpu\":\"%s\",\"rows\":[", gpu);
     for (int r = 0; r < g_nrows; r++) {

@@ -10,7 +10,11 @@
  * A worker that finds a slot already stamped for a later lap skips it: the
  * host could only reuse the slot after consuming its reply, so the request
  * belonged to another lane and is done. */
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +33,8 @@ typedef struct cpu_worker {
 } cpu_worker_t;
 
 typedef struct cpu_backend {
+    uint32_t wake_seq; /* eventcount: bumped to wake sleeping workers */
+    uint32_t sleepers; /* workers asleep or about to be */
     gb_grain_table_t tab;
     uint32_t lanes;
     cpu_worker_t *workers;
@@ -84,30 +90,60 @@ static gb_err cpu_create(gb_rk_t *rk)
     return GB_OK;
 }
 
-/* Idle back-off: spin with a pause, then yield, then sleep up to the configured
- * maximum, doubling. Reset whenever work is found. */
+/* Idle: spin with a pause for idle_spin_polls polls, yield a little, then
+ * sleep on an eventcount (a futex) until the producer or a control change
+ * wakes us. The producer pays one load per publish while nobody sleeps, and
+ * an idle cpu grain type costs no CPU. A 100 ms timeout is a safety net. */
 typedef struct idle {
     uint32_t polls;
-    uint32_t sleep_ns;
 } idle_t;
 
-static void idle_wait(idle_t *w, const gb_rk_params_t *p)
+static long futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
 {
-    if (++w->polls < p->idle_spin_polls) {
+    return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+static void cpu_wake(gb_rk_t *rk)
+{
+    cpu_backend_t *b = rk->be;
+    /* Pairs with the sleeper's fence: either it sees our stamp, or we see it
+     * registered and wake it. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&b->sleepers, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&b->wake_seq, 1, __ATOMIC_RELEASE);
+        futex(&b->wake_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
+    }
+}
+
+static int has_news(gb_rk_t *rk, uint64_t pos, int was_active)
+{
+    gb_slot_hdr_t *in = gb_slot_at(rk->in, rk->geom, pos);
+    /* Written for pos, or already a later lap (another lane's, to skip). */
+    return (int32_t)(__atomic_load_n(&in->seq, __ATOMIC_ACQUIRE) - gb_stamp(pos)) >= 0 ||
+           __atomic_load_n(&rk->ctl->should_terminate, __ATOMIC_ACQUIRE) ||
+           __atomic_load_n(&rk->ctl->is_active, __ATOMIC_ACQUIRE) != was_active;
+}
+
+static void idle_wait(idle_t *w, gb_rk_t *rk, uint64_t pos, int active)
+{
+    cpu_backend_t *b = rk->be;
+    if (++w->polls < rk->p.idle_spin_polls) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
         return;
     }
-    if (w->polls < p->idle_spin_polls + 64) {
+    if (w->polls < rk->p.idle_spin_polls + 64) {
         sched_yield();
         return;
     }
-    w->sleep_ns = w->sleep_ns ? w->sleep_ns * 2 : 1000;
-    if (w->sleep_ns > p->idle_backoff_max_ns)
-        w->sleep_ns = p->idle_backoff_max_ns ? p->idle_backoff_max_ns : 1000;
-    struct timespec ts = {0, (long)w->sleep_ns};
-    nanosleep(&ts, NULL);
+    uint32_t seq = __atomic_load_n(&b->wake_seq, __ATOMIC_ACQUIRE);
+    __atomic_fetch_add(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+    if (!has_news(rk, pos, active)) {
+        struct timespec ts = {0, 100000000};
+        futex(&b->wake_seq, FUTEX_WAIT_PRIVATE, seq, &ts);
+    }
+    __atomic_fetch_sub(&b->sleepers, 1, __ATOMIC_RELAXED);
 }
 
 static void *cpu_worker_main(void *arg)
@@ -120,7 +156,7 @@ static void *cpu_worker_main(void *arg)
     const uint32_t pl_cap = gb_slot_payload_cap(g), lane = w->lane;
     const uint32_t window = rk->p.grain.messages_per_iteration;
     uint64_t pos = 0;
-    idle_t idle = {0, 0};
+    idle_t idle = {0};
 
     for (;;) {
         if (__atomic_load_n(&ctl->should_terminate, __ATOMIC_ACQUIRE))
@@ -131,7 +167,7 @@ static void *cpu_worker_main(void *arg)
             __atomic_store_n(&ctl->heartbeat, ctl->heartbeat + 1, __ATOMIC_RELAXED);
         }
         if (!active) {
-            idle_wait(&idle, &rk->p);
+            idle_wait(&idle, rk, pos, active);
             continue;
         }
         /* One window: up to messages_per_iteration ready requests. Replies
@@ -164,11 +200,10 @@ static void *cpu_worker_main(void *arg)
             w->done[mine++] = pos;
         }
         if (n == 0) {
-            idle_wait(&idle, &rk->p);
+            idle_wait(&idle, rk, pos, active);
             continue;
         }
         idle.polls = 0;
-        idle.sleep_ns = 0;
         /* Counters shared by the lanes: RMW is fine here (host memory, host threads). */
         if (mine)
             __atomic_fetch_add(&ctl->processed, mine, __ATOMIC_RELAXED);
@@ -227,9 +262,9 @@ const gbi_backend_ops_t gbi_backend_cpu = {
     .name = "cpu",
     .create = cpu_create,
     .launch = cpu_launch,
-    .publish = NULL,
+    .publish = cpu_wake,
     .pull = NULL,
-    .control = NULL,
+    .control = cpu_wake,
     .poll = NULL,
     .stop = cpu_stop,
     .destroy = cpu_destroy,

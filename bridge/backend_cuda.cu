@@ -23,26 +23,9 @@
 #include "log.h"
 #include "ring_kernel.h"
 #include "backend_cuda.h"
-#include "runtime_internal.h"
+#include "backend_cuda_internal.h"
 
-typedef struct cuda_backend {
-    struct cuda_backend *next_deferred;
-    int device;
-    int resident;         /* our kernel may still be running on the device */
-    gb_placement placement;
-    cudaStream_t kstream; /* the ring kernel */
-    cudaStream_t cstream; /* staging copies */
-    unsigned char *host;  /* host view (mapped, or staging) */
-    unsigned char *dev;   /* device view */
-    gb_kstate_t *kstate;
-    gb_grain_table_t tab; /* device pointers */
-    gb_kargs_t args;
-    uint64_t copied_in;   /* staging: requests copied to the device */
-    uint64_t pulled_out;  /* staging: replies copied back */
-    uint64_t last_query_ns;
-} cuda_backend_t;
-
-static int fail(gb_rk_t *rk, cudaError_t err, const char *what)
+int gbi_cuda_fail(gb_rk_t *rk, cudaError_t err, const char *what)
 {
     rk->last_error = (int)err;
     snprintf(rk->last_error_name, sizeof rk->last_error_name, "%s", cudaGetErrorName(err));
@@ -51,16 +34,7 @@ static int fail(gb_rk_t *rk, cudaError_t err, const char *what)
     return 0;
 }
 
-#define CK(call, what)                              \
-    do {                                            \
-        cudaError_t e_ = (call);                    \
-        if (e_ != cudaSuccess) {                    \
-            fail(rk, e_, what);                     \
-            goto fail;                              \
-        }                                           \
-    } while (0)
-
-static bool staging(const gb_rk_t *rk)
+bool gbi_cuda_staging(const gb_rk_t *rk)
 {
     return rk->placement == GB_PLACEMENT_DEVICE_PINNED || rk->placement == GB_PLACEMENT_DEVICE_MALLOC;
 }
@@ -86,6 +60,7 @@ static void free_now(cuda_backend_t *b)
         else
             free(b->host);
     }
+    gbi_relaunch_free(b);
     cudaFree(b->kstate);
     cudaFree(b->tab.entries);
     if (b->kstream)
@@ -106,7 +81,7 @@ static void flush_deferred_locked(void)
     }
 }
 
-static void set_resident(cuda_backend_t *b, int on)
+void gbi_cuda_set_resident(cuda_backend_t *b, int on)
 {
     pthread_mutex_lock(&g_lock);
     if (on != b->resident) {
@@ -212,13 +187,13 @@ static gb_err cuda_create(gb_rk_t *rk)
     b->args.tab = b->tab;
     b->args.geom = rk->geom;
     b->args.kind = rk->kind;
-    b->args.staging = staging(rk);
+    b->args.staging = gbi_cuda_staging(rk);
     b->args.window = rk->p.grain.messages_per_iteration < maxw ? rk->p.grain.messages_per_iteration : maxw;
     if (b->args.window > rk->geom.cap)
         b->args.window = rk->geom.cap;
     b->args.idle_spin_polls = rk->p.idle_spin_polls;
     b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
-    b->args.budget = 0;
+    b->args.budget = 0; /* persistent; relaunch sets its budget in gbi_relaunch_setup */
     GB_DEBUG("ring kernel '%s': placement %s, window %u, %u lanes x %u grains", rk->type_name,
              gb_placement_name(rk->placement), b->args.window, b->tab.lanes, b->tab.per_lane);
     return GB_OK;
@@ -231,28 +206,124 @@ fail:
 static void cuda_control(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    if (!staging(rk) || rk->state == GB_RK_FAILED)
+    if (rk->state == GB_RK_FAILED)
+        return;
+    if (b->relaunch) {
+        /* No kernel between launches: let the one in flight finish, then the
+         * host's flags are what the next launch sees. */
+        if (gbi_relaunch_wait(rk, 10000) != GB_OK)
+            return;
+        rk->ctl->active_seen = rk->ctl->is_active;
+        if (rk->state == GB_RK_RUNNING)
+            gbi_relaunch_kick(rk);
+        return;
+    }
+    if (!gbi_cuda_staging(rk))
         return;
     cudaError_t e = cudaMemcpyAsync(b->dev + gb_region_ctl_off(), rk->ctl, GB_LINE, cudaMemcpyHostToDevice,
                                     b->cstream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess)
-        fail(rk, e, "control copy");
+        gbi_cuda_fail(rk, e, "control copy");
+}
+
+static int cuda_pull(gb_rk_t *rk);
+
+/* Waits for a persistent kernel's first heartbeat. Returns 1 when it beat, 0
+ * when the deadline passed, -1 when the kernel died. */
+static int await_heartbeat(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    uint64_t deadline = gbi_now_ns() + (uint64_t)rk->p.heartbeat_deadline_ms * 1000000ull;
+    for (;;) {
+        if (gbi_cuda_staging(rk))
+            cuda_pull(rk);
+        if (rk->ctl->heartbeat != 0)
+            return 1;
+        cudaError_t e = cudaStreamQuery(b->kstream);
+        if (e != cudaErrorNotReady) {
+            if (e != cudaSuccess)
+                gbi_cuda_fail(rk, e, "persistent kernel failed at start");
+            return -1;
+        }
+        if (gbi_now_ns() > deadline)
+            return 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A persistent kernel that shows no heartbeat by the deadline is stopped and
+ * the grain type continues in relaunch mode on the same region and progress
+ * (kstate): requests already queued are handled by the first relaunch. */
+static gb_err fall_back_to_relaunch(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    snprintf(rk->fallback_reason, sizeof rk->fallback_reason,
+             "no heartbeat within %u ms of launch (persistent kernel not running as expected)",
+             rk->p.heartbeat_deadline_ms);
+    GB_WARN("ring kernel '%s': %s; stopping it and continuing in relaunch mode", rk->type_name,
+            rk->fallback_reason);
+    rk->ctl->should_terminate = 1;
+    cuda_control(rk);
+    uint64_t deadline = gbi_now_ns() + 2000000000ull;
+    cudaError_t e;
+    while ((e = cudaStreamQuery(b->kstream)) == cudaErrorNotReady) {
+        if (gbi_now_ns() > deadline) {
+            GB_ERROR("ring kernel '%s': the silent persistent kernel does not stop; giving up", rk->type_name);
+            rk->state = GB_RK_FAILED;
+            return GB_ERR_TIMEOUT;
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    gbi_cuda_set_resident(b, 0);
+    if (e != cudaSuccess) {
+        gbi_cuda_fail(rk, e, "persistent kernel failed");
+        return GB_ERR_CUDA;
+    }
+    if (gbi_cuda_staging(rk))
+        cuda_pull(rk);
+    rk->ctl->should_terminate = 0;
+    rk->ctl->has_terminated = 0;
+    rk->ctl->exit_reason = GB_EXIT_NONE;
+    rk->p.mode = GB_MODE_RELAUNCH;
+    b->launches = 1;
+    gb_err err = gbi_relaunch_setup(rk);
+    if (err != GB_OK)
+        return err;
+    rk->state = GB_RK_RUNNING;
+    return gbi_relaunch_kick(rk);
 }
 
 static gb_err cuda_launch(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (rk->p.mode == GB_MODE_RELAUNCH) {
+        gb_err err = gbi_relaunch_setup(rk);
+        if (err != GB_OK)
+            return err;
+        /* gb_rk_launch marks it running once this returns; requests queued
+         * before launch go out with the first publish or poll. */
+        return GB_OK;
+    }
     rk->ctl->launches = 1;
     cuda_control(rk);
     cudaError_t e = gbk_ring_launch(&b->args, b->kstream);
     if (e != cudaSuccess) {
-        fail(rk, e, "launch");
+        gbi_cuda_fail(rk, e, "launch");
         return GB_ERR_CUDA;
     }
-    set_resident(b, 1);
-    return GB_OK;
+    gbi_cuda_set_resident(b, 1);
+    int beat = await_heartbeat(rk);
+    if (beat > 0)
+        return GB_OK;
+    if (beat < 0) {
+        gbi_cuda_set_resident(b, 0);
+        return GB_ERR_CUDA;
+    }
+    return fall_back_to_relaunch(rk);
 }
 
 /* Staging: copy newly published slots, then in_head (the kernel trusts slots
@@ -260,7 +331,12 @@ static gb_err cuda_launch(gb_rk_t *rk)
 static void cuda_publish(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    if (!staging(rk) || rk->state == GB_RK_FAILED)
+    if (b->relaunch) {
+        if (rk->state == GB_RK_RUNNING)
+            gbi_relaunch_progress(rk);
+        return;
+    }
+    if (!gbi_cuda_staging(rk) || rk->state == GB_RK_FAILED)
         return;
     uint64_t from = b->copied_in, to = rk->published;
     cudaError_t e = cudaSuccess;
@@ -282,7 +358,7 @@ static void cuda_publish(gb_rk_t *rk)
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess)
-        fail(rk, e, "staging copy in");
+        gbi_cuda_fail(rk, e, "staging copy in");
     b->copied_in = to;
 }
 
@@ -290,7 +366,9 @@ static void cuda_publish(gb_rk_t *rk)
 static int cuda_pull(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    if (!staging(rk) || rk->state == GB_RK_FAILED)
+    if (b->relaunch)
+        return rk->state == GB_RK_RUNNING ? gbi_relaunch_progress(rk) > 0 : 0;
+    if (!gbi_cuda_staging(rk) || rk->state == GB_RK_FAILED)
         return 0;
     const size_t kline = gb_region_ctl_off() + GB_LINE;
     const size_t out_head_off = gb_region_idx_off() + GB_LINE;
@@ -302,7 +380,7 @@ static int cuda_pull(gb_rk_t *rk)
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess) {
-        fail(rk, e, "staging copy out");
+        gbi_cuda_fail(rk, e, "staging copy out");
         return 0;
     }
     uint64_t from = b->pulled_out, to = rk->idx->out_head;
@@ -320,7 +398,7 @@ static int cuda_pull(gb_rk_t *rk)
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess) {
-        fail(rk, e, "staging copy out");
+        gbi_cuda_fail(rk, e, "staging copy out");
         return 0;
     }
     b->pulled_out = to;
@@ -333,17 +411,23 @@ static int cuda_pull(gb_rk_t *rk)
 static gb_err cuda_poll(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (b->relaunch) {
+        /* Not rate-limited: this is what moves a relaunch grain type on. */
+        if (gbi_relaunch_progress(rk) < 0)
+            return GB_ERR_CUDA;
+        return GB_OK;
+    }
     uint64_t now = gbi_now_ns();
     if (now - b->last_query_ns < 1000000ull)
         return GB_OK;
     b->last_query_ns = now;
-    if (staging(rk))
+    if (gbi_cuda_staging(rk))
         cuda_pull(rk);
     cudaError_t e = cudaStreamQuery(b->kstream);
     if (e == cudaErrorNotReady)
         return GB_OK;
     if (e == cudaSuccess) {
-        set_resident(b, 0);
+        gbi_cuda_set_resident(b, 0);
         if (rk->ctl->should_terminate)
             return GB_OK;
         GB_ERROR("ring kernel '%s': kernel exited unexpectedly (reason %s)", rk->type_name,
@@ -351,8 +435,8 @@ static gb_err cuda_poll(gb_rk_t *rk)
         rk->state = GB_RK_FAILED;
         return GB_ERR_TERMINATED;
     }
-    fail(rk, e, "kernel failed");
-    set_resident(b, 0);
+    gbi_cuda_fail(rk, e, "kernel failed");
+    gbi_cuda_set_resident(b, 0);
     rk->ctl->exit_reason = GB_EXIT_ERROR;
     rk->state = GB_RK_FAILED;
     return GB_ERR_CUDA;
@@ -361,14 +445,23 @@ static gb_err cuda_poll(gb_rk_t *rk)
 static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (b->relaunch) {
+        gb_err err = gbi_relaunch_wait(rk, timeout_ms);
+        if (err == GB_ERR_TIMEOUT)
+            return err;
+        rk->ctl->has_terminated = 1;
+        if (rk->state != GB_RK_FAILED)
+            rk->ctl->exit_reason = GB_EXIT_TERMINATED;
+        return GB_OK;
+    }
     uint64_t deadline = gbi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         cudaError_t e = cudaStreamQuery(b->kstream);
         if (e == cudaSuccess)
             break;
         if (e != cudaErrorNotReady) {
-            fail(rk, e, "kernel failed");
-            set_resident(b, 0);
+            gbi_cuda_fail(rk, e, "kernel failed");
+            gbi_cuda_set_resident(b, 0);
             rk->state = GB_RK_FAILED;
             return GB_OK; /* stopped, by failure; status says so */
         }
@@ -379,8 +472,8 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
-    set_resident(b, 0);
-    if (staging(rk))
+    gbi_cuda_set_resident(b, 0);
+    if (gbi_cuda_staging(rk))
         cuda_pull(rk);
     return GB_OK;
 }

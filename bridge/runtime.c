@@ -164,9 +164,14 @@ gb_err gb_rk_launch(gb_rk_t *rk)
     if (rk->state != GB_RK_CREATED)
         return GB_ERR_STATE;
     gb_err err = rk->ops->launch(rk);
-    if (err == GB_OK)
+    if (err != GB_OK)
+        return err;
+    if (rk->state == GB_RK_CREATED)
         rk->state = GB_RK_RUNNING;
-    return err;
+    /* Requests sent before the launch: a relaunch backend starts on them now. */
+    if (rk->ops->publish && __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE))
+        rk->ops->publish(rk);
+    return GB_OK;
 }
 
 static gb_err set_active(gb_rk_t *rk, int on, int timeout_ms)
@@ -347,6 +352,7 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
     st->exit_reason = c->exit_reason;
     st->last_error = rk->last_error ? rk->last_error : c->last_error;
     snprintf(st->last_error_name, sizeof st->last_error_name, "%s", rk->last_error_name);
+    snprintf(st->fallback_reason, sizeof st->fallback_reason, "%s", rk->fallback_reason);
     st->heartbeat = c->heartbeat;
     st->processed = c->processed;
     st->errors = c->errors;

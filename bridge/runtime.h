@@ -81,6 +81,7 @@ typedef struct gb_rk_status {
     uint64_t received;    /* replies consumed by the host */
     uint32_t capacity;
     uint32_t slot_size;
+    char fallback_reason[128]; /* set when the kernel fell back from persistent to relaunch */
 } gb_rk_status_t;
 
 /* A reply as handed to the consumer. */

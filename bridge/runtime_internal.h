@@ -49,6 +49,7 @@ struct gb_rk {
 
     int last_error;        /* CUDA error code recorded by the backend */
     char last_error_name[64];
+    char fallback_reason[128]; /* why the mode changed at run time ("" if it did not) */
 
     /* Producer-owned, on its own line: next request position, and how far it
      * has been published. */

@@ -313,6 +313,11 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     if (tid == 0) {
         ks.tail = tail;
         *a.kstate = ks;
+        /* All counters again: in staging relaunch the control line is
+         * refreshed from the host before each launch. */
+        st_volatile(&ctl->processed, ks.processed);
+        st_volatile(&ctl->errors, ks.errors);
+        st_volatile(&ctl->iterations, ks.iterations);
         st_volatile(&ctl->consumed, tail);
         st_volatile(&ctl->exit_reason, (int32_t)reason);
         if (reason == GB_EXIT_TERMINATED) {
@@ -349,4 +354,25 @@ extern "C" cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stre
     }
     gbk_ring_kernel<<<1, GBK_THREADS, smem, stream>>>(*args);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                         size_t ndeps, const gb_kargs_t *args)
+{
+    size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
+    if (smem > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(gbk_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)smem);
+        if (err != cudaSuccess)
+            return err;
+    }
+    gb_kargs_t a = *args; /* the node copies its parameters when added */
+    void *kp[1] = {&a};
+    cudaKernelNodeParams p = {};
+    p.func = (void *)gbk_ring_kernel;
+    p.gridDim = dim3(1, 1, 1);
+    p.blockDim = dim3(GBK_THREADS, 1, 1);
+    p.sharedMemBytes = (unsigned)smem;
+    p.kernelParams = kp;
+    return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
 }

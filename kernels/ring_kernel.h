@@ -53,6 +53,9 @@ uint32_t gbk_ring_max_window(int device, uint32_t slot_size);
 #define GBK_THREADS 256u
 /* Launches one block of GBK_THREADS threads on stream. */
 cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream);
+/* Adds the same launch as a kernel node of graph (relaunch mode). */
+cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                              size_t ndeps, const gb_kargs_t *args);
 
 #ifdef __cplusplus
 }

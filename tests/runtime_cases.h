@@ -314,7 +314,7 @@ static void test_bad_slots(void **state)
     recv_one(rk, &r, buf, sizeof buf, 5000);
     assert_int_equal(r.status, GB_SLOT_HANDLER_ERROR);
     /* n so large that 8n overflows 32 bits. */
-    uint32_t huge[2] = {0, 0x40000001u};
+    uint32_t huge[4] = {0, 0x40000001u, 0, 0};
     assert_int_equal(gb_rk_send(rk, 1, 6, GB_VECADD_MSG_REQUEST, huge, 16), GB_OK);
     recv_one(rk, &r, buf, sizeof buf, 5000);
     assert_int_equal(r.status, GB_SLOT_HANDLER_ERROR);

@@ -1,0 +1,65 @@
+/* Internal to the CUDA backend: its per-ring-kernel state, shared by the
+ * persistent side (backend_cuda.cu) and the relaunch side (relaunch.cu). */
+#ifndef GB_BACKEND_CUDA_INTERNAL_H
+#define GB_BACKEND_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+
+#include "ring_kernel.h"
+#include "runtime_internal.h"
+
+typedef struct cuda_backend {
+    struct cuda_backend *next_deferred;
+    int device;
+    int resident;         /* our kernel may still be running on the device */
+    gb_placement placement;
+    cudaStream_t kstream; /* the ring kernel, and relaunch graphs */
+    cudaStream_t cstream; /* staging copies (persistent mode) */
+    unsigned char *host;  /* host view (mapped, or staging) */
+    unsigned char *dev;   /* device view */
+    gb_kstate_t *kstate;
+    gb_grain_table_t tab; /* device pointers */
+    gb_kargs_t args;
+    uint64_t copied_in;   /* staging: requests copied to the device */
+    uint64_t pulled_out;  /* staging: replies copied back */
+    uint64_t last_query_ns;
+
+    /* relaunch mode (configured, or after a heartbeat fallback) */
+    int relaunch;
+    int in_flight;        /* a launch is running */
+    cudaGraph_t graph;
+    cudaGraphExec_t gexec;
+    cudaGraphNode_t n_in, n_out; /* staging: slot-range copies, updated per launch */
+    unsigned char *lhdr;  /* staging: launch header (control line + in_head), pinned if possible */
+    int lhdr_pinned;
+    uint64_t launch_from, launch_to;
+    uint64_t launches;
+} cuda_backend_t;
+
+/* Records err as the ring kernel's last error and logs it with what. */
+int gbi_cuda_fail(gb_rk_t *rk, cudaError_t err, const char *what);
+bool gbi_cuda_staging(const gb_rk_t *rk);
+/* Counts ring kernels that may be running: memory is freed only when none is. */
+void gbi_cuda_set_resident(cuda_backend_t *b, int on);
+
+/* relaunch.cu */
+gb_err gbi_relaunch_setup(gb_rk_t *rk);
+/* Launches when requests are pending, none is in flight, and the kernel is active. */
+gb_err gbi_relaunch_kick(gb_rk_t *rk);
+/* Notes a finished launch and relaunches if more is pending. Returns 1 when a
+ * launch finished (replies may have arrived), 0 otherwise, -1 on a CUDA error. */
+int gbi_relaunch_progress(gb_rk_t *rk);
+/* Waits for the launch in flight, if any. */
+gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms);
+void gbi_relaunch_free(cuda_backend_t *b);
+
+#define CK(call, what)                              \
+    do {                                            \
+        cudaError_t e_ = (call);                    \
+        if (e_ != cudaSuccess) {                    \
+            gbi_cuda_fail(rk, e_, what);            \
+            goto fail;                              \
+        }                                           \
+    } while (0)
+
+#endif

@@ -1,0 +1,87 @@
+/* Relaunch mode on the GPU: the runtime cases with mapped placement and both
+ * fallback placements, and the run-time fallback from a persistent kernel
+ * that shows no heartbeat to relaunch mode, losing nothing. */
+#include "gpu_skip.h"
+#include "runtime_cases.h"
+
+static void test_heartbeat_fallback(void **state)
+{
+    (void)state;
+    gb_rk_params_t p = params_for("echo", 64, 64, 64);
+    p.mode = GB_MODE_PERSISTENT;
+    p.heartbeat_deadline_ms = 200;
+    p.test_flags = GB_TEST_SKIP_HEARTBEAT;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    /* In flight before the launch: must survive the fallback. */
+    for (uint64_t i = 0; i < 10; i++)
+        assert_int_equal(gb_rk_send(rk, 5, i, GB_ECHO_MSG_ECHO, &i, sizeof i), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.mode, GB_MODE_RELAUNCH);
+    assert_true(strstr(st.fallback_reason, "heartbeat") != NULL);
+    assert_int_equal(st.state, GB_RK_RUNNING);
+    for (uint64_t i = 10; i < 20; i++)
+        assert_int_equal(gb_rk_send(rk, 5, i, GB_ECHO_MSG_ECHO, &i, sizeof i), GB_OK);
+    for (uint64_t i = 0; i < 20; i++) {
+        gb_reply_t r;
+        uint64_t v;
+        recv_one(rk, &r, &v, sizeof v, 5000);
+        assert_int_equal(r.corr, i);
+        assert_int_equal(v, i);
+        assert_int_equal(r.aux, i + 1); /* turn order kept across the switch */
+    }
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.processed, 20);
+    assert_true(st.launches >= 1);
+    gb_rk_destroy(&rk);
+}
+
+/* Every relaunch reports why it stopped; a budget smaller than the batch
+ * takes several launches and loses nothing. */
+static void test_budget_exits(void **state)
+{
+    (void)state;
+    gb_rk_params_t p = params_for("echo", 256, 64, 1024);
+    p.max_messages_per_launch = 16;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    for (uint64_t i = 0; i < 200; i++)
+        assert_int_equal(gb_rk_send(rk, i % 7, i, GB_ECHO_MSG_ECHO, &i, sizeof i), GB_OK);
+    for (uint64_t i = 0; i < 200; i++) {
+        gb_reply_t r;
+        uint64_t v;
+        recv_one(rk, &r, &v, sizeof v, 5000);
+        assert_int_equal(r.corr, i);
+    }
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_true(st.launches >= 200 / 16);
+    assert_true(st.exit_reason == GB_EXIT_INPUT_EMPTY || st.exit_reason == GB_EXIT_BUDGET_SPENT);
+    assert_int_equal(st.processed, 200);
+    gb_rk_destroy(&rk);
+}
+
+int main(void)
+{
+    gb_require_gpu();
+    const struct CMUnitTest tests[] = {GB_RUNTIME_CASES, cmocka_unit_test(test_budget_exits)};
+    const struct CMUnitTest fallback[] = {cmocka_unit_test(test_heartbeat_fallback)};
+    g_mode = GB_MODE_RELAUNCH;
+    g_force_fallback = 0;
+    int failed = cmocka_run_group_tests_name("relaunch, mapped", tests, NULL, NULL);
+    g_force_fallback = 1;
+    failed += cmocka_run_group_tests_name("relaunch, device + pinned staging", tests, NULL, NULL);
+    setenv("GPUBRIDGE_FORCE_MALLOC_STAGING", "1", 1);
+    failed += cmocka_run_group_tests_name("relaunch, device + malloc staging", tests, NULL, NULL);
+    unsetenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
+    g_force_fallback = 0;
+    failed += cmocka_run_group_tests_name("persistent -> relaunch on missing heartbeat, mapped", fallback, NULL,
+                                          NULL);
+    g_force_fallback = 1;
+    failed += cmocka_run_group_tests_name("persistent -> relaunch on missing heartbeat, staging", fallback,
+                                          NULL, NULL);
+    return failed ? 1 : 0;
+}
