@@ -372,11 +372,13 @@ static int cuda_pull(gb_rk_t *rk)
         return 0;
     const size_t kline = gb_region_ctl_off() + GB_LINE;
     const size_t out_head_off = gb_region_idx_off() + GB_LINE;
-    cudaError_t e = cudaMemcpyAsync(rk->region + kline, b->dev + kline, GB_LINE, cudaMemcpyDeviceToHost,
-                                    b->cstream);
+    /* out_head first, then the control line: the kernel writes counters
+     * before stamps and out_head after, so counters copied later are at least
+     * as new as the replies out_head covers. */
+    cudaError_t e = cudaMemcpyAsync(rk->region + out_head_off, b->dev + out_head_off, sizeof(uint64_t),
+                                    cudaMemcpyDeviceToHost, b->cstream);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(rk->region + out_head_off, b->dev + out_head_off, sizeof(uint64_t),
-                            cudaMemcpyDeviceToHost, b->cstream);
+        e = cudaMemcpyAsync(rk->region + kline, b->dev + kline, GB_LINE, cudaMemcpyDeviceToHost, b->cstream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess) {

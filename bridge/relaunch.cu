@@ -17,6 +17,7 @@
  * A launch's range never wraps the ring: a wrapping batch takes two launches. */
 #include <cuda_runtime.h>
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,7 +112,7 @@ static gb_err launch_once(gb_rk_t *rk)
     const size_t in_off = gb_region_in_off(), out_off = gb_region_out_off(rk->geom), S = rk->geom.slot_size;
     const size_t kline = gb_region_ctl_off() + GB_LINE;
     uint64_t from = rk->ctl->consumed, published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
-    uint64_t to = published;
+    uint64_t to = published; /* mapped: what this launch is sure to see */
     if (to - from > b->args.budget)
         to = from + b->args.budget;
     uint64_t wrap = (from | (rk->geom.cap - 1)) + 1;
@@ -125,6 +126,10 @@ static gb_err launch_once(gb_rk_t *rk)
          * launch's range (the kernel trusts in_head in staging placement). */
         memcpy(b->lhdr, rk->ctl, GB_LINE);
         memset(b->lhdr + GB_LINE, 0, LHDR_SIZE - GB_LINE);
+        /* The kernel line comes back after the launch: carry the host's own
+         * fields in it. */
+        uint64_t launches = b->launches + 1;
+        memcpy(b->lhdr + offsetof(gb_control_t, launches), &launches, sizeof launches);
         memcpy(b->lhdr + gb_region_idx_off(), &to, sizeof to);
         size_t off = slot_off(rk, from), bytes = (size_t)(to - from) * S;
         if (rk->placement == GB_PLACEMENT_DEVICE_PINNED) {
@@ -166,18 +171,39 @@ static gb_err launch_once(gb_rk_t *rk)
         return GB_ERR_CUDA;
     }
     b->launches++;
-    b->in_flight = 1;
+    if (rk->placement == GB_PLACEMENT_MAPPED)
+        rk->ctl->launches = b->launches; /* the kernel never writes this field */
+    b->in_flight++;
     gbi_cuda_set_resident(b, 1);
     return GB_OK;
 }
 
-gb_err gbi_relaunch_kick(gb_rk_t *rk)
+/* Mapped placement may queue one launch behind the one running: the queued
+ * kernel starts the moment the running one exits, without a host round trip,
+ * and sees every request published before it starts. So a request published
+ * while a kernel runs is covered by queueing one more, and a third is never
+ * needed. Staging placement keeps one in flight: the next launch's header and
+ * copy ranges are rewritten on the host. */
+static int should_launch(gb_rk_t *rk, uint64_t published)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (rk->state != GB_RK_RUNNING || !rk->ctl->is_active || rk->ctl->should_terminate)
+        return 0;
+    if (b->in_flight == 0)
+        return published > rk->ctl->consumed;
+    if (b->in_flight == 1 && rk->placement == GB_PLACEMENT_MAPPED)
+        return published > b->launch_to; /* published after the running kernel was issued */
+    return 0;
+}
+
+gb_err gbi_relaunch_kick(gb_rk_t *rk)
+{
     /* A malloc-staging launch completes inside launch_once, so loop while
      * requests remain; a graph launch runs on and is noticed by progress(). */
-    while (!b->in_flight && rk->state == GB_RK_RUNNING && rk->ctl->is_active && !rk->ctl->should_terminate &&
-           __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE) > rk->ctl->consumed) {
+    for (;;) {
+        uint64_t published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
+        if (!should_launch(rk, published))
+            return GB_OK;
         gb_err err = launch_once(rk);
         if (err != GB_OK) {
             rk->state = GB_RK_FAILED;
@@ -185,7 +211,6 @@ gb_err gbi_relaunch_kick(gb_rk_t *rk)
             return err;
         }
     }
-    return GB_OK;
 }
 
 int gbi_relaunch_progress(gb_rk_t *rk)

@@ -18,4 +18,9 @@ function(gb_test name)
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${T_TIMEOUT}
                        LABELS "${labels}"
                        ENVIRONMENT "GB_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(T_GPU)
+    # One GPU test at a time: persistent kernels of several processes
+    # time-slice the GPU and slow each other down by orders of magnitude.
+    set_tests_properties(${name} PROPERTIES RESOURCE_LOCK gpu)
+  endif()
 endfunction()

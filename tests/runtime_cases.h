@@ -27,6 +27,7 @@
 static gb_mode g_mode = GB_MODE_CPU;
 static int g_force_fallback = 0;
 static uint32_t g_lanes = 4; /* cpu threads for the cpu backend */
+static int g_cycles = 100;   /* launch/terminate cycles in test_cycles */
 
 /* GB_TEST_SHORT=1 shortens the long cases (for compute-sanitizer runs). */
 static int scaled(int n)
@@ -390,7 +391,7 @@ static void test_activation_table(void **state)
 static void test_cycles(void **state)
 {
     (void)state;
-    for (int i = 0; i < scaled(100); i++) {
+    for (int i = 0; i < scaled(g_cycles); i++) {
         gb_rk_t *rk = start("vecadd", 16, 64, 64);
         unsigned char rec[32];
         float v[3] = {1, 2, (float)i};
