@@ -235,7 +235,7 @@ static int cuda_pull(gb_rk_t *rk);
 static int await_heartbeat(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    uint64_t deadline = gbi_now_ns() + (uint64_t)rk->p.heartbeat_deadline_ms * 1000000ull;
+    uint64_t deadline = gb_now_ns() + (uint64_t)rk->p.heartbeat_deadline_ms * 1000000ull;
     for (;;) {
         if (gbi_cuda_staging(rk))
             cuda_pull(rk);
@@ -247,7 +247,7 @@ static int await_heartbeat(gb_rk_t *rk)
                 gbi_cuda_fail(rk, e, "persistent kernel failed at start");
             return -1;
         }
-        if (gbi_now_ns() > deadline)
+        if (gb_now_ns() > deadline)
             return 0;
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
@@ -267,10 +267,10 @@ static gb_err fall_back_to_relaunch(gb_rk_t *rk)
             rk->fallback_reason);
     rk->ctl->should_terminate = 1;
     cuda_control(rk);
-    uint64_t deadline = gbi_now_ns() + 2000000000ull;
+    uint64_t deadline = gb_now_ns() + 2000000000ull;
     cudaError_t e;
     while ((e = cudaStreamQuery(b->kstream)) == cudaErrorNotReady) {
-        if (gbi_now_ns() > deadline) {
+        if (gb_now_ns() > deadline) {
             GB_ERROR("ring kernel '%s': the silent persistent kernel does not stop; giving up", rk->type_name);
             rk->state = GB_RK_FAILED;
             return GB_ERR_TIMEOUT;
@@ -419,7 +419,7 @@ static gb_err cuda_poll(gb_rk_t *rk)
             return GB_ERR_CUDA;
         return GB_OK;
     }
-    uint64_t now = gbi_now_ns();
+    uint64_t now = gb_now_ns();
     if (now - b->last_query_ns < 1000000ull)
         return GB_OK;
     b->last_query_ns = now;
@@ -456,7 +456,7 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
             rk->ctl->exit_reason = GB_EXIT_TERMINATED;
         return GB_OK;
     }
-    uint64_t deadline = gbi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         cudaError_t e = cudaStreamQuery(b->kstream);
         if (e == cudaSuccess)
@@ -467,7 +467,7 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
             rk->state = GB_RK_FAILED;
             return GB_OK; /* stopped, by failure; status says so */
         }
-        if (gbi_now_ns() > deadline) {
+        if (gb_now_ns() > deadline) {
             GB_ERROR("ring kernel '%s': did not stop within %d ms", rk->type_name, timeout_ms);
             return GB_ERR_TIMEOUT;
         }

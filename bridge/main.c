@@ -4,12 +4,15 @@
  * Without --config the embedded defaults are used; ./config/gpubridge.cfg is
  * never read implicitly, so what runs never depends on the working directory. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "detect.h"
+#include "engine.h"
+#include "server.h"
 #include "error.h"
 #include "log.h"
 
@@ -117,22 +120,59 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
     return GBI_EXIT_OK;
 }
 
-/* THE SERVER GOES HERE: resolve the mode (detect.c), start the backends and
- * ring kernels per grain type, bind the ZeroMQ ROUTER to cfg->endpoints, run
- * the event loop until SIGINT/SIGTERM, drain and shut down. For now it only
- * reports what it would run. */
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* The daemon: decide the mode, start every grain type's ring kernel, serve
+ * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
+ * kernels and exit 0. */
 static int run_bridge(const gb_config_t *cfg, const gb_mode *mode_override)
 {
-    GB_INFO("gpubridge %s: config %s, mode %s%s, device %d", GB_VERSION, cfg->source,
-            gb_mode_name(mode_override ? *mode_override : cfg->mode),
-            mode_override ? " (from --mode)" : "", cfg->device);
-    for (size_t i = 0; i < cfg->n_endpoints; i++)
-        GB_INFO("endpoint %s", cfg->endpoints[i]);
-    for (size_t i = 0; i < cfg->n_grains; i++)
-        GB_INFO("grain type %s: queue_capacity %u, slot_size %u", cfg->grains[i].type,
-                (unsigned)cfg->grains[i].queue_capacity, (unsigned)cfg->grains[i].slot_size);
-    GB_WARN("the server is not built yet; exiting");
-    return GBI_EXIT_OK;
+    gb_facts_t facts;
+    gb_selection_t sel;
+    char err[512];
+    gb_err e = gb_detect_run(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, &facts, &sel, err,
+                             sizeof err);
+    if (e != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        return GBI_EXIT_USAGE;
+    }
+    GB_INFO("gpubridge %s: config %s; mode %s (%s)", GB_VERSION, cfg->source, gb_mode_name(sel.mode), sel.why);
+    if (sel.warning[0])
+        GB_WARN("%s", sel.warning);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    gb_engine_t *engine = NULL;
+    e = gb_engine_new(cfg, sel.mode, sel.device, &engine);
+    if (e != GB_OK) {
+        fprintf(stderr, "gpubridge: cannot start the grain types in %s mode: %s\n", gb_mode_name(sel.mode),
+                gb_strerror(e));
+        return GBI_EXIT_FAIL;
+    }
+    gb_server_t *server = NULL;
+    e = gb_server_new(cfg, engine, &facts, &sel, &server, err, sizeof err);
+    if (e != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        gb_engine_destroy(&engine, 2000);
+        return e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
+    }
+    e = gb_server_run(server, &g_stop, 10000);
+    gb_server_destroy(&server);
+    gb_engine_destroy(&engine, 2000);
+    GB_INFO("bye");
+    return e == GB_OK ? GBI_EXIT_OK : GBI_EXIT_FAIL;
 }
 
 int main(int argc, char **argv)
@@ -169,5 +209,5 @@ int main(int argc, char **argv)
         return run_detect(&cfg, mode_override);
     if (cli.check_config)
         return GBI_EXIT_OK;
-    return run_bridge(&cfg, mode_override) == 0 ? GBI_EXIT_OK : GBI_EXIT_FAIL;
+    return run_bridge(&cfg, mode_override);
 }

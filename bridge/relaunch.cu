@@ -243,7 +243,7 @@ int gbi_relaunch_progress(gb_rk_t *rk)
 gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    uint64_t deadline = gbi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (b->in_flight) {
         cudaError_t e = cudaStreamQuery(b->kstream);
         if (e == cudaSuccess) {
@@ -257,7 +257,7 @@ gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
             rk->state = GB_RK_FAILED;
             return GB_ERR_CUDA;
         }
-        if (gbi_now_ns() > deadline)
+        if (gb_now_ns() > deadline)
             return GB_ERR_TIMEOUT;
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);

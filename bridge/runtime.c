@@ -9,13 +9,6 @@
 #include "grain.h"
 #include "log.h"
 
-uint64_t gbi_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 const char *gb_placement_name(gb_placement p)
 {
     switch (p) {
@@ -51,7 +44,7 @@ const char *gb_rk_state_name(gb_rk_state s)
     return "?";
 }
 
-static int grain_kind_from_name(const char *type)
+int gb_grain_kind_of(const char *type)
 {
     if (strcmp(type, "echo") == 0)
         return GB_GRAIN_ECHO;
@@ -98,7 +91,7 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
         !is_pow2(g->slot_size) || g->slot_size < GB_SLOT_MIN || g->max_grains == 0 ||
         g->messages_per_iteration == 0)
         return GB_ERR_INVALID;
-    int kind = grain_kind_from_name(params->type);
+    int kind = gb_grain_kind_of(params->type);
     if (kind == GB_GRAIN_NONE) {
         GB_ERROR("ring kernel: unknown grain type '%s'", params->type);
         return GB_ERR_UNKNOWN_TYPE;
@@ -187,12 +180,12 @@ static gb_err set_active(gb_rk_t *rk, int on, int timeout_ms)
     }
     /* Wait for the kernel's acknowledgement, so that once deactivate returns no
      * request is taken any more. */
-    uint64_t deadline = gbi_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (rk->ctl->active_seen != on) {
         gb_err err = gb_rk_poll(rk);
         if (err != GB_OK)
             return err;
-        if (gbi_now_ns() > deadline)
+        if (gb_now_ns() > deadline)
             return GB_ERR_TIMEOUT;
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
@@ -221,6 +214,7 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
 }
 
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk) { return gb_slot_payload_cap(rk->geom); }
+uint32_t gb_rk_capacity(const gb_rk_t *rk) { return rk->geom.cap; }
 
 uint32_t gb_rk_free_slots(const gb_rk_t *rk)
 {

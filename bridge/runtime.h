@@ -122,6 +122,7 @@ void gb_rk_publish(gb_rk_t *rk);
 /* Free request slots right now. */
 uint32_t gb_rk_free_slots(const gb_rk_t *rk);
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk);
+uint32_t gb_rk_capacity(const gb_rk_t *rk);
 
 /* Consumer side. recv copies the next reply (payload up to cap bytes; longer
  * payloads are truncated and GB_ERR_TOO_LARGE returned, the reply consumed);
@@ -142,6 +143,10 @@ gb_err gb_rk_poll(gb_rk_t *rk);
 void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st);
 
 const char *gb_rk_type(const gb_rk_t *rk);
+
+/* The handler kind (gb_grain_kind) of a grain type name; 0 when this build has
+ * no handler for it. */
+int gb_grain_kind_of(const char *type);
 
 #ifdef __cplusplus
 }

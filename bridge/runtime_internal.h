@@ -3,6 +3,7 @@
 #ifndef GB_RUNTIME_INTERNAL_H
 #define GB_RUNTIME_INTERNAL_H
 
+#include "clock.h"
 #include "grain_table.h"
 #include "runtime.h"
 
@@ -69,8 +70,6 @@ extern const gbi_backend_ops_t gbi_backend_cuda;
 /* Sets the host-view pointers from rk->region. */
 void gbi_rk_bind_region(gb_rk_t *rk, unsigned char *region);
 
-/* Monotonic clock in nanoseconds. */
-uint64_t gbi_now_ns(void);
 
 #ifdef __cplusplus
 }

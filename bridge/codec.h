@@ -1,0 +1,28 @@
+/* Translation between a grain's protobuf messages (what clients send) and the
+ * compact binary records its handler reads and writes in ring slots. The
+ * kernel never parses protobuf: the bridge does it here, on the host. */
+#ifndef GB_CODEC_H
+#define GB_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpubridge.pb-c.h"
+#include "ring.h"
+
+/* Encodes request payload (protobuf bytes of message_type) for grain kind into
+ * rec (cap bytes). Returns a Gpubridge__Status (STATUS_OK on success) and, on
+ * error, a sentence in err. *slot_type is the ring message type to use. */
+int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
+                      uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen);
+
+/* Decodes a reply record into the grain's protobuf reply; writes the bytes
+ * into out (cap bytes), sets *out_len and *message_type. Returns 0, or -1 if
+ * out is too small or the record is malformed (an internal error). */
+int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                    size_t *out_len, uint32_t *message_type);
+
+/* Largest protobuf reply for a record of rec_len bytes (for buffer sizing). */
+size_t gbi_codec_reply_bound(int kind, uint32_t rec_len);
+
+#endif

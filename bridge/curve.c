@@ -1,0 +1,143 @@
+/* CURVE security: the server's key pair from the config, and a ZAP handler
+ * (ZeroMQ's authentication protocol, RFC 27) that admits only clients whose
+ * public key is on the allow-list. An empty allow-list admits any client that
+ * completes the CURVE handshake with our server key. A secret key file that
+ * group or others can read is refused: the key would not be secret. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "server_internal.h"
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+
+static gb_err read_secret(const char *path, char key[41], char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(err, errlen, "curve.server_secret_key_file %s: %s", path, strerror(errno));
+        return GB_ERR_IO;
+    }
+    if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
+        snprintf(err, errlen,
+                 "curve.server_secret_key_file %s is accessible by group or others (mode %03o); "
+                 "run: chmod 600 %s",
+                 path, (unsigned)(sb.st_mode & 0777), path);
+        return GB_ERR_CONFIG;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "curve.server_secret_key_file %s: %s", path, strerror(errno));
+        return GB_ERR_IO;
+    }
+    char line[128] = {0};
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+        line[--n] = 0;
+    uint8_t bin[32];
+    if (n != 40 || !zmq_z85_decode(bin, line)) {
+        snprintf(err, errlen, "curve.server_secret_key_file %s: expected one 40-character Z85 key", path);
+        return GB_ERR_CONFIG;
+    }
+    memcpy(key, line, 41);
+    return GB_OK;
+}
+
+static int allowed(const gb_server_t *s, const uint8_t *client_key)
+{
+    if (s->cfg->curve.n_allowed == 0)
+        return 1;
+    char z85[41];
+    zmq_z85_encode(z85, client_key, 32);
+    for (size_t i = 0; i < s->cfg->curve.n_allowed; i++)
+        if (strcmp(z85, s->cfg->curve.allowed_clients[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The ZAP handler thread: request frames are version, request id, domain,
+ * address, identity, mechanism, credentials...; the reply is version, request
+ * id, status code, status text, user id, metadata. */
+static void *zap_main(void *arg)
+{
+    gb_server_t *s = arg;
+    void *zap = s->zap_sock; /* bound by gbi_curve_setup: no handshake can precede it */
+    for (;;) {
+        char parts[8][256];
+        size_t sizes[8] = {0};
+        int n = 0, more = 1;
+        while (more) {
+            int rc = zmq_recv(zap, n < 8 ? parts[n] : parts[7], 255, 0);
+            if (rc < 0) {
+                zmq_close(zap); /* ETERM: the context is closing */
+                return NULL;
+            }
+            if (n < 8)
+                sizes[n++] = (size_t)rc;
+            int m = 0;
+            size_t ml = sizeof m;
+            zmq_getsockopt(zap, ZMQ_RCVMORE, &m, &ml);
+            more = m;
+        }
+        const char *code = "400", *text = "not allowed";
+        if (n >= 7 && sizes[5] == 5 && memcmp(parts[5], "CURVE", 5) == 0 && sizes[6] == 32) {
+            if (allowed(s, (const uint8_t *)parts[6])) {
+                code = "200";
+                text = "OK";
+            } else {
+                char z85[41];
+                zmq_z85_encode(z85, (const uint8_t *)parts[6], 32);
+                GB_WARN("CURVE: refused client key %s (not in curve.allowed_clients)", z85);
+            }
+        }
+        zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
+        zmq_send(zap, parts[1], sizes[1], ZMQ_SNDMORE);
+        zmq_send(zap, code, 3, ZMQ_SNDMORE);
+        zmq_send(zap, text, strlen(text), ZMQ_SNDMORE);
+        zmq_send(zap, "", 0, ZMQ_SNDMORE);
+        zmq_send(zap, "", 0, 0);
+    }
+}
+
+gb_err gbi_curve_setup(gb_server_t *s, char *err, size_t errlen)
+{
+    char secret[41];
+    gb_err e = read_secret(s->cfg->curve.server_secret_key_file, secret, err, errlen);
+    if (e != GB_OK)
+        return e;
+    s->zap_sock = zmq_socket(s->zctx, ZMQ_REP);
+    if (!s->zap_sock || zmq_bind(s->zap_sock, ZAP_ENDPOINT) != 0) {
+        snprintf(err, errlen, "CURVE: cannot bind the ZAP handler at %s: %s", ZAP_ENDPOINT, zmq_strerror(errno));
+        return GB_ERR_IO;
+    }
+    /* The socket moves to the handler thread; pthread_create is the barrier. */
+    if (pthread_create(&s->zap_thread, NULL, zap_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the ZAP handler thread");
+        return GB_ERR_IO;
+    }
+    s->zap_running = 1;
+    int one = 1;
+    const char *domain = "gpubridge";
+    if (zmq_setsockopt(s->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_CURVE_SECRETKEY, secret, 40) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) != 0) {
+        snprintf(err, errlen, "CURVE setup failed: %s (is libzmq built with libsodium?)", zmq_strerror(errno));
+        return GB_ERR_CONFIG;
+    }
+    memset(secret, 0, sizeof secret);
+    return GB_OK;
+}
+
+void gbi_curve_stop(gb_server_t *s)
+{
+    if (!s->zap_running)
+        return;
+    /* Shutting the context down makes the handler's recv fail with ETERM. */
+    zmq_ctx_shutdown(s->zctx);
+    pthread_join(s->zap_thread, NULL);
+    s->zap_running = 0;
+}

@@ -1,0 +1,70 @@
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
+{
+    *out = NULL;
+    gb_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return GB_ERR_NOMEM;
+    e->mode = mode;
+    e->device = device;
+    for (size_t i = 0; i < cfg->n_grains; i++) {
+        gb_engine_type_t *t = &e->types[e->n_types++];
+        snprintf(t->name, sizeof t->name, "%s", cfg->grains[i].type);
+        t->kind = gb_grain_kind_of(t->name);
+        if (!t->kind) {
+            GB_INFO("grain type '%s': no handler in this build; requests to it are refused", t->name);
+            continue;
+        }
+        gb_rk_params_t p;
+        gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);
+        p.device = device;
+        if (err == GB_OK)
+            err = gb_rk_new(&p, &t->rk);
+        if (err == GB_OK)
+            err = gb_rk_launch(t->rk);
+        if (err != GB_OK) {
+            GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode: %s", t->name,
+                     gb_mode_name(mode), gb_strerror(err));
+            gb_engine_destroy(&e, 2000);
+            return err;
+        }
+        gb_rk_status_t st;
+        gb_rk_status(t->rk, &st);
+        GB_INFO("grain type '%s': ring kernel running (%s, %s placement, %u slots of %u bytes)%s%s", t->name,
+                gb_mode_name(st.mode), gb_placement_name(st.placement), st.capacity, st.slot_size,
+                st.fallback_reason[0] ? "; fell back: " : "", st.fallback_reason);
+    }
+    *out = e;
+    return GB_OK;
+}
+
+void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
+{
+    if (!pe || !*pe)
+        return;
+    gb_engine_t *e = *pe;
+    for (size_t i = 0; i < e->n_types; i++) {
+        if (e->types[i].rk) {
+            gb_err err = gb_rk_terminate(e->types[i].rk, timeout_ms);
+            if (err != GB_OK && err != GB_ERR_TERMINATED)
+                GB_WARN("grain type '%s': terminate: %s", e->types[i].name, gb_strerror(err));
+            gb_rk_destroy(&e->types[i].rk);
+        }
+    }
+    free(e);
+    *pe = NULL;
+}
+
+gb_engine_type_t *gb_engine_find(gb_engine_t *e, const char *name)
+{
+    for (size_t i = 0; i < e->n_types; i++)
+        if (strcmp(e->types[i].name, name) == 0)
+            return &e->types[i];
+    return NULL;
+}

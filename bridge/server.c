@@ -1,0 +1,575 @@
+/* The server loop: frames in, requests into rings, replies out. See server.h. */
+#include "server_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "codec.h"
+#include "log.h"
+
+static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
+
+const char *gbi_status_name(int status)
+{
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value(&gpubridge__status__descriptor, status);
+    return v ? v->name : "STATUS_?";
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+void gbi_flush(gb_server_t *s)
+{
+    gbi_outbox_t *o = &s->out;
+    if (o->n == 0)
+        return;
+    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
+    Gpubridge__ReplyBatch b = GPUBRIDGE__REPLY_BATCH__INIT;
+    if (o->n == 1) {
+        f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
+        f.reply = &o->replies[0];
+    } else {
+        b.n_replies = o->n;
+        b.replies = o->ptrs;
+        f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_BATCH;
+        f.batch = &b;
+    }
+    size_t need = gpubridge__server_frame__get_packed_size(&f);
+    if (need > o->frame_cap) {
+        uint8_t *nf = realloc(o->frame, need);
+        if (!nf) {
+            GB_ERROR("out of memory packing %zu replies; they are lost", o->n);
+            o->n = 0;
+            o->arena_used = 0;
+            return;
+        }
+        o->frame = nf;
+        o->frame_cap = need;
+    }
+    size_t len = gpubridge__server_frame__pack(&f, o->frame);
+    /* ROUTER drops a message for a peer that is gone (or over its high-water
+     * mark): a client that left with requests in flight costs nothing. */
+    zmq_send(s->sock, o->id, o->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (o->delim)
+        zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(s->sock, o->frame, len, ZMQ_DONTWAIT);
+    s->replies += o->n;
+    o->n = 0;
+    o->arena_used = 0;
+}
+
+static uint8_t *arena_copy(gbi_outbox_t *o, const void *p, size_t len)
+{
+    uint8_t *d = o->arena + o->arena_used;
+    if (len)
+        memcpy(d, p, len);
+    o->arena_used += len;
+    return d;
+}
+
+void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
+               const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
+{
+    gbi_outbox_t *o = &s->out;
+    size_t elen = error ? strlen(error) + 1 : 0;
+    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
+                 o->n == GBI_BATCH_MAX || o->arena_used + len + elen > GBI_ARENA_SIZE))
+        gbi_flush(s);
+    if (len + elen > GBI_ARENA_SIZE) {
+        /* Cannot happen for ring replies (slots are at most 64 KiB); be safe. */
+        len = 0;
+        status = GPUBRIDGE__STATUS__STATUS_INTERNAL;
+        error = "reply too large";
+        elen = strlen(error) + 1;
+    }
+    if (o->n == 0) {
+        memcpy(o->id, id, id_len);
+        o->id_len = id_len;
+        o->delim = delim;
+    }
+    Gpubridge__Reply *r = &o->replies[o->n];
+    gpubridge__reply__init(r);
+    r->correlation_id = corr;
+    r->status = (Gpubridge__Status)status;
+    r->message_type = message_type;
+    r->payload.len = len;
+    r->payload.data = arena_copy(o, payload, len);
+    r->error = error ? (char *)arena_copy(o, error, elen) : (char *)"";
+    o->ptrs[o->n] = r;
+    o->n++;
+    if (status != GPUBRIDGE__STATUS__STATUS_OK)
+        s->error_replies++;
+}
+
+/* ---- requests into rings ---------------------------------------------- */
+
+enum { HANDLED = 0, NEEDS_ROOM = 1 };
+
+static gbi_ring_t *ring_of(gb_server_t *s, const char *type)
+{
+    for (size_t i = 0; i < s->engine->n_types; i++)
+        if (s->rings[i].t && strcmp(s->rings[i].t->name, type) == 0)
+            return &s->rings[i];
+    return NULL;
+}
+
+/* Puts one request into ring r. */
+static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim,
+                   const Gpubridge__Envelope *env, uint16_t slot_type, const unsigned char *rec,
+                   uint32_t rec_len, int one_way)
+{
+    gb_rk_t *rk = r->t->rk;
+    if (gb_rk_free_slots(rk) == 0)
+        return NEEDS_ROOM;
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    uint64_t pos = st.sent;
+    gb_slot_hdr_t *slot = gb_rk_claim(rk);
+    slot->key = env->grain ? env->grain->key : 0;
+    slot->corr = pos;
+    slot->type = slot_type;
+    slot->len = rec_len;
+    if (rec_len)
+        memcpy(gb_slot_payload(slot), rec, rec_len);
+    gbi_pending_t *p = &r->pending[pos & (st.capacity - 1)];
+    p->corr = env->correlation_id;
+    p->id_len = id_len;
+    p->delim = delim;
+    p->one_way = (uint8_t)one_way;
+    memcpy(p->id, id, id_len);
+    gb_rk_publish(rk);
+    s->requests++;
+    return HANDLED;
+}
+
+static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
+                           const Gpubridge__Envelope *env)
+{
+    char err[256];
+    uint64_t corr = env->correlation_id;
+#define FAIL(st, ...)                                                        \
+    do {                                                                     \
+        snprintf(err, sizeof err, __VA_ARGS__);                              \
+        if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))      \
+            gbi_reply(s, id, id_len, delim, corr, st, err, 0, NULL, 0);      \
+        return HANDLED;                                                      \
+    } while (0)
+
+    if (s->shutting_down)
+        FAIL(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, "the bridge is shutting down");
+    if (env->kind == GPUBRIDGE__KIND__KIND_CONTROL) {
+        if (!env->control)
+            FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "control envelope without a control message");
+        if (env->control->op_case != GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN) {
+            gbi_control(s, id, id_len, delim, env);
+            return HANDLED;
+        }
+        const Gpubridge__DeactivateGrain *d = env->control->deactivate_grain;
+        gbi_ring_t *r = d->grain_type ? ring_of(s, d->grain_type) : NULL;
+        if (!r || !r->t->rk)
+            FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'",
+                 d->grain_type ? d->grain_type : "");
+        Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
+        g.key = d->key;
+        Gpubridge__Envelope e2 = *env;
+        e2.grain = &g;
+        return enqueue(s, r, id, id_len, delim, &e2, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0);
+    }
+    if (env->kind != GPUBRIDGE__KIND__KIND_REQUEST && env->kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
+        FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope kind must be REQUEST, ONE_WAY or CONTROL");
+    if (!env->grain || !env->grain->type || !env->grain->type[0])
+        FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope has no grain type");
+    gb_engine_type_t *t = gb_engine_find(s->engine, env->grain->type);
+    if (!t)
+        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%.64s'", env->grain->type);
+    if (!t->rk)
+        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE,
+             "grain type '%.64s' is configured but has no handler in this build", env->grain->type);
+    gb_rk_status_t st;
+    gb_rk_status(t->rk, &st);
+    if (st.state == GB_RK_TERMINATED)
+        FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
+    if (st.state == GB_RK_FAILED)
+        FAIL(GPUBRIDGE__STATUS__STATUS_GPU_ERROR, "grain type '%s' failed: %s (%d)", t->name,
+             st.last_error_name[0] ? st.last_error_name : "kernel stopped", st.last_error);
+    unsigned char rec[65536];
+    uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk);
+    uint16_t slot_type = 0;
+    if (env->payload.len > cap + 64u && env->payload.len > sizeof rec)
+        FAIL(GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "payload of %zu bytes exceeds the '%s' slot (%u bytes)",
+             env->payload.len, t->name, cap);
+    int status = gbi_codec_request(t->kind, env->message_type, env->payload.data, env->payload.len, rec, cap,
+                                   &rec_len, &slot_type, err, sizeof err);
+    if (status != GPUBRIDGE__STATUS__STATUS_OK) {
+        if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))
+            gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
+        return HANDLED;
+    }
+    gbi_ring_t *r = ring_of(s, t->name);
+    return enqueue(s, r, id, id_len, delim, env, slot_type, rec, rec_len,
+                   env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY);
+#undef FAIL
+}
+
+/* Feeds a frame's envelopes from index `from`; parks it when a ring is full. */
+static int feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
+                      uint8_t delim)
+{
+    Gpubridge__Envelope **envs = NULL;
+    size_t n = 0;
+    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
+        envs = &f->envelope;
+        n = 1;
+    } else if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
+        envs = f->batch->envelopes;
+        n = f->batch->n_envelopes;
+    }
+    for (size_t i = from; i < n; i++) {
+        if (handle_envelope(s, id, id_len, delim, envs[i]) == NEEDS_ROOM) {
+            gbi_parked_t *p = &s->parked;
+            p->active = 1;
+            p->frame = f;
+            p->next = i;
+            memcpy(p->id, id, id_len);
+            p->id_len = id_len;
+            p->delim = delim;
+            return NEEDS_ROOM;
+        }
+    }
+    gpubridge__client_frame__free_unpacked(f, NULL);
+    return HANDLED;
+}
+
+static int resume_parked(gb_server_t *s)
+{
+    gbi_parked_t *p = &s->parked;
+    if (!p->active)
+        return 0;
+    p->active = 0;
+    size_t before = p->next;
+    feed_frame(s, p->frame, p->next, p->id, p->id_len, p->delim);
+    return !p->active || p->next != before;
+}
+
+/* Reads one multipart message if there is one: [id][(empty)][frame]. */
+static int read_one(gb_server_t *s)
+{
+    zmq_msg_t part;
+    uint8_t id[GBI_ID_MAX];
+    size_t id_len = 0;
+    int parts = 0, more = 0, delim = 0, bad = 0;
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    zmq_msg_init(&part);
+    if (zmq_msg_recv(&part, s->sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&part);
+        zmq_msg_close(&body);
+        return 0;
+    }
+    id_len = zmq_msg_size(&part) < sizeof id ? zmq_msg_size(&part) : sizeof id;
+    memcpy(id, zmq_msg_data(&part), id_len);
+    more = zmq_msg_more(&part);
+    while (more) {
+        zmq_msg_close(&part);
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, s->sock, 0) < 0)
+            break;
+        more = zmq_msg_more(&part);
+        parts++;
+        if (parts == 1 && zmq_msg_size(&part) == 0 && more) {
+            delim = 1; /* REQ-style empty delimiter: keep it in replies */
+            parts = 0;
+            continue;
+        }
+        if (parts == 1)
+            zmq_msg_move(&body, &part);
+        else
+            bad = 1;
+    }
+    zmq_msg_close(&part);
+    s->frames_in++;
+    size_t size = zmq_msg_size(&body);
+    if (parts == 0 || bad) {
+        gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                  "a request is one message part holding an encoded ClientFrame", 0, NULL, 0);
+    } else if (size > s->cfg->max_message_size) {
+        char err[128];
+        snprintf(err, sizeof err, "frame of %zu bytes exceeds max_message_size (%u)", size,
+                 s->cfg->max_message_size);
+        gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL,
+                  0);
+    } else {
+        Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, size, zmq_msg_data(&body));
+        if (!f || f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY__NOT_SET) {
+            gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                      f ? "ClientFrame has neither an envelope nor a batch"
+                        : "bytes are not a ClientFrame (protobuf decode failed)",
+                      0, NULL, 0);
+            if (f)
+                gpubridge__client_frame__free_unpacked(f, NULL);
+        } else {
+            feed_frame(s, f, 0, id, (uint8_t)id_len, (uint8_t)delim);
+        }
+    }
+    zmq_msg_close(&body);
+    return 1;
+}
+
+/* ---- replies out of rings --------------------------------------------- */
+
+static const char *slot_error(int st)
+{
+    switch (st) {
+    case GB_SLOT_UNKNOWN_MESSAGE_TYPE: return "the grain has no such message type";
+    case GB_SLOT_TOO_LARGE: return "payload larger than the slot";
+    case GB_SLOT_GRAIN_TABLE_FULL: return "too many activations of this grain type (grains.max_grains); "
+                                          "deactivate some grains or raise the limit";
+    case GB_SLOT_HANDLER_ERROR: return "the grain's handler rejected the message";
+    case GB_SLOT_NOT_ACTIVE: return "no activation of that key";
+    default: return "error";
+    }
+}
+
+/* Sends the replies that are ready in ring r; answers, with an error, the
+ * requests a stopped kernel will never answer. Returns how many it handled. */
+static int drain_ring(gb_server_t *s, gbi_ring_t *r)
+{
+    gb_rk_t *rk = r->t->rk;
+    const uint32_t mask = gb_rk_capacity(rk) - 1;
+    const gb_slot_hdr_t *h = NULL;
+    int n = 0;
+    static uint8_t pb[65536 + 64]; /* one server thread */
+    while (n < 4096 && (h = gb_rk_peek(rk))) {
+        gbi_pending_t *p = &r->pending[h->corr & mask];
+        int status = h->status; /* slot statuses use the proto's numbers */
+        if (status == GB_SLOT_OK) {
+            if (!p->one_way) {
+                size_t len = 0;
+                uint32_t mt = 0;
+                if (h->type == GB_MSG_DEACTIVATE_KEY)
+                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, 0, NULL, 0);
+                else if (gbi_codec_reply(r->t->kind, h, (const unsigned char *)(h + 1), pb, sizeof pb, &len,
+                                         &mt) == 0)
+                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, mt, pb, len);
+                else
+                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
+                              "the grain wrote a malformed reply record", 0, NULL, 0);
+            }
+        } else if (!(p->one_way && p->corr == 0)) {
+            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, slot_error(status), 0, NULL, 0);
+        }
+        gb_rk_consume(rk);
+        n++;
+    }
+    if (!h && gb_rk_in_flight(rk) > 0) {
+        gb_rk_status_t st;
+        gb_rk_status(rk, &st);
+        if (st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED) {
+            int status = st.state == GB_RK_FAILED ? GPUBRIDGE__STATUS__STATUS_GPU_ERROR
+                                                  : GPUBRIDGE__STATUS__STATUS_TERMINATED;
+            char err[256];
+            snprintf(err, sizeof err, "grain type '%s' %s before answering%s%s", r->t->name,
+                     st.state == GB_RK_FAILED ? "failed" : "was terminated", st.last_error_name[0] ? ": " : "",
+                     st.last_error_name);
+            for (uint64_t pos = st.received; gb_rk_in_flight(rk) > 0; pos++, n++) {
+                gbi_pending_t *p = &r->pending[pos & mask];
+                if (!(p->one_way && p->corr == 0))
+                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, err, 0, NULL, 0);
+                gb_rk_consume(rk);
+            }
+        }
+    }
+    return n;
+}
+
+static uint64_t total_in_flight(gb_server_t *s)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < s->engine->n_types; i++)
+        if (s->rings[i].t && s->rings[i].t->rk)
+            n += gb_rk_in_flight(s->rings[i].t->rk);
+    return n;
+}
+
+/* Health: sticky CUDA errors and dead kernels are noticed here; relaunch
+ * grain types are moved on here too. */
+static void check_health(gb_server_t *s)
+{
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        gbi_ring_t *r = &s->rings[i];
+        if (!r->t || !r->t->rk)
+            continue;
+        gb_rk_status_t before;
+        gb_rk_status(r->t->rk, &before);
+        if (gb_rk_poll(r->t->rk) != GB_OK && before.state == GB_RK_RUNNING) {
+            gb_rk_status_t st;
+            gb_rk_status(r->t->rk, &st);
+            GB_ERROR("grain type '%s' stopped: %s%s%s; %llu request(s) in flight get an error reply", r->t->name,
+                     gb_rk_state_name(st.state), st.last_error_name[0] ? ", " : "", st.last_error_name,
+                     (unsigned long long)gb_rk_in_flight(r->t->rk));
+        }
+    }
+}
+
+/* Answers the envelopes of a parked frame that will not be fed (shutdown). */
+static void refuse_parked(gb_server_t *s)
+{
+    gbi_parked_t *p = &s->parked;
+    if (!p->active)
+        return;
+    s->shutting_down = 1; /* handle_envelope now answers SHUTTING_DOWN */
+    p->active = 0;
+    feed_frame(s, p->frame, p->next, p->id, p->id_len, p->delim);
+}
+
+gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
+{
+    uint64_t last_health = now_ms(), drain_deadline = 0;
+    unsigned idle = 0;
+    GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
+    for (;;) {
+        if (*stop && !s->shutting_down) {
+            GB_INFO("shutting down: no new requests; %llu in flight", (unsigned long long)total_in_flight(s));
+            refuse_parked(s);
+            s->shutting_down = 1;
+            drain_deadline = now_ms() + (uint64_t)drain_ms;
+        }
+        int progress = 0;
+        for (size_t i = 0; i < s->engine->n_types; i++)
+            if (s->rings[i].t && s->rings[i].t->rk)
+                progress += drain_ring(s, &s->rings[i]);
+        if (s->parked.active)
+            progress += resume_parked(s);
+        if (!s->shutting_down) {
+            for (int k = 0; k < 256 && !s->parked.active && read_one(s); k++)
+                progress++;
+        }
+        gbi_flush(s);
+        uint64_t now = now_ms();
+        if (now - last_health >= 100) {
+            check_health(s);
+            last_health = now;
+        }
+        if (s->shutting_down) {
+            if (total_in_flight(s) == 0)
+                break;
+            if (now > drain_deadline) {
+                GB_WARN("shutdown: %llu request(s) still in flight after %d ms; terminating",
+                        (unsigned long long)total_in_flight(s), drain_ms);
+                break;
+            }
+        }
+        if (progress) {
+            idle = 0;
+            continue;
+        }
+        uint64_t in_flight = total_in_flight(s);
+        if (in_flight && ++idle < 4096)
+            continue; /* replies are due: poll the rings without sleeping */
+        if (in_flight)
+            check_health(s); /* relaunch grain types move on here */
+        zmq_pollitem_t item = {s->sock, 0, ZMQ_POLLIN, 0};
+        int timeout = in_flight ? 1 : 100;
+        if (s->parked.active || s->shutting_down) {
+            struct timespec ts = {0, (long)timeout * 1000000L};
+            nanosleep(&ts, NULL);
+        } else if (zmq_poll(&item, 1, timeout) < 0 && errno != EINTR) {
+            GB_ERROR("zmq_poll: %s", zmq_strerror(errno));
+            return GB_ERR_IO;
+        }
+        idle = in_flight ? 4096 - 64 : 0;
+    }
+    /* Whatever kernels will no longer answer gets an error reply. */
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        gbi_ring_t *r = &s->rings[i];
+        if (r->t && r->t->rk) {
+            gb_rk_terminate(r->t->rk, 2000);
+            drain_ring(s, r);
+        }
+    }
+    gbi_flush(s);
+    GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors)", (unsigned long long)s->frames_in,
+            (unsigned long long)s->requests, (unsigned long long)s->replies,
+            (unsigned long long)s->error_replies);
+    return GB_OK;
+}
+
+gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
+                     const gb_selection_t *sel, gb_server_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    gb_server_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return GB_ERR_NOMEM;
+    s->cfg = cfg;
+    s->engine = engine;
+    s->facts = facts;
+    s->sel = sel;
+    s->out.arena = malloc(GBI_ARENA_SIZE);
+    gb_err e = s->out.arena ? GB_OK : GB_ERR_NOMEM;
+    for (size_t i = 0; i < engine->n_types && e == GB_OK; i++) {
+        s->rings[i].t = &engine->types[i];
+        if (engine->types[i].rk) {
+            s->rings[i].pending = calloc(gb_rk_capacity(engine->types[i].rk), sizeof(gbi_pending_t));
+            if (!s->rings[i].pending)
+                e = GB_ERR_NOMEM;
+        }
+    }
+    if (e != GB_OK) {
+        snprintf(err, errlen, "out of memory");
+        gb_server_destroy(&s);
+        return e;
+    }
+    s->zctx = zmq_ctx_new();
+    s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
+    if (!s->sock) {
+        snprintf(err, errlen, "cannot create the ZeroMQ socket: %s", zmq_strerror(errno));
+        gb_server_destroy(&s);
+        return GB_ERR_IO;
+    }
+    int linger = 1000, hwm = 100000;
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    /* A hard cap well above max_message_size: larger frames never get
+     * buffered; those in between get a clear TOO_LARGE reply. */
+    int64_t hard = (int64_t)cfg->max_message_size * 2 + 4096;
+    zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
+    if (cfg->curve.enabled && (e = gbi_curve_setup(s, err, errlen)) != GB_OK) {
+        gb_server_destroy(&s);
+        return e;
+    }
+    for (size_t i = 0; i < cfg->n_endpoints; i++) {
+        if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
+            snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
+            gb_server_destroy(&s);
+            return GB_ERR_IO;
+        }
+        GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
+    }
+    *out = s;
+    return GB_OK;
+}
+
+void gb_server_destroy(gb_server_t **ps)
+{
+    if (!ps || !*ps)
+        return;
+    gb_server_t *s = *ps;
+    if (s->parked.active)
+        gpubridge__client_frame__free_unpacked(s->parked.frame, NULL);
+    if (s->sock)
+        zmq_close(s->sock);
+    gbi_curve_stop(s);
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
+        free(s->rings[i].pending);
+    free(s->out.arena);
+    free(s->out.frame);
+    free(s);
+    *ps = NULL;
+}

@@ -1,0 +1,38 @@
+/* The bridge's ZeroMQ server: one ROUTER socket on the configured endpoints,
+ * owned by the one thread that runs gb_server_run. It decodes client frames,
+ * feeds requests into the grain types' input rings, drains their output rings
+ * and routes each reply to the client that asked, batching replies per
+ * client. Control messages are answered by the server itself.
+ *
+ * Guarantees: every accepted request gets exactly one reply or one error
+ * reply (one-way requests: an error reply only); a full input ring stops
+ * reading from the socket (ZeroMQ's high-water marks then push back on
+ * clients), so memory stays bounded and nothing is dropped; bad input gets a
+ * clear error reply and the server keeps serving. */
+#ifndef GB_SERVER_H
+#define GB_SERVER_H
+
+#include <signal.h>
+
+#include "config.h"
+#include "detect.h"
+#include "engine.h"
+#include "error.h"
+
+typedef struct gb_server gb_server_t;
+
+/* Binds the endpoints (and sets up CURVE when configured). The server uses,
+ * but does not own, cfg, engine, facts and sel; they must outlive it. On
+ * error, err holds a sentence for the user. */
+gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
+                     const gb_selection_t *sel, gb_server_t **out, char *err, size_t errlen);
+
+/* Serves until *stop becomes non-zero (a signal handler sets it), then stops
+ * reading, lets in-flight requests finish (up to drain_ms), answers whatever
+ * is left with an error reply, and returns GB_OK. */
+gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
+
+/* Closes the socket (lingering briefly so the last replies go out); takes NULL. */
+void gb_server_destroy(gb_server_t **s);
+
+#endif

@@ -1,0 +1,205 @@
+/* Control messages: activate, deactivate, terminate a grain type; its status
+ * and telemetry; the list of grain types; the mode decision. Each is answered
+ * at once with one Reply whose payload names its type in message_type. */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "server_internal.h"
+
+static int placement_of(gb_placement p)
+{
+    switch (p) {
+    case GB_PLACEMENT_MAPPED: return GPUBRIDGE__PLACEMENT__PLACEMENT_MAPPED;
+    case GB_PLACEMENT_DEVICE_PINNED:
+    case GB_PLACEMENT_DEVICE_MALLOC: return GPUBRIDGE__PLACEMENT__PLACEMENT_DEVICE_STAGING;
+    case GB_PLACEMENT_HOST: return GPUBRIDGE__PLACEMENT__PLACEMENT_HOST;
+    }
+    return GPUBRIDGE__PLACEMENT__PLACEMENT_UNSPECIFIED;
+}
+
+static int state_of(const gb_rk_status_t *st)
+{
+    switch (st->state) {
+    case GB_RK_RUNNING:
+        return st->active ? GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_ACTIVE : GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_INACTIVE;
+    case GB_RK_TERMINATED: return GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_TERMINATED;
+    case GB_RK_FAILED: return GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_FAILED;
+    default: return GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_UNSPECIFIED;
+    }
+}
+
+typedef struct ctl_ctx {
+    gb_server_t *s;
+    const uint8_t *id;
+    uint8_t id_len, delim;
+    uint64_t corr;
+} ctl_ctx_t;
+
+static void fail(const ctl_ctx_t *c, int status, const char *fmt, const char *arg)
+{
+    char err[256];
+    snprintf(err, sizeof err, fmt, arg);
+    gbi_reply(c->s, c->id, c->id_len, c->delim, c->corr, status, err, 0, NULL, 0);
+}
+
+/* Packs msg (a protobuf-c message) into a buffer and replies with it. */
+static void reply_msg(const ctl_ctx_t *c, const ProtobufCMessage *msg, uint32_t mt)
+{
+    uint8_t buf[8192];
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    if (len > sizeof buf) {
+        fail(c, GPUBRIDGE__STATUS__STATUS_INTERNAL, "control reply too large%s", "");
+        return;
+    }
+    protobuf_c_message_pack(msg, buf);
+    gbi_reply(c->s, c->id, c->id_len, c->delim, c->corr, GPUBRIDGE__STATUS__STATUS_OK, NULL, mt, buf, len);
+}
+
+static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
+{
+    gb_rk_status_t st;
+    gb_rk_status(t->rk, &st);
+    Gpubridge__GrainTypeStatus m = GPUBRIDGE__GRAIN_TYPE_STATUS__INIT;
+    m.grain_type = t->name;
+    m.mode = (char *)gb_mode_name(st.mode);
+    m.state = (Gpubridge__GrainState)state_of(&st);
+    m.placement = (Gpubridge__Placement)placement_of(st.placement);
+    m.exit_reason = (Gpubridge__ExitReason)st.exit_reason;
+    m.last_error_code = st.last_error;
+    m.last_error_name = st.last_error_name;
+    m.heartbeat = st.heartbeat;
+    m.device = st.mode == GB_MODE_CPU ? -1 : c->s->engine->device;
+    m.queue_capacity = st.capacity;
+    m.slot_size = st.slot_size;
+    reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS);
+}
+
+static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
+{
+    gb_rk_status_t st;
+    gb_rk_status(t->rk, &st);
+    Gpubridge__Telemetry m = GPUBRIDGE__TELEMETRY__INIT;
+    m.grain_type = t->name;
+    m.messages_processed = st.processed;
+    m.errors = st.errors;
+    m.launches = st.launches;
+    m.iterations = st.iterations;
+    m.queue_depth_in = (uint32_t)(st.sent > st.processed ? st.sent - st.processed : 0);
+    m.queue_depth_out = (uint32_t)(st.processed > st.received ? st.processed - st.received : 0);
+    m.queue_capacity = st.capacity;
+    m.timestamp_ns = gb_now_ns();
+    reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY);
+}
+
+static void reply_detect(const ctl_ctx_t *c)
+{
+    const gb_facts_t *f = c->s->facts;
+    const gb_selection_t *sel = c->s->sel;
+    Gpubridge__DetectReport m = GPUBRIDGE__DETECT_REPORT__INIT;
+    if (f) {
+        m.cuda_device_count = f->cuda_device_count;
+        m.device_name = (char *)f->device_name;
+        m.wsl2 = f->wsl2;
+        m.wsl1 = f->wsl1;
+        m.kernel_exec_timeout = f->kernel_exec_timeout;
+        m.mapped_pinned_ok = f->mapped_pinned_ok;
+        m.concurrent_managed_access = f->concurrent_managed_access;
+        m.cooperative_launch = f->cooperative_launch;
+        m.host_native_atomics = f->host_native_atomic_supported;
+        m.cuda_built = f->cuda_built;
+        m.device = f->device;
+        m.compute_capability_major = f->cc_major;
+        m.compute_capability_minor = f->cc_minor;
+        m.dev_dxg = f->dev_dxg;
+        m.os_release = (char *)f->osrelease;
+    }
+    if (sel) {
+        m.rule_fired = (char *)gb_rule_name(sel->decision.rule);
+        m.mode = (char *)gb_mode_name(sel->mode);
+        m.mode_requested = (char *)gb_mode_name(sel->requested);
+        m.mode_source = (char *)sel->source_text;
+        m.fallback_reason = (char *)sel->warning;
+    }
+    reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_DETECT_REPORT);
+}
+
+/* The grain type an operation names, or NULL after an error reply. */
+static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
+{
+    if (!name || !name[0]) {
+        fail(c, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "control operation without a grain_type%s", "");
+        return NULL;
+    }
+    gb_engine_type_t *t = gb_engine_find(c->s->engine, name);
+    if (!t)
+        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%.64s'", name);
+    else if (!t->rk)
+        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%.64s' has no handler in this build",
+             name);
+    return t && t->rk ? t : NULL;
+}
+
+void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const Gpubridge__Envelope *env)
+{
+    const ctl_ctx_t c = {s, id, id_len, delim, env->correlation_id};
+    const Gpubridge__Control *op = env->control;
+    gb_engine_type_t *t;
+    gb_err err;
+    switch (op->op_case) {
+    case GPUBRIDGE__CONTROL__OP_ACTIVATE:
+    case GPUBRIDGE__CONTROL__OP_DEACTIVATE:
+    case GPUBRIDGE__CONTROL__OP_TERMINATE: {
+        const char *name = op->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? op->activate->grain_type
+                           : op->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? op->deactivate->grain_type
+                                                                              : op->terminate->grain_type;
+        if (!(t = target(&c, name)))
+            return;
+        if (op->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE)
+            err = gb_rk_activate(t->rk, 5000);
+        else if (op->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE)
+            err = gb_rk_deactivate(t->rk, 5000);
+        else
+            err = gb_rk_terminate(t->rk, 5000);
+        if (err == GB_ERR_TERMINATED) {
+            fail(&c, GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
+            return;
+        }
+        if (err != GB_OK) {
+            fail(&c, err == GB_ERR_TIMEOUT ? GPUBRIDGE__STATUS__STATUS_TIMEOUT : GPUBRIDGE__STATUS__STATUS_GPU_ERROR,
+                 "%s", gb_strerror(err));
+            return;
+        }
+        GB_INFO("grain type '%s': %s", t->name,
+                op->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? "activated"
+                : op->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? "deactivated (requests stay queued)"
+                                                                   : "terminated");
+        reply_status(&c, t);
+        return;
+    }
+    case GPUBRIDGE__CONTROL__OP_STATUS_REQUEST:
+        if ((t = target(&c, op->status_request->grain_type)))
+            reply_status(&c, t);
+        return;
+    case GPUBRIDGE__CONTROL__OP_TELEMETRY_REQUEST:
+        if ((t = target(&c, op->telemetry_request->grain_type)))
+            reply_telemetry(&c, t);
+        return;
+    case GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES: {
+        char *names[GB_MAX_GRAIN_TYPES];
+        Gpubridge__GrainTypeList m = GPUBRIDGE__GRAIN_TYPE_LIST__INIT;
+        for (size_t i = 0; i < s->engine->n_types; i++)
+            if (s->engine->types[i].rk)
+                names[m.n_grain_types++] = s->engine->types[i].name;
+        m.grain_types = names;
+        reply_msg(&c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_LIST);
+        return;
+    }
+    case GPUBRIDGE__CONTROL__OP_DETECT_REQUEST:
+        reply_detect(&c);
+        return;
+    default:
+        fail(&c, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "control message without an operation%s", "");
+        return;
+    }
+}

@@ -1,0 +1,90 @@
+/* Internal to the server: its state and the helpers its files share
+ * (server.c: the loop and the rings; server_control.c: control messages;
+ * curve.c: CURVE and the ZAP handler). */
+#ifndef GB_SERVER_INTERNAL_H
+#define GB_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "control.pb-c.h"
+#include "gpubridge.pb-c.h"
+#include "server.h"
+
+#define GBI_ID_MAX 255        /* ZeroMQ routing ids are at most 255 bytes */
+#define GBI_BATCH_MAX 256     /* replies per ReplyBatch frame */
+#define GBI_ARENA_SIZE (1u << 20)
+
+/* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
+typedef struct gbi_pending {
+    uint64_t corr;
+    uint8_t id_len;
+    uint8_t delim;   /* the client sent an empty delimiter frame (REQ-style) */
+    uint8_t one_way;
+    uint8_t id[GBI_ID_MAX];
+} gbi_pending_t;
+
+typedef struct gbi_ring {
+    gb_engine_type_t *t;
+    gbi_pending_t *pending;
+} gbi_ring_t;
+
+/* Replies waiting to go to one client, flushed as one frame. */
+typedef struct gbi_outbox {
+    uint8_t id[GBI_ID_MAX];
+    uint8_t id_len;
+    uint8_t delim;
+    size_t n;
+    Gpubridge__Reply replies[GBI_BATCH_MAX];
+    Gpubridge__Reply *ptrs[GBI_BATCH_MAX];
+    size_t arena_used;
+    uint8_t *arena;  /* payload and error text bytes of the replies above */
+    uint8_t *frame;  /* packed ServerFrame */
+    size_t frame_cap;
+} gbi_outbox_t;
+
+/* A frame read but not fully fed to the rings (a ring was full). */
+typedef struct gbi_parked {
+    int active;
+    Gpubridge__ClientFrame *frame;
+    size_t next;     /* index of the first envelope not yet handled */
+    uint8_t id[GBI_ID_MAX];
+    uint8_t id_len;
+    uint8_t delim;
+} gbi_parked_t;
+
+struct gb_server {
+    const gb_config_t *cfg;
+    gb_engine_t *engine;
+    const gb_facts_t *facts;
+    const gb_selection_t *sel;
+    void *zctx;
+    void *sock;
+    pthread_t zap_thread;
+    void *zap_sock;
+    int zap_running;
+    gbi_ring_t rings[GB_MAX_GRAIN_TYPES];
+    gbi_outbox_t out;
+    gbi_parked_t parked;
+    int shutting_down;
+    uint64_t frames_in, requests, replies, error_replies;
+};
+
+/* Queues a reply for client (id, delim); flushes the outbox first when it
+ * holds another client's replies or is full. payload/error are copied. */
+void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
+               const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
+void gbi_flush(gb_server_t *s);
+
+/* Answers a KIND_CONTROL envelope (all but DeactivateGrain, which goes
+ * through the grain's ring). */
+void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const Gpubridge__Envelope *env);
+
+/* CURVE: loads the server key pair and starts the ZAP handler (curve.c). */
+gb_err gbi_curve_setup(gb_server_t *s, char *err, size_t errlen);
+void gbi_curve_stop(gb_server_t *s);
+
+const char *gbi_status_name(int status);
+
+#endif
