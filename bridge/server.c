@@ -117,13 +117,19 @@ static gbi_ring_t *ring_of(gb_server_t *s, const char *type)
 }
 
 /* Puts one request into ring r. */
+static gbi_ring_t *g_blocked; /* set with NEEDS_ROOM: the ring that had no room */
+static gbi_held_t *g_resuming; /* the held frame being fed, if any */
+
 static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim,
                    const Gpubridge__Envelope *env, uint16_t slot_type, const unsigned char *rec,
                    uint32_t rec_len, int one_way)
 {
     gb_rk_t *rk = r->t->rk;
-    if (gb_rk_free_slots(rk) == 0)
+    /* No room, or older frames for this ring wait: queue behind them. */
+    if (gb_rk_free_slots(rk) == 0 || (r->held_head && r->held_head != g_resuming)) {
+        g_blocked = r;
         return NEEDS_ROOM;
+    }
     gb_rk_status_t st;
     gb_rk_status(rk, &st);
     uint64_t pos = st.sent;
@@ -214,9 +220,12 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
 #undef FAIL
 }
 
-/* Feeds a frame's envelopes from index `from`; parks it when a ring is full. */
+/* Feeds a frame's envelopes from index `from`. When a ring has no room, a new
+ * frame (h NULL) is held at the tail of that ring's FIFO; a held frame (h)
+ * only records where it stopped, and resume_held moves it. Returns HANDLED
+ * once every envelope is handled (the frame is then freed, h is not). */
 static int feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
-                      uint8_t delim)
+                      uint8_t delim, size_t bytes, gbi_held_t *h)
 {
     Gpubridge__Envelope **envs = NULL;
     size_t n = 0;
@@ -227,31 +236,82 @@ static int feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, co
         envs = f->batch->envelopes;
         n = f->batch->n_envelopes;
     }
+    g_resuming = h;
     for (size_t i = from; i < n; i++) {
-        if (handle_envelope(s, id, id_len, delim, envs[i]) == NEEDS_ROOM) {
-            gbi_parked_t *p = &s->parked;
-            p->active = 1;
-            p->frame = f;
-            p->next = i;
-            memcpy(p->id, id, id_len);
-            p->id_len = id_len;
-            p->delim = delim;
+        if (handle_envelope(s, id, id_len, delim, envs[i]) != NEEDS_ROOM)
+            continue;
+        g_resuming = NULL;
+        if (h) {
+            h->next_env = i;
             return NEEDS_ROOM;
         }
+        gbi_held_t *nh = calloc(1, sizeof *nh);
+        if (!nh) {
+            GB_ERROR("out of memory holding a frame; its remaining requests are refused");
+            for (; i < n; i++)
+                if (!(envs[i]->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && envs[i]->correlation_id == 0))
+                    gbi_reply(s, id, id_len, delim, envs[i]->correlation_id, GPUBRIDGE__STATUS__STATUS_BUSY,
+                              "the bridge is out of memory; retry later", 0, NULL, 0);
+            break;
+        }
+        nh->frame = f;
+        nh->bytes = bytes;
+        nh->next_env = i;
+        memcpy(nh->id, id, id_len);
+        nh->id_len = id_len;
+        nh->delim = delim;
+        s->held_bytes += bytes;
+        gbi_ring_t *r = g_blocked;
+        if (r->held_tail)
+            r->held_tail->next = nh;
+        else
+            r->held_head = nh;
+        r->held_tail = nh;
+        return NEEDS_ROOM;
     }
+    g_resuming = NULL;
     gpubridge__client_frame__free_unpacked(f, NULL);
     return HANDLED;
 }
 
-static int resume_parked(gb_server_t *s)
+static gbi_held_t *pop_held(gbi_ring_t *r)
 {
-    gbi_parked_t *p = &s->parked;
-    if (!p->active)
-        return 0;
-    p->active = 0;
-    size_t before = p->next;
-    feed_frame(s, p->frame, p->next, p->id, p->id_len, p->delim);
-    return !p->active || p->next != before;
+    gbi_held_t *h = r->held_head;
+    r->held_head = h->next;
+    if (!r->held_head)
+        r->held_tail = NULL;
+    h->next = NULL;
+    return h;
+}
+
+/* Feeds the frames waiting on ring r, in order, while it has room. */
+static int resume_held(gb_server_t *s, gbi_ring_t *r)
+{
+    int progress = 0;
+    gbi_held_t *h;
+    while ((h = r->held_head) && gb_rk_free_slots(r->t->rk) > 0) {
+        size_t before = h->next_env;
+        if (feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, h) == HANDLED) {
+            pop_held(r);
+            s->held_bytes -= h->bytes;
+            free(h);
+            progress++;
+            continue;
+        }
+        progress += h->next_env != before;
+        if (g_blocked == r)
+            break; /* full again: it stays at the head */
+        /* Now it waits on another ring: move it to the tail of that FIFO. */
+        pop_held(r);
+        gbi_ring_t *r2 = g_blocked;
+        if (r2->held_tail)
+            r2->held_tail->next = h;
+        else
+            r2->held_head = h;
+        r2->held_tail = h;
+        progress++;
+    }
+    return progress;
 }
 
 /* Reads one multipart message if there is one: [id][(empty)][frame]. */
@@ -311,7 +371,7 @@ static int read_one(gb_server_t *s)
             if (f)
                 gpubridge__client_frame__free_unpacked(f, NULL);
         } else {
-            feed_frame(s, f, 0, id, (uint8_t)id_len, (uint8_t)delim);
+            feed_frame(s, f, 0, id, (uint8_t)id_len, (uint8_t)delim, size, NULL);
         }
     }
     zmq_msg_close(&body);
@@ -414,15 +474,21 @@ static void check_health(gb_server_t *s)
     }
 }
 
-/* Answers the envelopes of a parked frame that will not be fed (shutdown). */
-static void refuse_parked(gb_server_t *s)
+/* Answers the envelopes of held frames that will not be fed (shutdown). */
+static void refuse_held(gb_server_t *s)
 {
-    gbi_parked_t *p = &s->parked;
-    if (!p->active)
-        return;
     s->shutting_down = 1; /* handle_envelope now answers SHUTTING_DOWN */
-    p->active = 0;
-    feed_frame(s, p->frame, p->next, p->id, p->id_len, p->delim);
+    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
+        gbi_ring_t *r = &s->rings[i];
+        while (r->held_head) {
+            gbi_held_t *h = r->held_head;
+            r->held_head = h->next;
+            feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, NULL);
+            s->held_bytes -= h->bytes;
+            free(h);
+        }
+        r->held_tail = NULL;
+    }
 }
 
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
@@ -433,18 +499,18 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     for (;;) {
         if (*stop && !s->shutting_down) {
             GB_INFO("shutting down: no new requests; %llu in flight", (unsigned long long)total_in_flight(s));
-            refuse_parked(s);
-            s->shutting_down = 1;
+            refuse_held(s);
             drain_deadline = now_ms() + (uint64_t)drain_ms;
         }
         int progress = 0;
         for (size_t i = 0; i < s->engine->n_types; i++)
             if (s->rings[i].t && s->rings[i].t->rk)
                 progress += drain_ring(s, &s->rings[i]);
-        if (s->parked.active)
-            progress += resume_parked(s);
+        for (size_t i = 0; i < s->engine->n_types; i++)
+            if (s->rings[i].held_head)
+                progress += resume_held(s, &s->rings[i]);
         if (!s->shutting_down) {
-            for (int k = 0; k < 256 && !s->parked.active && read_one(s); k++)
+            for (int k = 0; k < 256 && s->held_bytes <= s->held_limit && read_one(s); k++)
                 progress++;
         }
         gbi_flush(s);
@@ -473,7 +539,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             check_health(s); /* relaunch grain types move on here */
         zmq_pollitem_t item = {s->sock, 0, ZMQ_POLLIN, 0};
         int timeout = in_flight ? 1 : 100;
-        if (s->parked.active || s->shutting_down) {
+        if (s->held_bytes > s->held_limit || s->shutting_down) {
             struct timespec ts = {0, (long)timeout * 1000000L};
             nanosleep(&ts, NULL);
         } else if (zmq_poll(&item, 1, timeout) < 0 && errno != EINTR) {
@@ -509,6 +575,10 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->facts = facts;
     s->sel = sel;
     s->out.arena = malloc(GBI_ARENA_SIZE);
+    /* Frames held for full rings: up to 64 frames of the largest size, at
+     * least 64 MiB. Past it the socket is not read until rings drain. */
+    s->held_limit = (size_t)cfg->max_message_size * 64 > (64u << 20) ? (size_t)cfg->max_message_size * 64
+                                                                     : (64u << 20);
     gb_err e = s->out.arena ? GB_OK : GB_ERR_NOMEM;
     for (size_t i = 0; i < engine->n_types && e == GB_OK; i++) {
         s->rings[i].t = &engine->types[i];
@@ -559,8 +629,14 @@ void gb_server_destroy(gb_server_t **ps)
     if (!ps || !*ps)
         return;
     gb_server_t *s = *ps;
-    if (s->parked.active)
-        gpubridge__client_frame__free_unpacked(s->parked.frame, NULL);
+    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
+        while (s->rings[i].held_head) {
+            gbi_held_t *h = s->rings[i].held_head;
+            s->rings[i].held_head = h->next;
+            gpubridge__client_frame__free_unpacked(h->frame, NULL);
+            free(h);
+        }
+    }
     if (s->sock)
         zmq_close(s->sock);
     gbi_curve_stop(s);

@@ -25,9 +25,23 @@ typedef struct gbi_pending {
     uint8_t id[GBI_ID_MAX];
 } gbi_pending_t;
 
+/* A frame read but not fully fed: the ring its next envelope needs is full.
+ * It waits in that ring's FIFO; later frames for the same grain type queue
+ * behind it, so requests keep their order. */
+typedef struct gbi_held {
+    struct gbi_held *next;
+    Gpubridge__ClientFrame *frame;
+    size_t next_env; /* index of the first envelope not yet handled */
+    size_t bytes;    /* the frame's size on the wire, for the hold bound */
+    uint8_t id[GBI_ID_MAX];
+    uint8_t id_len;
+    uint8_t delim;
+} gbi_held_t;
+
 typedef struct gbi_ring {
     gb_engine_type_t *t;
     gbi_pending_t *pending;
+    gbi_held_t *held_head, *held_tail; /* frames waiting for room in this ring */
 } gbi_ring_t;
 
 /* Replies waiting to go to one client, flushed as one frame. */
@@ -44,16 +58,6 @@ typedef struct gbi_outbox {
     size_t frame_cap;
 } gbi_outbox_t;
 
-/* A frame read but not fully fed to the rings (a ring was full). */
-typedef struct gbi_parked {
-    int active;
-    Gpubridge__ClientFrame *frame;
-    size_t next;     /* index of the first envelope not yet handled */
-    uint8_t id[GBI_ID_MAX];
-    uint8_t id_len;
-    uint8_t delim;
-} gbi_parked_t;
-
 struct gb_server {
     const gb_config_t *cfg;
     gb_engine_t *engine;
@@ -66,7 +70,8 @@ struct gb_server {
     int zap_running;
     gbi_ring_t rings[GB_MAX_GRAIN_TYPES];
     gbi_outbox_t out;
-    gbi_parked_t parked;
+    size_t held_bytes;   /* all rings' held frames */
+    size_t held_limit;   /* above it the socket is not read (backpressure) */
     int shutting_down;
     uint64_t frames_in, requests, replies, error_replies;
 };

@@ -1,0 +1,454 @@
+/* End-to-end tests of the gpubridge daemon over ZeroMQ (see e2e_harness.h):
+ * the message-passing test, every kind of bad input (each answered with a
+ * clear error while the bridge keeps serving), backpressure with a
+ * deactivated grain type under a flooding client, SIGTERM under load with
+ * nothing lost, control messages, and CURVE accept/reject. */
+#include "e2e_harness.h"
+#include "gpu_skip.h"
+
+static const char *SMALL_RINGS =
+    "grains = ( { type = \"vecadd\"; queue_capacity = 64; slot_size = 128; },\n"
+    "           { type = \"echo\"; queue_capacity = 64; slot_size = 64; } );\n"
+    "max_message_size = 65536;\n";
+
+static bridge_t g_b;
+static void *g_s;
+
+static int setup(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, SMALL_RINGS), 0);
+    g_s = client_open(g_b.endpoint);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    zmq_close(g_s);
+    int st = bridge_stop(&g_b, SIGTERM, 20000);
+    if (st != 0)
+        fprintf(stderr, "bridge exit status %d (log %s)\n", st, g_b.log);
+    return st == 0 ? 0 : -1;
+}
+
+/* As the seed's MessagePassingTest: add, sub, mul, div, every result checked. */
+static void test_message_passing(void **state)
+{
+    (void)state;
+    uint64_t corr = 1;
+    for (int op = 0; op < 4; op++) {
+        for (int i = 0; i < 50; i++) {
+            float a[8], b[8], r[8];
+            for (int k = 0; k < 8; k++) {
+                a[k] = (float)(i * 8 + k) * 0.5f - 3.0f;
+                b[k] = (float)((i + k) % 7) + 0.25f;
+            }
+            call_vecadd(g_s, corr++, (uint64_t)i, op, a, b, 8, r);
+            for (int k = 0; k < 8; k++) {
+                float want = op == 0 ? a[k] + b[k] : op == 1 ? a[k] - b[k] : op == 2 ? a[k] * b[k] : a[k] / b[k];
+                assert_true(r[k] == want);
+            }
+        }
+    }
+}
+
+static Gpubridge__Reply *expect_error(Gpubridge__ServerFrame **f, int status, const char *needle)
+{
+    Gpubridge__Reply *r = recv_reply(g_s, f, 10000);
+    if ((int)r->status != status)
+        fail_msg("expected status %d, got %d (%s)", status, r->status, r->error);
+    if (needle && !strstr(r->error, needle))
+        fail_msg("error '%s' does not mention '%s'", r->error, needle);
+    return r;
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r;
+    uint8_t buf[4096];
+
+    /* Bytes that are not a protobuf ClientFrame. */
+    send_raw(g_s, "\xff\xff\xff garbage", 11);
+    r = expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "not a ClientFrame");
+    assert_int_equal(r->correlation_id, 0);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    still_serves(g_s);
+
+    /* A ClientFrame with no body; an extra message part. */
+    send_raw(g_s, "", 0);
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, NULL);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    zmq_send(g_s, "a", 1, ZMQ_SNDMORE);
+    zmq_send(g_s, "b", 1, 0);
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "one message part");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* Missing fields: no kind; no grain. */
+    Gpubridge__Envelope *e = make_env(11, "vecadd", 1, 1, NULL, 0);
+    e->kind = GPUBRIDGE__KIND__KIND_UNSPECIFIED;
+    send_env(g_s, e);
+    r = expect_error(&f, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "kind");
+    assert_int_equal(r->correlation_id, 11);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    e = make_env(12, "vecadd", 1, 1, NULL, 0);
+    e->grain = NULL;
+    send_env(g_s, e);
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "grain");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* Unknown grain type; unknown message type; payload not a VectorAddRequest. */
+    send_env(g_s, make_env(13, "no.such.grain", 1, 1, NULL, 0));
+    r = expect_error(&f, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "no.such.grain");
+    assert_int_equal(r->correlation_id, 13);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    send_env(g_s, make_env(14, "vecadd", 1, 77, NULL, 0));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE, "77");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    send_env(g_s, make_env(15, "vecadd", 1, 1, (const uint8_t *)"\xff\xff\xff", 3));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "VectorAddRequest");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* Vectors of different lengths; more elements than the slot holds. */
+    float a[64] = {0}, b[64] = {0};
+    Gpubridge__VectorAddRequest v = GPUBRIDGE__VECTOR_ADD_REQUEST__INIT;
+    v.n_a = 3;
+    v.a = a;
+    v.n_b = 2;
+    v.b = b;
+    size_t len = gpubridge__vector_add_request__pack(&v, buf);
+    send_env(g_s, make_env(16, "vecadd", 1, 1, buf, len));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "length");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    len = pack_vecadd(buf, 0, a, b, 64);
+    send_env(g_s, make_env(17, "vecadd", 1, 1, buf, len));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "slot");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    v.n_b = 3;
+    v.op = (Gpubridge__VectorAddRequest__Op)9;
+    len = gpubridge__vector_add_request__pack(&v, buf);
+    send_env(g_s, make_env(18, "vecadd", 1, 1, buf, len));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "op");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* A frame over max_message_size (64 KiB here): refused before decoding. */
+    size_t big = 100000;
+    uint8_t *junk = calloc(1, big);
+    send_raw(g_s, junk, big);
+    free(junk);
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "max_message_size");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* A control message without an operation. */
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    send_env(g_s, make_control(19, &c));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "operation");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_int_equal(control_simple(g_s, 20, GPUBRIDGE__CONTROL__OP_ACTIVATE, "nope"),
+                     GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE);
+
+    still_serves(g_s);
+}
+
+/* A client that leaves with requests in flight affects nobody. */
+static void test_client_disconnects(void **state)
+{
+    (void)state;
+    void *c = client_open(g_b.endpoint);
+    float a[3] = {1, 2, 3};
+    uint8_t buf[128];
+    size_t len = pack_vecadd(buf, 0, a, a, 3);
+    Gpubridge__ClientFrame fr = GPUBRIDGE__CLIENT_FRAME__INIT;
+    Gpubridge__Batch batch = GPUBRIDGE__BATCH__INIT;
+    Gpubridge__Envelope envs[50], *ptrs[50];
+    for (int i = 0; i < 50; i++) {
+        envs[i] = *make_env((uint64_t)i + 1, "vecadd", (uint64_t)i, 1, buf, len);
+        ptrs[i] = &envs[i];
+    }
+    batch.n_envelopes = 50;
+    batch.envelopes = ptrs;
+    fr.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    fr.batch = &batch;
+    for (int k = 0; k < 20; k++)
+        send_frame(c, &fr);
+    zmq_close(c);
+    usleep(100000);
+    still_serves(g_s);
+}
+
+/* Deactivated grain type + flooding client: requests queue (ring full, then
+ * the socket is not read), none is answered or lost; after activation every
+ * one is answered exactly once. */
+static void test_backpressure(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    void *c = client_open(g_b.endpoint);
+    assert_int_equal(control_simple(c, 1, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "echo"), GPUBRIDGE__STATUS__STATUS_OK);
+    uint8_t buf[64];
+    for (uint64_t i = 0; i < N; i++) {
+        Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+        er.sequence = i;
+        size_t len = gpubridge__echo_request__pack(&er, buf);
+        send_env(c, make_env(100 + i, "echo", i % 5, 1, buf, len));
+    }
+    Gpubridge__ServerFrame *f = recv_frame(c, 300);
+    assert_null(f); /* nothing answered while deactivated */
+    assert_int_equal(control_simple(g_s, 2, GPUBRIDGE__CONTROL__OP_ACTIVATE, "echo"), GPUBRIDGE__STATUS__STATUS_OK);
+    static uint8_t seen[N];
+    memset(seen, 0, sizeof seen);
+    uint64_t per_key_count[5] = {0};
+    size_t got = 0;
+    uint64_t end = e2e_ms() + 30000;
+    while (got < N && e2e_ms() < end) {
+        f = recv_frame(c, 1000);
+        if (!f)
+            continue;
+        Gpubridge__Reply **rs = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->replies : &f->reply;
+        size_t n = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->n_replies : 1;
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(rs[i]->status, GPUBRIDGE__STATUS__STATUS_OK);
+            uint64_t id = rs[i]->correlation_id - 100;
+            assert_true(id < N);
+            assert_int_equal(seen[id], 0);
+            seen[id] = 1;
+            Gpubridge__EchoResponse *er =
+                gpubridge__echo_response__unpack(NULL, rs[i]->payload.len, rs[i]->payload.data);
+            assert_non_null(er);
+            assert_int_equal(er->sequence, id);
+            /* turn order per grain: the k-th request to a key is its k-th message */
+            per_key_count[id % 5]++;
+            assert_int_equal(er->grain_count, per_key_count[id % 5]);
+            gpubridge__echo_response__free_unpacked(er, NULL);
+            got++;
+        }
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    }
+    assert_int_equal(got, N);
+    zmq_close(c);
+}
+
+static void test_control(void **state)
+{
+    (void)state;
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__ListGrainTypes l = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
+    c.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
+    c.list_grain_types = &l;
+    send_env(g_s, make_control(31, &c));
+    Gpubridge__Reply *r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    Gpubridge__GrainTypeList *gl = gpubridge__grain_type_list__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(gl);
+    int has_vecadd = 0;
+    for (size_t i = 0; i < gl->n_grain_types; i++)
+        has_vecadd |= strcmp(gl->grain_types[i], "vecadd") == 0;
+    assert_true(has_vecadd);
+    gpubridge__grain_type_list__free_unpacked(gl, NULL);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    Gpubridge__TelemetryRequest t = GPUBRIDGE__TELEMETRY_REQUEST__INIT;
+    t.grain_type = "vecadd";
+    c.op_case = GPUBRIDGE__CONTROL__OP_TELEMETRY_REQUEST;
+    c.telemetry_request = &t;
+    send_env(g_s, make_control(32, &c));
+    r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    Gpubridge__Telemetry *tm = gpubridge__telemetry__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(tm);
+    assert_true(tm->messages_processed >= 200); /* the message-passing test's */
+    assert_int_equal(tm->queue_capacity, 64);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    Gpubridge__DetectRequest d = GPUBRIDGE__DETECT_REQUEST__INIT;
+    c.op_case = GPUBRIDGE__CONTROL__OP_DETECT_REQUEST;
+    c.detect_request = &d;
+    send_env(g_s, make_control(33, &c));
+    r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    Gpubridge__DetectReport *dr = gpubridge__detect_report__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(dr);
+    assert_string_equal(dr->mode, e2e_mode());
+    gpubridge__detect_report__free_unpacked(dr, NULL);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* Deactivate one grain: its state goes (count restarts); twice: no activation. */
+    Gpubridge__DeactivateGrain dg = GPUBRIDGE__DEACTIVATE_GRAIN__INIT;
+    dg.grain_type = "echo";
+    dg.key = 4242;
+    c.op_case = GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN;
+    c.deactivate_grain = &dg;
+    uint8_t buf[32];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    size_t len = gpubridge__echo_request__pack(&er, buf);
+    send_env(g_s, make_env(34, "echo", 4242, 1, buf, len));
+    gpubridge__server_frame__free_unpacked(f = recv_frame(g_s, 10000), NULL);
+    send_env(g_s, make_control(35, &c));
+    r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    send_env(g_s, make_control(36, &c));
+    r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_NO_ACTIVATION);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+}
+
+/* Terminate a grain type: later requests get STATUS_TERMINATED, others serve. */
+static void test_terminated_grain_type(void **state)
+{
+    (void)state;
+    assert_int_equal(control_simple(g_s, 41, GPUBRIDGE__CONTROL__OP_TERMINATE, "echo"), GPUBRIDGE__STATUS__STATUS_OK);
+    uint8_t buf[32];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    size_t len = gpubridge__echo_request__pack(&er, buf);
+    send_env(g_s, make_env(42, "echo", 1, 1, buf, len));
+    Gpubridge__ServerFrame *f;
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_TERMINATED, "terminated");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_int_equal(control_simple(g_s, 43, GPUBRIDGE__CONTROL__OP_ACTIVATE, "echo"),
+                     GPUBRIDGE__STATUS__STATUS_TERMINATED);
+    still_serves(g_s);
+}
+
+/* SIGTERM while a client streams batches: the bridge stops reading, answers
+ * everything it accepted, and exits 0; the client gets every reply the bridge
+ * reports having sent, and never one twice. */
+static void test_sigterm_under_load(void **state)
+{
+    (void)state;
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, SMALL_RINGS), 0);
+    void *c = client_open(b.endpoint);
+    float a[3] = {1, 2, 3};
+    uint8_t buf[128];
+    size_t len = pack_vecadd(buf, 0, a, a, 3);
+    enum { BATCH = 100, FRAMES = 400 };
+    static Gpubridge__Envelope envs[BATCH];
+    Gpubridge__Envelope *ptrs[BATCH];
+    static uint8_t seen[BATCH * FRAMES + 1];
+    memset(seen, 0, sizeof seen);
+    Gpubridge__ClientFrame fr = GPUBRIDGE__CLIENT_FRAME__INIT;
+    Gpubridge__Batch batch = GPUBRIDGE__BATCH__INIT;
+    batch.envelopes = ptrs;
+    batch.n_envelopes = BATCH;
+    fr.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    fr.batch = &batch;
+    uint64_t got = 0;
+    for (int k = 0; k < FRAMES; k++) {
+        for (int i = 0; i < BATCH; i++) {
+            envs[i] = *make_env((uint64_t)(k * BATCH + i + 1), "vecadd", (uint64_t)i, 1, buf, len);
+            ptrs[i] = &envs[i];
+        }
+        send_frame(c, &fr);
+        if (k == FRAMES / 2)
+            kill(b.pid, SIGTERM);
+    }
+    Gpubridge__ServerFrame *f;
+    while ((f = recv_frame(c, 3000))) {
+        Gpubridge__Reply **rs = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->replies : &f->reply;
+        size_t n = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->n_replies : 1;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t id = rs[i]->correlation_id;
+            assert_true(id >= 1 && id <= BATCH * FRAMES);
+            assert_int_equal(seen[id], 0);
+            seen[id] = 1;
+            assert_true(rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK ||
+                        rs[i]->status == GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN);
+            got++;
+        }
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    }
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+    assert_true(got > 0);
+    /* The bridge's own count of replies sent equals what arrived. */
+    char needle[64];
+    snprintf(needle, sizeof needle, "%llu replies", (unsigned long long)got);
+    if (!log_contains(&b, needle))
+        fail_msg("client got %llu replies; bridge log %s says otherwise", (unsigned long long)got, b.log);
+    zmq_close(c);
+}
+
+/* CURVE: an allow-listed client is served; another key and a plain client
+ * get nothing; a world-readable secret key file is refused at start. */
+static void test_curve(void **state)
+{
+    (void)state;
+    char spub[41], ssec[41], apub[41], asec[41], bpub[41], bsec[41];
+    assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+    assert_int_equal(zmq_curve_keypair(apub, asec), 0);
+    assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
+    char keyfile[] = "/tmp/gb-e2e-key-XXXXXX";
+    int fd = mkstemp(keyfile);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, ssec, 40), 40);
+    close(fd);
+    chmod(keyfile, 0600);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
+             "          allowed_clients = [ \"%s\" ]; };\n",
+             keyfile, spub, apub);
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, cfg), 0);
+
+    void *ok = zmq_socket(g_zctx, ZMQ_DEALER), *bad = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(ok, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(bad, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(ok, ZMQ_CURVE_SERVERKEY, spub, 40);
+    zmq_setsockopt(ok, ZMQ_CURVE_PUBLICKEY, apub, 40);
+    zmq_setsockopt(ok, ZMQ_CURVE_SECRETKEY, asec, 40);
+    zmq_setsockopt(bad, ZMQ_CURVE_SERVERKEY, spub, 40);
+    zmq_setsockopt(bad, ZMQ_CURVE_PUBLICKEY, bpub, 40);
+    zmq_setsockopt(bad, ZMQ_CURVE_SECRETKEY, bsec, 40);
+    assert_int_equal(zmq_connect(ok, b.endpoint), 0);
+    assert_int_equal(zmq_connect(bad, b.endpoint), 0);
+    void *plain = client_open(b.endpoint);
+    float a[3] = {1, 2, 3}, r[3];
+    call_vecadd(ok, 1, 1, 2, a, a, 3, r);
+    assert_true(r[2] == 9);
+    uint8_t buf[128];
+    size_t len = pack_vecadd(buf, 0, a, a, 3);
+    send_env(bad, make_env(2, "vecadd", 1, 1, buf, len));
+    send_env(plain, make_env(3, "vecadd", 1, 1, buf, len));
+    Gpubridge__ServerFrame *f = recv_frame(bad, 1000);
+    assert_null(f);
+    f = recv_frame(plain, 500);
+    assert_null(f);
+    assert_true(log_contains(&b, "refused client key"));
+    zmq_close(ok);
+    zmq_close(bad);
+    zmq_close(plain);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+
+    chmod(keyfile, 0644);
+    int st = bridge_start(&b, cfg);
+    assert_int_equal(st, 2);
+    assert_true(log_contains(&b, "chmod 600"));
+    unlink(keyfile);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_message_passing),   cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_client_disconnects), cmocka_unit_test(test_backpressure),
+        cmocka_unit_test(test_control),            cmocka_unit_test(test_terminated_grain_type),
+    };
+    const struct CMUnitTest standalone[] = {
+        cmocka_unit_test(test_sigterm_under_load),
+        cmocka_unit_test(test_curve),
+    };
+    printf("e2e: mode %s\n", e2e_mode());
+    if (strcmp(e2e_mode(), "cpu") != 0)
+        gb_require_gpu();
+    int failed = cmocka_run_group_tests_name("bridge end to end", tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("bridge end to end, own bridge", standalone, NULL, NULL);
+    if (g_zctx)
+        zmq_ctx_term(g_zctx);
+    return failed ? 1 : 0;
+}
