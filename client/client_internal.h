@@ -1,0 +1,143 @@
+/* client_internal.h: what the files of libgpubridge share (not installed). */
+#ifndef GBC_CLIENT_INTERNAL_H
+#define GBC_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpubridge.pb-c.h"
+#include "gpubridge_client.h"
+
+#define GBCI_DEFAULT_TIMEOUT_MS 5000
+#define GBCI_DEFAULT_MAX_BATCH 256
+#define GBCI_DEFAULT_MAX_FRAME (1u << 20)
+#define GBCI_KEY_LEN 41 /* Z85 key + NUL */
+
+/* ---- idset.c: correlation ids awaiting a reply ---- */
+
+enum { GBCI_ID_ASYNC = 1, GBCI_ID_ABANDONED = 2 };
+
+/* Open addressing with linear probing; key 0 marks an empty slot (ids are
+ * never 0). Deletion shifts entries back, so there are no tombstones. */
+typedef struct gbci_idset {
+    uint64_t *keys;
+    uint8_t *vals;
+    size_t cap; /* power of two, or 0 */
+    size_t n;
+} gbci_idset_t;
+
+/* 0, or -1 when out of memory. */
+int gbci_idset_put(gbci_idset_t *s, uint64_t id, uint8_t val);
+/* Removes id; returns its value, or 0 when absent. */
+uint8_t gbci_idset_take(gbci_idset_t *s, uint64_t id);
+void gbci_idset_free(gbci_idset_t *s);
+
+/* ---- replyq.c: replies received for gbc_poll ---- */
+
+typedef struct gbci_replyq {
+    gbc_reply_t *r;
+    size_t cap, head, n;
+} gbci_replyq_t;
+
+/* Moves *r in (and zeroes *r); 0, or -1 when out of memory. */
+int gbci_replyq_push(gbci_replyq_t *q, gbc_reply_t *r);
+/* Moves the oldest reply into *out; false when empty. */
+bool gbci_replyq_pop(gbci_replyq_t *q, gbc_reply_t *out);
+void gbci_replyq_free(gbci_replyq_t *q);
+
+/* ---- batch.c: one endpoint's queued envelopes, already encoded ---- */
+
+/* Records are `0x0a len Envelope` (field 1, length-delimited), which is both
+ * one Batch.envelopes entry and, alone, a whole ClientFrame{envelope}. The
+ * first GBCI_PREFIX bytes of buf are kept free for the ClientFrame{batch}
+ * header (tag 0x12 and the length varint) written at flush time. */
+#define GBCI_PREFIX 11
+
+typedef struct gbci_batch {
+    uint8_t *buf;
+    size_t cap;   /* bytes of buf */
+    size_t len;   /* record bytes after the prefix */
+    size_t count; /* records */
+} gbci_batch_t;
+
+/* Bytes the frame would have with one more envelope of env_len bytes. */
+size_t gbci_batch_frame_len_with(const gbci_batch_t *b, size_t env_len);
+/* Appends env (env_len = its packed size) as one record; GBC_OK or
+ * GBC_ERR_NOMEM. */
+gbc_err gbci_batch_append(gbci_batch_t *b, const Gpubridge__Envelope *env, size_t env_len);
+/* The frame to send: the lone record, or the batch header + records. */
+void gbci_batch_frame(gbci_batch_t *b, const uint8_t **data, size_t *len);
+/* Drops records after (len, count) (a rollback to an earlier state). */
+void gbci_batch_truncate(gbci_batch_t *b, size_t len, size_t count);
+void gbci_batch_free(gbci_batch_t *b);
+
+/* ---- client.c / transport.c: the client ---- */
+
+typedef struct gbci_endpoint {
+    char *addr;
+    void *sock;    /* DEALER */
+    void *mon;     /* PAIR receiving the DEALER's monitor events */
+    gbci_batch_t batch;
+    bool connected;      /* handshake done and not disconnected since */
+    bool ever_connected;
+    bool handshake_failed;
+    int handshake_event; /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* */
+} gbci_endpoint_t;
+
+struct gbc_client {
+    void *ctx;
+    gbci_endpoint_t *eps;
+    size_t n;
+    int timeout_ms;
+    size_t max_batch;
+    size_t max_frame;
+    bool curve;
+    uint64_t next_corr;
+    uint64_t echo_seq;
+    size_t async_in_flight; /* gbc_send requests not yet answered */
+    gbci_idset_t ids;       /* async and abandoned ids */
+    gbci_replyq_t ready;    /* async replies not yet polled */
+    uint64_t bad_frames;    /* frames from a bridge that did not decode */
+    struct zmq_pollitem_t *items; /* n, for zmq_poll */
+};
+
+/* errors (client.c): record the failure for gbc_last_error, return err. */
+gbc_err gbci_fail(gbc_err err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Records a non-OK reply (its status and text; c, if not NULL, names the
+ * endpoint); returns GBC_ERR_STATUS. */
+gbc_err gbci_fail_status(const gbc_client_t *c, const gbc_reply_t *r);
+void gbci_clear_error(void);
+
+/* time (client.c) */
+int64_t gbci_now_ns(void);
+/* Absolute CLOCK_MONOTONIC deadline for timeout_ms (see the header);
+ * INT64_MAX for GBC_TIMEOUT_FOREVER. */
+int64_t gbci_deadline(const gbc_client_t *c, int timeout_ms);
+
+/* transport.c */
+gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
+                           const char *server_key, const char *public_key,
+                           const char *secret_key);
+void gbci_endpoint_close(gbci_endpoint_t *ep);
+/* Sends endpoint i's queued batch; waits until deadline for room, reading
+ * replies meanwhile. On failure the batch stays queued. */
+gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline);
+/* Reads replies until deadline. Async ones go to c->ready. Returns true as
+ * soon as the reply to `want` (non-zero) is in *got, or, with want 0, as
+ * soon as c->ready is not empty; false at the deadline. A failing receive
+ * sets *err (else GBC_OK). */
+bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, gbc_reply_t *got,
+               gbc_err *err);
+/* Why endpoint i could not send before the deadline: CONNECT, AUTH or
+ * TIMEOUT (backpressure), recorded for gbc_last_error. */
+gbc_err gbci_send_failure(gbc_client_t *c, size_t i);
+/* Reads pending monitor events of endpoint i into its flags. */
+void gbci_monitor_drain(gbci_endpoint_t *ep);
+
+/* request.c: one envelope to endpoint i, waiting for its reply (calls and
+ * control operations). Sets env->correlation_id. */
+gbc_err gbci_call_env(gbc_client_t *c, size_t i, Gpubridge__Envelope *env,
+                      gbc_reply_t *out, int timeout_ms);
+
+#endif

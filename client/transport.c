@@ -1,0 +1,336 @@
+/* transport.c: the sockets. One DEALER per endpoint, plus a PAIR that reads
+ * that DEALER's monitor events (to tell "bridge down" from "bridge busy" and
+ * to spot refused CURVE handshakes); sending with a deadline; reading and
+ * routing replies. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "client_internal.h"
+
+#define MON_EVENTS                                                                 \
+    (ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |                      \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |  \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+
+static gbc_err zfail(gbc_err err, const char *what, const char *addr)
+{
+    return gbci_fail(err, "%s: %s: %s", addr, what, zmq_strerror(zmq_errno()));
+}
+
+static int setopt_int(void *s, int opt, int v) { return zmq_setsockopt(s, opt, &v, sizeof v); }
+
+gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
+                           const char *server_key, const char *public_key,
+                           const char *secret_key)
+{
+    gbci_endpoint_t *ep = &c->eps[i];
+    ep->addr = strdup(addr);
+    if (!ep->addr)
+        return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    ep->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+    if (!ep->sock)
+        return zfail(GBC_ERR_IO, "zmq_socket", addr);
+    /* LINGER 0: destroy never blocks on a dead bridge. IMMEDIATE: queue only
+     * on a finished handshake, so a send to a bridge that is down waits (and
+     * fails as GBC_ERR_CONNECT) instead of vanishing into a dead pipe.
+     * RCVHWM 0: replies the application has not read yet are never dropped
+     * here (their number is bounded by the requests it sent). */
+    if (setopt_int(ep->sock, ZMQ_LINGER, 0) || setopt_int(ep->sock, ZMQ_IMMEDIATE, 1) ||
+        setopt_int(ep->sock, ZMQ_RCVHWM, 0))
+        return zfail(GBC_ERR_IO, "zmq_setsockopt", addr);
+    if (server_key) {
+        /* Z85 keys go in as 41 bytes: 40 characters and the NUL. */
+        if (zmq_setsockopt(ep->sock, ZMQ_CURVE_SERVERKEY, server_key, 41) ||
+            zmq_setsockopt(ep->sock, ZMQ_CURVE_PUBLICKEY, public_key, 41) ||
+            zmq_setsockopt(ep->sock, ZMQ_CURVE_SECRETKEY, secret_key, 41))
+            return zfail(GBC_ERR_INVALID, "CURVE keys", addr);
+    }
+    char mon_addr[96];
+    snprintf(mon_addr, sizeof mon_addr, "inproc://gbc-monitor-%p-%zu", (void *)c, i);
+    if (zmq_socket_monitor(ep->sock, mon_addr, MON_EVENTS) != 0)
+        return zfail(GBC_ERR_IO, "zmq_socket_monitor", addr);
+    ep->mon = zmq_socket(c->ctx, ZMQ_PAIR);
+    /* RCVHWM 0: the monitor's sender would block the I/O thread on a full pipe. */
+    if (!ep->mon || setopt_int(ep->mon, ZMQ_LINGER, 0) || setopt_int(ep->mon, ZMQ_RCVHWM, 0) ||
+        zmq_connect(ep->mon, mon_addr) != 0)
+        return zfail(GBC_ERR_IO, "monitor socket", addr);
+    if (zmq_connect(ep->sock, addr) != 0)
+        return gbci_fail(GBC_ERR_INVALID, "endpoint '%s': %s (expected tcp://host:port or "
+                         "ipc:///path)", addr, zmq_strerror(zmq_errno()));
+    c->items[i].socket = ep->sock;
+    return GBC_OK;
+}
+
+void gbci_endpoint_close(gbci_endpoint_t *ep)
+{
+    if (ep->sock) {
+        if (ep->mon)
+            zmq_socket_monitor(ep->sock, NULL, 0);
+        zmq_close(ep->sock);
+    }
+    if (ep->mon)
+        zmq_close(ep->mon);
+    free(ep->addr);
+    gbci_batch_free(&ep->batch);
+    memset(ep, 0, sizeof *ep);
+}
+
+void gbci_monitor_drain(gbci_endpoint_t *ep)
+{
+    if (!ep->mon)
+        return;
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, ep->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        /* Frame 1: uint16 event + uint32 value; frame 2: the address. */
+        uint16_t ev = 0;
+        if (zmq_msg_size(&m) >= 2)
+            memcpy(&ev, zmq_msg_data(&m), 2);
+        while (zmq_msg_more(&m) && zmq_msg_recv(&m, ep->mon, 0) >= 0) {
+        }
+        zmq_msg_close(&m);
+        switch (ev) {
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+            ep->connected = ep->ever_connected = true;
+            ep->handshake_failed = false;
+            break;
+        case ZMQ_EVENT_DISCONNECTED:
+            ep->connected = false;
+            break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+            ep->connected = false;
+            ep->handshake_failed = true;
+            ep->handshake_event = ev;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
+{
+    gbci_endpoint_t *ep = &c->eps[i];
+    gbci_monitor_drain(ep);
+    if (!ep->connected && ep->handshake_failed) {
+        const char *why = ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                              ? "the bridge refused this client's key"
+                              : "wrong server key, or not a gpubridge endpoint";
+        if (c->curve)
+            return gbci_fail(GBC_ERR_AUTH, "%s: CURVE handshake failed (%s)", ep->addr, why);
+        return gbci_fail(GBC_ERR_CONNECT,
+                         "%s: ZeroMQ handshake failed (is the bridge using CURVE, or is this "
+                         "not a gpubridge endpoint?)", ep->addr);
+    }
+    if (!ep->connected)
+        return gbci_fail(GBC_ERR_CONNECT, "%s: not connected%s (is the bridge running there?)",
+                         ep->addr, ep->ever_connected ? " (connection lost)" : "");
+    return gbci_fail(GBC_ERR_TIMEOUT,
+                     "%s: the bridge accepts no more requests before the deadline "
+                     "(backpressure: read replies, then retry)", ep->addr);
+}
+
+/* Copies one wire reply into *r (heap-owned fields). */
+static gbc_err copy_reply(const Gpubridge__Reply *in, size_t ep, gbc_reply_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->correlation_id = in->correlation_id;
+    r->status = (int)in->status;
+    r->message_type = in->message_type;
+    r->endpoint = ep;
+    if (in->error && in->error[0] && !(r->error = strdup(in->error)))
+        return GBC_ERR_NOMEM;
+    if (in->payload.len) {
+        r->payload = malloc(in->payload.len);
+        if (!r->payload) {
+            gbc_reply_clear(r);
+            return GBC_ERR_NOMEM;
+        }
+        memcpy(r->payload, in->payload.data, in->payload.len);
+        r->payload_len = in->payload.len;
+    }
+    return GBC_OK;
+}
+
+/* Routes one reply: the awaited one into *got, async ones to c->ready,
+ * replies to given-up calls and unknown ids away. */
+static gbc_err route(gbc_client_t *c, const Gpubridge__Reply *in, size_t ep, uint64_t want,
+                     gbc_reply_t *got, bool *found)
+{
+    if (!in)
+        return GBC_OK;
+    uint64_t id = in->correlation_id;
+    if (want && id == want && !*found) {
+        *found = true;
+        return copy_reply(in, ep, got);
+    }
+    uint8_t kind = gbci_idset_take(&c->ids, id);
+    /* id 0: the bridge could not decode one of our frames; no request can be
+     * matched, so hand it to gbc_poll for the application to see. */
+    if (kind != GBCI_ID_ASYNC && id != 0)
+        return GBC_OK;
+    if (kind == GBCI_ID_ASYNC)
+        c->async_in_flight--;
+    gbc_reply_t r;
+    gbc_err err = copy_reply(in, ep, &r);
+    if (!err && gbci_replyq_push(&c->ready, &r) != 0)
+        err = GBC_ERR_NOMEM;
+    gbc_reply_clear(&r);
+    return err;
+}
+
+static gbc_err handle_frame(gbc_client_t *c, size_t ep, const void *data, size_t len,
+                            uint64_t want, gbc_reply_t *got, bool *found)
+{
+    Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, data);
+    if (!f) {
+        c->bad_frames++;
+        return GBC_OK;
+    }
+    gbc_err err = GBC_OK;
+    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY) {
+        err = route(c, f->reply, ep, want, got, found);
+    } else if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH && f->batch) {
+        for (size_t k = 0; k < f->batch->n_replies && !err; k++)
+            err = route(c, f->batch->replies[k], ep, want, got, found);
+    } else {
+        c->bad_frames++;
+    }
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    return err;
+}
+
+/* Reads every frame already waiting on endpoint i (stops early once the
+ * awaited reply is found). */
+static gbc_err drain(gbc_client_t *c, size_t i, uint64_t want, gbc_reply_t *got, bool *found)
+{
+    void *sock = c->eps[i].sock;
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(&m);
+            if (e == EAGAIN || e == EINTR)
+                return GBC_OK;
+            return zfail(GBC_ERR_IO, "receive", c->eps[i].addr);
+        }
+        bool more = zmq_msg_more(&m);
+        gbc_err err = GBC_OK;
+        if (!more)
+            err = handle_frame(c, i, zmq_msg_data(&m), zmq_msg_size(&m), want, got, found);
+        else
+            c->bad_frames++; /* the wire has one-part messages only */
+        while (more && zmq_msg_recv(&m, sock, 0) >= 0)
+            more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+        if (err)
+            return gbci_fail(err, "%s: receiving a reply: %s", c->eps[i].addr,
+                             gbc_strerror(err));
+        if (*found)
+            return GBC_OK;
+    }
+}
+
+static long poll_ms(int64_t deadline)
+{
+    if (deadline == INT64_MAX)
+        return -1;
+    int64_t left = deadline - gbci_now_ns();
+    if (left <= 0)
+        return 0;
+    int64_t ms = (left + 999999) / 1000000;
+    return ms > INT_MAX ? INT_MAX : (long)ms;
+}
+
+/* Waits for input on every endpoint (and room on endpoint `out_ep` when it
+ * is < n) until deadline; then drains what came in. */
+static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
+                              uint64_t want, gbc_reply_t *got, bool *found, bool *writable)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        c->items[i].socket = c->eps[i].sock;
+        c->items[i].fd = 0;
+        c->items[i].events = (short)(ZMQ_POLLIN | (i == out_ep ? ZMQ_POLLOUT : 0));
+        c->items[i].revents = 0;
+    }
+    if (zmq_poll(c->items, (int)c->n, poll_ms(deadline)) < 0) {
+        if (zmq_errno() == EINTR)
+            return GBC_OK;
+        return gbci_fail(GBC_ERR_IO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        if (i == out_ep && (c->items[i].revents & ZMQ_POLLOUT))
+            *writable = true;
+        if (c->items[i].revents & ZMQ_POLLIN) {
+            gbc_err err = drain(c, i, want, got, found);
+            if (err || *found)
+                return err;
+        }
+    }
+    return GBC_OK;
+}
+
+gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline)
+{
+    gbci_endpoint_t *ep = &c->eps[i];
+    if (ep->batch.count == 0)
+        return GBC_OK;
+    const uint8_t *data;
+    size_t len;
+    gbci_batch_frame(&ep->batch, &data, &len);
+    for (;;) {
+        if (zmq_send(ep->sock, data, len, ZMQ_DONTWAIT) >= 0) {
+            gbci_batch_truncate(&ep->batch, 0, 0);
+            return GBC_OK;
+        }
+        int e = zmq_errno();
+        if (e != EAGAIN && e != EINTR)
+            return zfail(GBC_ERR_IO, "send", ep->addr);
+        if (gbci_now_ns() >= deadline)
+            return gbci_send_failure(c, i);
+        /* No room (or no connection yet): read replies while waiting, so a
+         * bridge blocked on sending to us can make progress. */
+        bool found = false, writable = false;
+        gbc_err err = wait_and_drain(c, deadline, i, 0, NULL, &found, &writable);
+        if (err)
+            return err;
+    }
+}
+
+bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, gbc_reply_t *got,
+               gbc_err *err)
+{
+    bool found = false;
+    *err = GBC_OK;
+    for (size_t i = 0; i < c->n; i++) {
+        if ((*err = drain(c, i, want, got, &found)) != GBC_OK)
+            return false;
+        if (found)
+            return true;
+    }
+    for (;;) {
+        if (!want && c->ready.n)
+            return true;
+        if (gbci_now_ns() >= deadline)
+            return false;
+        for (size_t i = 0; i < c->n; i++)
+            gbci_monitor_drain(&c->eps[i]);
+        bool writable = false;
+        if ((*err = wait_and_drain(c, deadline, SIZE_MAX, want, got, &found, &writable)))
+            return false;
+        if (found)
+            return true;
+    }
+}
