@@ -13,6 +13,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <sched.h>
@@ -30,22 +31,27 @@ typedef struct cpu_worker {
     pthread_t thread;
     int started;
     uint64_t *done; /* positions handled in the current window, stamped together */
+    uint64_t pos;   /* next input position this lane looks at */
 } cpu_worker_t;
 
 typedef struct cpu_backend {
     uint32_t wake_seq; /* eventcount: bumped to wake sleeping workers */
     uint32_t sleepers; /* workers asleep or about to be */
+    uint32_t armed;    /* the consumer sleeps on notify_fd: write it after replies */
+    int notify_fd;     /* eventfd, readable when replies arrived while armed */
     gb_grain_table_t tab;
-    uint32_t lanes;
-    cpu_worker_t *workers;
+    uint32_t lanes;          /* worker threads; 0: inline on the consumer's thread */
+    cpu_worker_t *workers;   /* lanes entries (one, unthreaded, when inline) */
 } cpu_backend_t;
 
 static void cpu_destroy(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
     if (b) {
+        if (b->notify_fd >= 0)
+            close(b->notify_fd);
         free(b->tab.entries);
-        for (uint32_t i = 0; b->workers && i < b->lanes; i++)
+        for (uint32_t i = 0; b->workers && i < (b->lanes ? b->lanes : 1); i++)
             free(b->workers[i].done);
         free(b->workers);
         free(b);
@@ -55,20 +61,43 @@ static void cpu_destroy(gb_rk_t *rk)
     rk->region = NULL;
 }
 
+static int cpu_notify_fd(gb_rk_t *rk) { return ((cpu_backend_t *)rk->be)->notify_fd; }
+
+static void cpu_arm(gb_rk_t *rk, int on)
+{
+    cpu_backend_t *b = rk->be;
+    /* Arm before the consumer's last look at the ring (seq_cst pairs with the
+     * worker's fence after its stamps): either it sees the reply or the worker
+     * sees the flag and writes the fd. */
+    __atomic_store_n(&b->armed, (uint32_t)on, __ATOMIC_SEQ_CST);
+    if (!on) {
+        uint64_t v;
+        while (read(b->notify_fd, &v, sizeof v) > 0)
+            ;
+    }
+}
+
 static gb_err cpu_create(gb_rk_t *rk)
 {
     cpu_backend_t *b = calloc(1, sizeof *b);
     if (!b)
         return GB_ERR_NOMEM;
     rk->be = b;
-    b->lanes = rk->p.grain.cpu_threads ? rk->p.grain.cpu_threads : 1;
-    b->tab.lanes = b->lanes;
-    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->lanes);
+    b->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (b->notify_fd < 0) {
+        free(b);
+        rk->be = NULL;
+        return GB_ERR_IO;
+    }
+    b->lanes = rk->p.grain.cpu_threads;
+    const uint32_t nw = b->lanes ? b->lanes : 1; /* inline runs as lane 0 */
+    b->tab.lanes = nw;
+    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, nw);
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
     size_t entries = (size_t)b->tab.lanes * b->tab.per_lane;
     b->tab.entries = calloc(entries, b->tab.entry_size);
-    b->workers = calloc(b->lanes, sizeof *b->workers);
+    b->workers = calloc(nw, sizeof *b->workers);
     size_t size = (gb_region_size(rk->geom) + GB_LINE - 1) / GB_LINE * GB_LINE;
     unsigned char *region = aligned_alloc(GB_LINE, size);
     if (!b->tab.entries || !b->workers || !region) {
@@ -76,7 +105,9 @@ static gb_err cpu_create(gb_rk_t *rk)
         cpu_destroy(rk);
         return GB_ERR_NOMEM;
     }
-    for (uint32_t i = 0; i < b->lanes; i++) {
+    for (uint32_t i = 0; i < nw; i++) {
+        b->workers[i].rk = rk;
+        b->workers[i].lane = i;
         b->workers[i].done = calloc(rk->p.grain.messages_per_iteration, sizeof(uint64_t));
         if (!b->workers[i].done) {
             free(region);
@@ -127,13 +158,16 @@ static int has_news(gb_rk_t *rk, uint64_t pos, int was_active)
 static void idle_wait(idle_t *w, gb_rk_t *rk, uint64_t pos, int active)
 {
     cpu_backend_t *b = rk->be;
-    if (++w->polls < rk->p.idle_spin_polls) {
+    /* Spin for idle_spin_polls (a few tens of microseconds by default): long
+     * spins take the core a server or client needs on small machines. */
+    uint32_t spin = rk->p.idle_spin_polls;
+    if (++w->polls < spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
         return;
     }
-    if (w->polls < rk->p.idle_spin_polls + 64) {
+    if (w->polls < spin + 16) {
         sched_yield();
         return;
     }
@@ -146,79 +180,100 @@ static void idle_wait(idle_t *w, gb_rk_t *rk, uint64_t pos, int active)
     __atomic_fetch_sub(&b->sleepers, 1, __ATOMIC_RELAXED);
 }
 
-static void *cpu_worker_main(void *arg)
+/* One dispatch window of lane w: up to messages_per_iteration ready requests
+ * from w->pos. Replies are written first and stamped last, after the
+ * counters, so that a host that sees a reply sees counters that include it.
+ * Returns the positions walked (0: nothing ready, or deactivated). */
+static uint32_t cpu_window(cpu_worker_t *w)
 {
-    cpu_worker_t *w = arg;
     gb_rk_t *rk = w->rk;
     cpu_backend_t *b = rk->be;
     gb_control_t *ctl = rk->ctl;
     const gb_ring_geom_t g = rk->geom;
-    const uint32_t pl_cap = gb_slot_payload_cap(g), lane = w->lane;
+    const uint32_t pl_cap = gb_slot_payload_cap(g), lane = w->lane, lanes = b->lanes ? b->lanes : 1;
     const uint32_t window = rk->p.grain.messages_per_iteration;
-    uint64_t pos = 0;
-    idle_t idle = {0};
+    int active = __atomic_load_n(&ctl->is_active, __ATOMIC_ACQUIRE);
+    if (lane == 0) {
+        __atomic_store_n(&ctl->active_seen, active, __ATOMIC_RELEASE);
+        __atomic_store_n(&ctl->heartbeat, ctl->heartbeat + 1, __ATOMIC_RELAXED);
+    }
+    if (!active)
+        return 0;
+    uint32_t n = 0, mine = 0;
+    uint64_t bad = 0, pos = w->pos;
+    for (; n < window; n++, pos++) {
+        gb_slot_hdr_t *in = gb_slot_at(rk->in, g, pos);
+        uint32_t seq = __atomic_load_n(&in->seq, __ATOMIC_ACQUIRE);
+        if (seq != gb_stamp(pos)) {
+            if ((int32_t)(seq - gb_stamp(pos)) > 0)
+                continue; /* lapped: another lane's request, already answered */
+            break;        /* not written yet */
+        }
+        if (lanes > 1) {
+            /* Seqlock-style re-check: a slot owned by another lane may be
+             * reused by the host while we read its key. */
+            uint64_t key = in->key;
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&in->seq, __ATOMIC_RELAXED) != gb_stamp(pos) || gb_grain_lane(key, lanes) != lane)
+                continue;
+        }
+        gb_slot_hdr_t *out = gb_slot_at(rk->out, g, pos);
+        gb_slot_hdr_t hdr;
+        bad += (uint64_t)gbi_dispatch_one(rk->kind, &b->tab, lane, in, gb_slot_payload(in), &hdr,
+                                          gb_slot_payload(out), pl_cap, ctl->test_flags);
+        memcpy(out, &hdr, offsetof(gb_slot_hdr_t, seq));
+        w->done[mine++] = pos;
+    }
+    w->pos = pos;
+    if (n == 0)
+        return 0;
+    /* Counters shared by the lanes: RMW is fine here (host memory, host threads). */
+    if (mine)
+        __atomic_fetch_add(&ctl->processed, mine, __ATOMIC_RELAXED);
+    if (bad)
+        __atomic_fetch_add(&ctl->errors, bad, __ATOMIC_RELAXED);
+    if (lane == 0) {
+        __atomic_fetch_add(&ctl->iterations, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&ctl->consumed, pos, __ATOMIC_RELAXED);
+    }
+    /* Release: reply and counters before the stamp the host polls. */
+    for (uint32_t k = 0; k < mine; k++)
+        __atomic_store_n(&gb_slot_at(rk->out, g, w->done[k])->seq, gb_stamp(w->done[k]), __ATOMIC_RELEASE);
+    if (mine && b->lanes) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&b->armed, __ATOMIC_RELAXED)) {
+            uint64_t one = 1;
+            ssize_t wr = write(b->notify_fd, &one, sizeof one);
+            (void)wr; /* EAGAIN: the counter is already non-zero */
+        }
+    }
+    return n;
+}
 
-    for (;;) {
-        if (__atomic_load_n(&ctl->should_terminate, __ATOMIC_ACQUIRE))
-            break;
-        int active = __atomic_load_n(&ctl->is_active, __ATOMIC_ACQUIRE);
-        if (lane == 0) {
-            __atomic_store_n(&ctl->active_seen, active, __ATOMIC_RELEASE);
-            __atomic_store_n(&ctl->heartbeat, ctl->heartbeat + 1, __ATOMIC_RELAXED);
-        }
-        if (!active) {
-            idle_wait(&idle, rk, pos, active);
-            continue;
-        }
-        /* One window: up to messages_per_iteration ready requests. Replies
-         * are written first and stamped last, after the counters, so that a
-         * host that sees a reply sees counters that include it. */
-        uint32_t n = 0, mine = 0;
-        uint64_t bad = 0;
-        for (; n < window; n++, pos++) {
-            gb_slot_hdr_t *in = gb_slot_at(rk->in, g, pos);
-            uint32_t seq = __atomic_load_n(&in->seq, __ATOMIC_ACQUIRE);
-            if (seq != gb_stamp(pos)) {
-                if ((int32_t)(seq - gb_stamp(pos)) > 0)
-                    continue; /* lapped: another lane's request, already answered */
-                break;        /* not written yet */
-            }
-            if (b->lanes > 1) {
-                /* Seqlock-style re-check: a slot owned by another lane may be
-                 * reused by the host while we read its key. */
-                uint64_t key = in->key;
-                __atomic_thread_fence(__ATOMIC_ACQUIRE);
-                if (__atomic_load_n(&in->seq, __ATOMIC_RELAXED) != gb_stamp(pos) ||
-                    gb_grain_lane(key, b->lanes) != lane)
-                    continue;
-            }
-            gb_slot_hdr_t *out = gb_slot_at(rk->out, g, pos);
-            gb_slot_hdr_t hdr;
-            bad += (uint64_t)gbi_dispatch_one(rk->kind, &b->tab, lane, in, gb_slot_payload(in), &hdr,
-                                              gb_slot_payload(out), pl_cap, ctl->test_flags);
-            memcpy(out, &hdr, offsetof(gb_slot_hdr_t, seq));
-            w->done[mine++] = pos;
-        }
-        if (n == 0) {
-            idle_wait(&idle, rk, pos, active);
+static void *cpu_worker_main(void *arg)
+{
+    cpu_worker_t *w = arg;
+    gb_rk_t *rk = w->rk;
+    idle_t idle = {0};
+    while (!__atomic_load_n(&rk->ctl->should_terminate, __ATOMIC_ACQUIRE)) {
+        if (cpu_window(w) == 0) {
+            idle_wait(&idle, rk, w->pos, __atomic_load_n(&rk->ctl->is_active, __ATOMIC_ACQUIRE));
             continue;
         }
         idle.polls = 0;
-        /* Counters shared by the lanes: RMW is fine here (host memory, host threads). */
-        if (mine)
-            __atomic_fetch_add(&ctl->processed, mine, __ATOMIC_RELAXED);
-        if (bad)
-            __atomic_fetch_add(&ctl->errors, bad, __ATOMIC_RELAXED);
-        if (lane == 0) {
-            __atomic_fetch_add(&ctl->iterations, 1, __ATOMIC_RELAXED);
-            __atomic_store_n(&ctl->consumed, pos, __ATOMIC_RELAXED);
-        }
-        /* Release: reply and counters before the stamp the host polls. */
-        for (uint32_t k = 0; k < mine; k++)
-            __atomic_store_n(&gb_slot_at(rk->out, g, w->done[k])->seq, gb_stamp(w->done[k]),
-                             __ATOMIC_RELEASE);
     }
     return NULL;
+}
+
+/* Inline (cpu_threads = 0): the consumer runs the dispatch window itself when
+ * it looks for replies, so a request and its reply never change threads.
+ * Lowest latency on small machines; no parallelism across grains. */
+static int cpu_pull_inline(gb_rk_t *rk)
+{
+    cpu_backend_t *b = rk->be;
+    if (b->lanes || rk->state != GB_RK_RUNNING || rk->ctl->should_terminate)
+        return 0;
+    return cpu_window(&b->workers[0]) > 0;
 }
 
 static gb_err cpu_launch(gb_rk_t *rk)
@@ -258,13 +313,26 @@ static gb_err cpu_stop(gb_rk_t *rk, int timeout_ms)
     return GB_OK;
 }
 
+/* Control changes: wake sleeping workers; inline, there is no worker to
+ * acknowledge activation, so acknowledge it here. */
+static void cpu_control(gb_rk_t *rk)
+{
+    cpu_backend_t *b = rk->be;
+    if (b->lanes == 0)
+        __atomic_store_n(&rk->ctl->active_seen, rk->ctl->is_active, __ATOMIC_RELEASE);
+    else
+        cpu_wake(rk);
+}
+
 const gbi_backend_ops_t gbi_backend_cpu = {
     .name = "cpu",
     .create = cpu_create,
     .launch = cpu_launch,
     .publish = cpu_wake,
-    .pull = NULL,
-    .control = cpu_wake,
+    .pull = cpu_pull_inline,
+    .control = cpu_control,
+    .notify_fd = cpu_notify_fd,
+    .arm = cpu_arm,
     .poll = NULL,
     .stop = cpu_stop,
     .destroy = cpu_destroy,

@@ -481,8 +481,9 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
 }
 
 extern "C" const gbi_backend_ops_t gbi_backend_cuda = {
-    "cuda", cuda_create, cuda_launch, cuda_publish, cuda_pull, cuda_control, cuda_poll, cuda_stop,
-    cuda_destroy,
+    /* notify_fd, arm: a GPU cannot write an eventfd; the server polls. */
+    "cuda", cuda_create, cuda_launch, cuda_publish, cuda_pull, cuda_control, cuda_poll, NULL, NULL,
+    cuda_stop, cuda_destroy,
 };
 
 extern "C" gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out)

@@ -52,14 +52,14 @@ static void gbi_copy_str(char *dst, size_t cap, const char *src)
 
 static const gb_grain_config_t gbi_generic_grain = {
     .type = "", .queue_capacity = 1024, .slot_size = 256,
-    .messages_per_iteration = 256, .max_grains = 1024, .cpu_threads = 1,
+    .messages_per_iteration = 256, .max_grains = 1024, .cpu_threads = 0,
 };
 
 static const gb_grain_config_t gbi_default_grains[] = {
-    {"vecadd", 4096, 64, 256, 65536, 1},
-    {"echo", 4096, 64, 256, 65536, 1},
-    {"pagerank.sender", 1024, 256, 256, 1024, 1},
-    {"pagerank.aggregator", 1024, 256, 256, 1024, 1},
+    {"vecadd", 4096, 64, 256, 65536, 0},
+    {"echo", 4096, 64, 256, 65536, 0},
+    {"pagerank.sender", 1024, 256, 256, 1024, 0},
+    {"pagerank.aggregator", 1024, 256, 256, 1024, 0},
 };
 #define GBI_N_DEFAULT_GRAINS (sizeof gbi_default_grains / sizeof gbi_default_grains[0])
 
@@ -475,7 +475,7 @@ static int gbi_load_grains(gbi_ctx *c, const config_setting_t *root, gb_config_t
         GBI_GRAIN_FIELD(slot_size, 64, 65536, true);
         GBI_GRAIN_FIELD(messages_per_iteration, 1, 4096, false);
         GBI_GRAIN_FIELD(max_grains, 1, 1 << 24, false);
-        GBI_GRAIN_FIELD(cpu_threads, 1, 256, false);
+        GBI_GRAIN_FIELD(cpu_threads, 0, 256, false);
 #undef GBI_GRAIN_FIELD
     }
     return 0;

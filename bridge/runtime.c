@@ -215,6 +215,8 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
 
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk) { return gb_slot_payload_cap(rk->geom); }
 uint32_t gb_rk_capacity(const gb_rk_t *rk) { return rk->geom.cap; }
+gb_rk_state gb_rk_state_of(const gb_rk_t *rk) { return rk->state; }
+uint64_t gb_rk_next_pos(const gb_rk_t *rk) { return rk->in_head; }
 
 uint32_t gb_rk_free_slots(const gb_rk_t *rk)
 {
@@ -359,3 +361,11 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
 }
 
 const char *gb_rk_type(const gb_rk_t *rk) { return rk->type_name; }
+
+int gb_rk_notify_fd(gb_rk_t *rk) { return rk->ops->notify_fd ? rk->ops->notify_fd(rk) : -1; }
+
+void gb_rk_arm(gb_rk_t *rk, int on)
+{
+    if (rk->ops->arm)
+        rk->ops->arm(rk, on);
+}

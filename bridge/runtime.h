@@ -123,6 +123,10 @@ void gb_rk_publish(gb_rk_t *rk);
 uint32_t gb_rk_free_slots(const gb_rk_t *rk);
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk);
 uint32_t gb_rk_capacity(const gb_rk_t *rk);
+/* Cheap reads for the hot path (gb_rk_status copies everything). */
+gb_rk_state gb_rk_state_of(const gb_rk_t *rk);
+/* Position the next request will take (requests published so far). */
+uint64_t gb_rk_next_pos(const gb_rk_t *rk);
 
 /* Consumer side. recv copies the next reply (payload up to cap bytes; longer
  * payloads are truncated and GB_ERR_TOO_LARGE returned, the reply consumed);
@@ -138,6 +142,14 @@ uint64_t gb_rk_in_flight(const gb_rk_t *rk);
  * (it may call CUDA; status below never does). Returns GB_OK while healthy,
  * GB_ERR_TERMINATED or GB_ERR_CUDA once the kernel stopped. */
 gb_err gb_rk_poll(gb_rk_t *rk);
+
+/* Waiting without spinning. gb_rk_notify_fd returns a file descriptor that
+ * becomes readable when replies are written while armed, or -1 when this
+ * backend cannot notify (GPU modes: poll instead). To sleep on it:
+ * gb_rk_arm(rk, 1); if gb_rk_peek(rk) is still NULL, poll(2) the fd; then
+ * gb_rk_arm(rk, 0) (which also clears the fd). */
+int gb_rk_notify_fd(gb_rk_t *rk);
+void gb_rk_arm(gb_rk_t *rk, int on);
 
 /* Reads the control block and the host counters: never a CUDA call. */
 void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st);

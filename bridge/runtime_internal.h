@@ -26,6 +26,10 @@ typedef struct gbi_backend_ops {
     void (*control)(gb_rk_t *rk);
     /* Health check and progress; see gb_rk_poll. */
     gb_err (*poll)(gb_rk_t *rk);
+    /* Reply notification (gb_rk_notify_fd / gb_rk_arm): NULL when the
+     * backend cannot notify (a GPU writes no eventfd) and must be polled. */
+    int (*notify_fd)(gb_rk_t *rk);
+    void (*arm)(gb_rk_t *rk, int on);
     /* After should_terminate was set: waits for the kernel/threads to stop. */
     gb_err (*stop)(gb_rk_t *rk, int timeout_ms);
     void (*destroy)(gb_rk_t *rk);

@@ -2,6 +2,7 @@
 #include "server_internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -130,9 +131,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
         g_blocked = r;
         return NEEDS_ROOM;
     }
-    gb_rk_status_t st;
-    gb_rk_status(rk, &st);
-    uint64_t pos = st.sent;
+    uint64_t pos = gb_rk_next_pos(rk);
     gb_slot_hdr_t *slot = gb_rk_claim(rk);
     slot->key = env->grain ? env->grain->key : 0;
     slot->corr = pos;
@@ -140,7 +139,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     slot->len = rec_len;
     if (rec_len)
         memcpy(gb_slot_payload(slot), rec, rec_len);
-    gbi_pending_t *p = &r->pending[pos & (st.capacity - 1)];
+    gbi_pending_t *p = &r->pending[pos & (gb_rk_capacity(rk) - 1)];
     p->corr = env->correlation_id;
     p->id_len = id_len;
     p->delim = delim;
@@ -164,7 +163,7 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
         return HANDLED;                                                      \
     } while (0)
 
-    if (s->shutting_down)
+    if (s->refusing)
         FAIL(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, "the bridge is shutting down");
     if (env->kind == GPUBRIDGE__KIND__KIND_CONTROL) {
         if (!env->control)
@@ -194,13 +193,15 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     if (!t->rk)
         FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE,
              "grain type '%.64s' is configured but has no handler in this build", env->grain->type);
-    gb_rk_status_t st;
-    gb_rk_status(t->rk, &st);
-    if (st.state == GB_RK_TERMINATED)
+    gb_rk_state state = gb_rk_state_of(t->rk);
+    if (state == GB_RK_TERMINATED)
         FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
-    if (st.state == GB_RK_FAILED)
+    if (state == GB_RK_FAILED) {
+        gb_rk_status_t st;
+        gb_rk_status(t->rk, &st);
         FAIL(GPUBRIDGE__STATUS__STATUS_GPU_ERROR, "grain type '%s' failed: %s (%d)", t->name,
              st.last_error_name[0] ? st.last_error_name : "kernel stopped", st.last_error);
+    }
     unsigned char rec[65536];
     uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk);
     uint16_t slot_type = 0;
@@ -477,7 +478,7 @@ static void check_health(gb_server_t *s)
 /* Answers the envelopes of held frames that will not be fed (shutdown). */
 static void refuse_held(gb_server_t *s)
 {
-    s->shutting_down = 1; /* handle_envelope now answers SHUTTING_DOWN */
+    s->refusing = 1; /* handle_envelope now answers SHUTTING_DOWN */
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
         gbi_ring_t *r = &s->rings[i];
         while (r->held_head) {
@@ -494,12 +495,15 @@ static void refuse_held(gb_server_t *s)
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 {
     uint64_t last_health = now_ms(), drain_deadline = 0;
-    unsigned idle = 0;
+    uint64_t spin_until = 0; /* end of the current no-sleep polling spell */
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
     for (;;) {
         if (*stop && !s->shutting_down) {
-            GB_INFO("shutting down: no new requests; %llu in flight", (unsigned long long)total_in_flight(s));
-            refuse_held(s);
+            /* Stop reading; frames already read (held ones too) still go
+             * through, until the drain deadline. */
+            GB_INFO("shutting down: no new requests; %llu in flight, %zu bytes of frames held",
+                    (unsigned long long)total_in_flight(s), s->held_bytes);
+            s->shutting_down = 1;
             drain_deadline = now_ms() + (uint64_t)drain_ms;
         }
         int progress = 0;
@@ -520,33 +524,72 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             last_health = now;
         }
         if (s->shutting_down) {
-            if (total_in_flight(s) == 0)
+            if (total_in_flight(s) == 0 && s->held_bytes == 0)
                 break;
             if (now > drain_deadline) {
                 GB_WARN("shutdown: %llu request(s) still in flight after %d ms; terminating",
                         (unsigned long long)total_in_flight(s), drain_ms);
+                refuse_held(s);
                 break;
             }
         }
         if (progress) {
-            idle = 0;
+            spin_until = 0;
             continue;
         }
         uint64_t in_flight = total_in_flight(s);
-        if (in_flight && ++idle < 4096)
-            continue; /* replies are due: poll the rings without sleeping */
-        if (in_flight)
-            check_health(s); /* relaunch grain types move on here */
-        zmq_pollitem_t item = {s->sock, 0, ZMQ_POLLIN, 0};
-        int timeout = in_flight ? 1 : 100;
-        if (s->held_bytes > s->held_limit || s->shutting_down) {
-            struct timespec ts = {0, (long)timeout * 1000000L};
-            nanosleep(&ts, NULL);
-        } else if (zmq_poll(&item, 1, timeout) < 0 && errno != EINTR) {
-            GB_ERROR("zmq_poll: %s", zmq_strerror(errno));
-            return GB_ERR_IO;
+        int reading = !(s->held_bytes > s->held_limit || s->shutting_down);
+        /* Sleep until a frame or a reply arrives. Rings that can notify (cpu
+         * workers) are armed and polled as file descriptors; rings that
+         * cannot (a GPU writes no eventfd) are polled: spin briefly, then
+         * wake every millisecond. */
+        int must_poll = 0;
+        for (size_t i = 0; i < s->engine->n_types && in_flight; i++) {
+            gb_rk_t *rk = s->rings[i].t ? s->rings[i].t->rk : NULL;
+            if (rk && gb_rk_in_flight(rk) > 0 && gb_rk_notify_fd(rk) < 0)
+                must_poll = 1;
         }
-        idle = in_flight ? 4096 - 64 : 0;
+        /* Replies are due soon: poll without sleeping for a moment first. A
+         * sleep-and-wake handoff costs tens of microseconds (more in a VM);
+         * a long spin takes the core a cpu worker needs, so keep it short
+         * when workers can notify us. */
+        uint64_t now_ns = gb_now_ns();
+        if (in_flight && !spin_until)
+            spin_until = now_ns + (must_poll ? 2000000ull : 50000ull);
+        if (in_flight && now_ns < spin_until) {
+            sched_yield();
+            continue;
+        }
+        zmq_pollitem_t items[1 + GB_MAX_GRAIN_TYPES];
+        gb_rk_t *armed[GB_MAX_GRAIN_TYPES];
+        int n_items = 0, n_armed = 0, ready = 0;
+        if (reading)
+            items[n_items++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
+        for (size_t i = 0; i < s->engine->n_types && in_flight; i++) {
+            gb_rk_t *rk = s->rings[i].t ? s->rings[i].t->rk : NULL;
+            int fd = rk && gb_rk_in_flight(rk) > 0 ? gb_rk_notify_fd(rk) : -1;
+            if (fd < 0)
+                continue;
+            gb_rk_arm(rk, 1);
+            armed[n_armed++] = rk;
+            items[n_items++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+            ready |= gb_rk_peek(rk) != NULL; /* arrived before we armed */
+        }
+        if (!ready) {
+            int timeout = must_poll ? 1 : 100;
+            if (n_items == 0) {
+                struct timespec ts = {0, (long)timeout * 1000000L};
+                nanosleep(&ts, NULL);
+            } else if (zmq_poll(items, n_items, timeout) < 0 && errno != EINTR) {
+                GB_ERROR("zmq_poll: %s", zmq_strerror(errno));
+                return GB_ERR_IO;
+            }
+        }
+        for (int i = 0; i < n_armed; i++)
+            gb_rk_arm(armed[i], 0);
+        if (must_poll)
+            check_health(s); /* relaunch grain types move on here */
+        spin_until = 0;
     }
     /* Whatever kernels will no longer answer gets an error reply. */
     for (size_t i = 0; i < s->engine->n_types; i++) {

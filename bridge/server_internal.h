@@ -72,7 +72,8 @@ struct gb_server {
     gbi_outbox_t out;
     size_t held_bytes;   /* all rings' held frames */
     size_t held_limit;   /* above it the socket is not read (backpressure) */
-    int shutting_down;
+    int shutting_down;   /* no more reading from the socket */
+    int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
 };
 

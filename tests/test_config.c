@@ -115,7 +115,7 @@ static void test_defaults(void **state)
         assert_int_equal(g->slot_size, 64);
         assert_int_equal(g->messages_per_iteration, 256);
         assert_int_equal(g->max_grains, 65536);
-        assert_int_equal(g->cpu_threads, 1);
+        assert_int_equal(g->cpu_threads, 0);
     }
     const char *pr[] = {"pagerank.sender", "pagerank.aggregator"};
     for (int i = 0; i < 2; i++) {
@@ -125,7 +125,7 @@ static void test_defaults(void **state)
         assert_int_equal(g->slot_size, 256);
         assert_int_equal(g->messages_per_iteration, 256);
         assert_int_equal(g->max_grains, 1024);
-        assert_int_equal(g->cpu_threads, 1);
+        assert_int_equal(g->cpu_threads, 0);
     }
     assert_null(gb_config_grain(&c, "nope"));
     assert_null(gb_config_grain(&c, NULL));
@@ -294,7 +294,7 @@ static void test_grain_merge(void **state)
     assert_int_equal(n->queue_capacity, 1024);
     assert_int_equal(n->slot_size, 256);
     assert_int_equal(n->messages_per_iteration, 256);
-    assert_int_equal(n->cpu_threads, 1);
+    assert_int_equal(n->cpu_threads, 0);
     /* upper bounds are inclusive */
     const gb_grain_config_t *s = gb_config_grain(&c, "pagerank.sender");
     assert_int_equal(s->queue_capacity, 2);
@@ -395,8 +395,8 @@ static void test_err_range(void **state)
                  "relaunch.max_messages_per_launch: 0 is out of range (1..16777216)");
     expect_error("grains = ( { type = \"echo\";\n\n messages_per_iteration = 4097; } );\n", 3,
                  "grains[0].messages_per_iteration: 4097 is out of range (1..4096)");
-    expect_error("grains = ( { type = \"echo\"; cpu_threads = 0; } );\n", 1,
-                 "grains[0].cpu_threads: 0 is out of range (1..256)");
+    expect_error("grains = ( { type = \"echo\"; cpu_threads = 257; } );\n", 1,
+                 "grains[0].cpu_threads: 257 is out of range (0..256)");
     expect_error("grains = ( { type = \"echo\"; max_grains = 16777217; } );\n", 1,
                  "grains[0].max_grains: 16777217 is out of range (1..16777216)");
     expect_error("grains = ( { type = \"echo\"; queue_capacity = 1; } );\n", 1,

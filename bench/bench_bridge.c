@@ -1,0 +1,327 @@
+/* Bridge benchmark: round trip and throughput of vecadd requests through the
+ * gpubridge daemon over ZeroMQ, side by side with a raw ZeroMQ ROUTER/DEALER
+ * echo on the same endpoint type (the floor), for ipc and tcp. The bridge runs
+ * in this process (engine + server on their own thread), as the daemon does.
+ * Prints a table and a JSON line.
+ *
+ *   bench_bridge [--mode cpu|persistent|relaunch] [--iters N] [--seconds S]
+ *
+ * Latency as libzmq's local_lat/remote_lat: one message out, its reply back,
+ * N times after a warm-up; median and p99. Throughput as remote_thr, but
+ * round trips: a window of frames in flight, each one request (echo floor:
+ * one message) or a Batch of 64, every reply checked. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "detect.h"
+#include "engine.h"
+#include "gpubridge.pb-c.h"
+#include "log.h"
+#include "server.h"
+#include "vecadd.pb-c.h"
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- the floor: a raw ROUTER echo ------------------------------------- */
+
+typedef struct echo_srv {
+    void *ctx;
+    char endpoint[256];
+    volatile int stop;
+} echo_srv_t;
+
+static void *echo_main(void *arg)
+{
+    echo_srv_t *e = arg;
+    void *r = zmq_socket(e->ctx, ZMQ_ROUTER);
+    int to = 100;
+    zmq_setsockopt(r, ZMQ_RCVTIMEO, &to, sizeof to);
+    zmq_bind(r, e->endpoint);
+    while (!e->stop) {
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&id, r, 0) >= 0 && zmq_msg_recv(&body, r, 0) >= 0) {
+            zmq_msg_send(&id, r, ZMQ_SNDMORE);
+            zmq_msg_send(&body, r, 0);
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+    }
+    zmq_close(r);
+    return NULL;
+}
+
+/* ---- the bridge in a thread ------------------------------------------- */
+
+typedef struct bridge_thr {
+    gb_config_t cfg;
+    gb_facts_t facts;
+    gb_selection_t sel;
+    gb_engine_t *engine;
+    gb_server_t *server;
+    volatile sig_atomic_t stop;
+} bridge_thr_t;
+
+static void *bridge_main(void *arg)
+{
+    bridge_thr_t *b = arg;
+    gb_server_run(b->server, &b->stop, 5000);
+    return NULL;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static size_t make_frame(uint8_t *buf, uint64_t first_corr, int n)
+{
+    static float a[3] = {1, 2, 3}, b[3] = {0.5f, 0.25f, 0.125f};
+    uint8_t pl[64];
+    Gpubridge__VectorAddRequest v = GPUBRIDGE__VECTOR_ADD_REQUEST__INIT;
+    v.n_a = v.n_b = 3;
+    v.a = a;
+    v.b = b;
+    size_t pl_len = gpubridge__vector_add_request__pack(&v, pl);
+    Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
+    g.type = "vecadd";
+    Gpubridge__Envelope envs[64], *ptrs[64];
+    for (int i = 0; i < n; i++) {
+        gpubridge__envelope__init(&envs[i]);
+        envs[i].correlation_id = first_corr + (uint64_t)i;
+        envs[i].grain = &g;
+        envs[i].kind = GPUBRIDGE__KIND__KIND_REQUEST;
+        envs[i].message_type = 1;
+        envs[i].payload.data = pl;
+        envs[i].payload.len = pl_len;
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    Gpubridge__Batch batch = GPUBRIDGE__BATCH__INIT;
+    if (n == 1) {
+        f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
+        f.envelope = &envs[0];
+    } else {
+        batch.n_envelopes = (size_t)n;
+        batch.envelopes = ptrs;
+        f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+        f.batch = &batch;
+    }
+    return gpubridge__client_frame__pack(&f, buf);
+}
+
+/* Receives one frame; for the bridge, checks its replies and returns their count. */
+static int recv_checked(void *s, int bridge)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, s, 0) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    int n = 1;
+    if (bridge) {
+        Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, zmq_msg_size(&m), zmq_msg_data(&m));
+        if (!f) {
+            n = -1;
+        } else {
+            Gpubridge__Reply **rs = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->replies : &f->reply;
+            n = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? (int)f->batch->n_replies : 1;
+            for (int i = 0; i < n; i++) {
+                Gpubridge__VectorAddResponse *v =
+                    gpubridge__vector_add_response__unpack(NULL, rs[i]->payload.len, rs[i]->payload.data);
+                if (rs[i]->status != 0 || !v || v->n_result != 3 || v->result[0] != 1.5f || v->result[2] != 3.125f)
+                    n = -1;
+                if (v)
+                    gpubridge__vector_add_response__free_unpacked(v, NULL);
+                if (n < 0)
+                    break;
+            }
+            gpubridge__server_frame__free_unpacked(f, NULL);
+        }
+    }
+    zmq_msg_close(&m);
+    return n;
+}
+
+typedef struct result {
+    char name[64];
+    double median_us, p99_us, rate_single, rate_batch;
+} result_t;
+
+static int measure(void *ctx, const char *endpoint, int bridge, int iters, double seconds, result_t *r)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int to = 10000, linger = 0;
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(s, endpoint);
+    uint8_t one[256], batch[16384];
+    size_t one_len = make_frame(one, 1, 1), batch_len = make_frame(batch, 1, 64);
+    int warm = iters / 10 + 100;
+    static double lat[1000000];
+    if (iters > 1000000)
+        iters = 1000000;
+    for (int i = 0; i < warm + iters; i++) {
+        double t0 = now_us();
+        zmq_send(s, one, one_len, 0);
+        if (recv_checked(s, bridge) != 1)
+            goto bad;
+        if (i >= warm)
+            lat[i - warm] = now_us() - t0;
+    }
+    qsort(lat, (size_t)iters, sizeof *lat, cmp_d);
+    r->median_us = lat[iters / 2];
+    r->p99_us = lat[(int)(iters * 0.99)];
+    /* Throughput: keep `window` frames' worth of requests in flight. The
+     * bridge may merge replies of several frames into one ReplyBatch, so
+     * count replies, not frames. */
+    for (int mode = 0; mode < 2; mode++) {
+        const uint8_t *frame = mode ? batch : one;
+        size_t len = mode ? batch_len : one_len;
+        uint64_t per = mode ? 64 : 1, window = mode ? 16 : 256, sent = 0, recvd = 0;
+        double t0 = now_us(), t1;
+        do {
+            while (sent - recvd < window * per) {
+                zmq_send(s, frame, len, 0);
+                sent += per;
+            }
+            int n = recv_checked(s, bridge);
+            if (n < 0)
+                goto bad;
+            recvd += bridge ? (uint64_t)n : per;
+            t1 = now_us();
+        } while (t1 - t0 < seconds * 1e6);
+        while (recvd < sent) {
+            int n = recv_checked(s, bridge);
+            if (n < 0)
+                goto bad;
+            recvd += bridge ? (uint64_t)n : per;
+        }
+        t1 = now_us();
+        if (mode)
+            r->rate_batch = (double)recvd / ((t1 - t0) / 1e6);
+        else
+            r->rate_single = (double)recvd / ((t1 - t0) / 1e6);
+    }
+    zmq_close(s);
+    return 0;
+bad:
+    fprintf(stderr, "bench_bridge: bad or missing reply (%s)\n", r->name);
+    zmq_close(s);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode_name = "cpu";
+    int iters = 10000;
+    double seconds = 1.0;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--mode") && a + 1 < argc)
+            mode_name = argv[++a];
+        else if (!strcmp(argv[a], "--iters") && a + 1 < argc)
+            iters = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--seconds") && a + 1 < argc)
+            seconds = atof(argv[++a]);
+        else {
+            printf("usage: bench_bridge [--mode cpu|persistent|relaunch] [--iters N] [--seconds S]\n");
+            return strcmp(argv[a], "--help") ? 2 : 0;
+        }
+    }
+    gb_mode mode;
+    if (gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || iters < 100) {
+        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100\n");
+        return 2;
+    }
+    gb_log_set_level(GB_LOG_WARN);
+    char dir[] = "/tmp/gb-bench-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    const char *kinds[2] = {"ipc", "tcp"};
+    char ep_bridge[2][128], ep_echo[2][128];
+    snprintf(ep_bridge[0], sizeof ep_bridge[0], "ipc://%s/bridge.sock", dir);
+    snprintf(ep_echo[0], sizeof ep_echo[0], "ipc://%s/echo.sock", dir);
+    snprintf(ep_bridge[1], sizeof ep_bridge[1], "tcp://127.0.0.1:%d", 25600 + (getpid() % 1000));
+    snprintf(ep_echo[1], sizeof ep_echo[1], "tcp://127.0.0.1:%d", 26600 + (getpid() % 1000));
+
+    static bridge_thr_t b;
+    gb_config_defaults(&b.cfg);
+    b.cfg.n_endpoints = 2;
+    snprintf(b.cfg.endpoints[0], sizeof b.cfg.endpoints[0], "%s", ep_bridge[0]);
+    snprintf(b.cfg.endpoints[1], sizeof b.cfg.endpoints[1], "%s", ep_bridge[1]);
+    b.cfg.mode = mode;
+    if (getenv("GB_SPIN")) b.cfg.idle_spin_polls = (uint32_t)atoi(getenv("GB_SPIN"));
+    char err[256];
+    if (gb_detect_run(&b.cfg, "/", mode_name, &b.facts, &b.sel, err, sizeof err) != GB_OK ||
+        gb_engine_new(&b.cfg, b.sel.mode, b.sel.device, &b.engine) != GB_OK ||
+        gb_server_new(&b.cfg, b.engine, &b.facts, &b.sel, &b.server, err, sizeof err) != GB_OK) {
+        fprintf(stderr, "bench_bridge: cannot start the bridge in %s mode: %s\n", mode_name, err);
+        return 1;
+    }
+    pthread_t bt;
+    pthread_create(&bt, NULL, bridge_main, &b);
+    void *ctx = zmq_ctx_new();
+    echo_srv_t echo[2];
+    pthread_t et[2];
+    for (int k = 0; k < 2; k++) {
+        echo[k].ctx = ctx;
+        echo[k].stop = 0;
+        snprintf(echo[k].endpoint, sizeof echo[k].endpoint, "%s", ep_echo[k]);
+        pthread_create(&et[k], NULL, echo_main, &echo[k]);
+    }
+    usleep(200000);
+    printf("bench_bridge: mode %s (%s), %d round trips, %.1f s per throughput run, %ld cores\n",
+           gb_mode_name(b.sel.mode), b.sel.why, iters, seconds, sysconf(_SC_NPROCESSORS_ONLN));
+    result_t res[4];
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        snprintf(res[2 * k].name, sizeof res[0].name, "raw zmq echo, %s", kinds[k]);
+        snprintf(res[2 * k + 1].name, sizeof res[0].name, "bridge %s, %s", gb_mode_name(b.sel.mode), kinds[k]);
+        rc |= measure(ctx, ep_echo[k], 0, iters, seconds, &res[2 * k]);
+        rc |= measure(ctx, ep_bridge[k], 1, iters, seconds, &res[2 * k + 1]);
+    }
+    b.stop = 1;
+    pthread_join(bt, NULL);
+    for (int k = 0; k < 2; k++) {
+        echo[k].stop = 1;
+        pthread_join(et[k], NULL);
+    }
+    gb_server_destroy(&b.server);
+    gb_engine_destroy(&b.engine, 2000);
+    if (rc) {
+        zmq_ctx_term(ctx);
+        return 1;
+    }
+    printf("\n%-28s %10s %10s %14s %16s\n", "path", "median us", "p99 us", "single msg/s", "batch-64 msg/s");
+    for (int i = 0; i < 4; i++)
+        printf("%-28s %10.1f %10.1f %14.0f %16.0f\n", res[i].name, res[i].median_us, res[i].p99_us,
+               res[i].rate_single, res[i].rate_batch);
+    for (int k = 0; k < 2; k++)
+        printf("%s: bridge - echo median %+.1f us; bridge batch-64 rate / echo single rate %.2fx\n", kinds[k],
+               res[2 * k + 1].median_us - res[2 * k].median_us, res[2 * k + 1].rate_batch / res[2 * k].rate_single);
+    printf("{\"bench\":\"bridge\",\"mode\":\"%s\",\"rows\":[", gb_mode_name(b.sel.mode));
+    for (int i = 0; i < 4; i++)
+        printf("%s{\"path\":\"%s\",\"median_us\":%.2f,\"p99_us\":%.2f,\"single_msgs_per_s\":%.0f,"
+               "\"batch64_msgs_per_s\":%.0f}",
+               i ? "," : "", res[i].name, res[i].median_us, res[i].p99_us, res[i].rate_single, res[i].rate_batch);
+    printf("]}\n");
+    zmq_ctx_term(ctx);
+    return 0;
+}
