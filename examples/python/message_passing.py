@@ -6,9 +6,8 @@ requests (--count of each, deterministic float32 values of --length elements)
 one call at a time and verify every result bit for bit against numpy float32
 arithmetic, with round-trip latency stats; then the same requests again,
 pipelined through send()/poll() in Batch frames; then deactivate `vecadd`,
-send a request (answered STATUS_INACTIVE, as control.proto says, or held by
-the bridge and answered correctly after the re-activation: both pass, the
-output says which) and activate it again (requests must succeed again). Exit
+send a request (the bridge holds it and answers it correctly after the
+re-activation) and activate it again (requests must succeed again). Exit
 0 only when everything was right. Last line, e.g.:
 
     message_passing.py: 800/800 correct, median 120.3 us (400 calls, 400 pipelined)
@@ -227,10 +226,10 @@ def run_normal(client, args):
               "(batches of up to %d)"
               % (pipe_ok, len(cases), args.keys, secs * 1e3, len(cases) / secs, client.max_batch))
 
-    # Deactivate, send one request, activate. control.proto says a request to a
-    # deactivated type is answered STATUS_INACTIVE; a bridge may instead hold
-    # it and answer it after Activate. Either is accepted (and reported); a
-    # request never answered, or answered wrongly, fails.
+    # Deactivate, send one request, activate. The bridge holds a request to a
+    # deactivated type and answers it after Activate (control.proto); a reply
+    # while deactivated must be STATUS_INACTIVE. A request never answered, or
+    # answered wrongly, fails.
     st = client.deactivate("vecadd")
     ck.check(st.state == cpb.GRAIN_STATE_INACTIVE, "deactivate vecadd",
              "state %s" % gbc.enum_name(cpb.GrainState, st.state))
@@ -244,8 +243,7 @@ def run_normal(client, args):
              "state %s" % gbc.enum_name(cpb.GrainState, st.state))
     if r is None:
         r = client.wait([cid])[cid]
-        print("note: no reply within %d ms while vecadd was deactivated; the request was "
-              "held and answered %s after activate (control.proto says STATUS_INACTIVE)"
+        print("while deactivated: no reply within %d ms (held); answered %s after activate"
               % (args.inactive_wait_ms, gbc.status_name(r.status)))
         if ck.check(r.status == pb.STATUS_OK, "held request after re-activate",
                     str(gbc.BridgeError(r)) if r.status else ""):
