@@ -28,7 +28,8 @@ static int echo_request(uint32_t message_type, const uint8_t *pb, size_t len, un
                               "(raise grains.slot_size)", len, cap);
         return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
     }
-    memcpy(rec, pb, len);
+    if (len) /* an empty EchoRequest has no bytes (and maybe no buffer) */
+        memcpy(rec, pb, len);
     *rec_len = (uint32_t)len;
     *slot_type = GB_ECHO_MSG_ECHO;
     return GPUBRIDGE__STATUS__STATUS_OK;
@@ -62,8 +63,10 @@ static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, 
         uint32_t n = (uint32_t)m->n_a;
         memcpy(rec, &op, 4);
         memcpy(rec + 4, &n, 4);
-        memcpy(rec + 8, m->a, 4u * n);
-        memcpy(rec + 8 + 4u * n, m->b, 4u * n);
+        if (n) { /* empty vectors come without arrays */
+            memcpy(rec + 8, m->a, 4u * n);
+            memcpy(rec + 8 + 4u * n, m->b, 4u * n);
+        }
         *rec_len = gb_vecadd_request_len(n);
         *slot_type = GB_VECADD_MSG_REQUEST;
     }
@@ -109,8 +112,9 @@ int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec
         return -1;
     switch (kind) {
     case GB_GRAIN_ECHO: {
-        memcpy(out, rec, hdr->len);
         size_t n = hdr->len;
+        if (n)
+            memcpy(out, rec, n);
         out[n++] = (4u << 3) | 0; /* field 4, varint */
         n += put_varint(out + n, hdr->aux);
         *out_len = n;
@@ -125,7 +129,8 @@ int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec
         r.n_result = hdr->len / 4;
         if (r.n_result > sizeof tmp / sizeof tmp[0])
             return -1;
-        memcpy(tmp, rec, hdr->len); /* the record may be unaligned for float */
+        if (hdr->len)
+            memcpy(tmp, rec, hdr->len); /* the record may be unaligned for float */
         r.result = tmp;
         *out_len = gpubridge__vector_add_response__pack(&r, out);
         *message_type = GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_RESPONSE;
