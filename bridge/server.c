@@ -1,4 +1,6 @@
-/* The server loop: frames in, requests into rings, replies out. See server.h. */
+/* The server loop: reading frames, draining rings, waiting, start-up and
+ * shutdown. Feeding rings is in server_feed.c, replies in server_reply.c,
+ * control messages in server_control.c. See server.h. */
 #include "server_internal.h"
 
 #include <errno.h>
@@ -12,308 +14,6 @@
 #include "log.h"
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
-
-const char *gbi_status_name(int status)
-{
-    const ProtobufCEnumValue *v =
-        protobuf_c_enum_descriptor_get_value(&gpubridge__status__descriptor, status);
-    return v ? v->name : "STATUS_?";
-}
-
-/* ---- replies ---------------------------------------------------------- */
-
-void gbi_flush(gb_server_t *s)
-{
-    gbi_outbox_t *o = &s->out;
-    if (o->n == 0)
-        return;
-    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
-    Gpubridge__ReplyBatch b = GPUBRIDGE__REPLY_BATCH__INIT;
-    if (o->n == 1) {
-        f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
-        f.reply = &o->replies[0];
-    } else {
-        b.n_replies = o->n;
-        b.replies = o->ptrs;
-        f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_BATCH;
-        f.batch = &b;
-    }
-    size_t need = gpubridge__server_frame__get_packed_size(&f);
-    if (need > o->frame_cap) {
-        uint8_t *nf = realloc(o->frame, need);
-        if (!nf) {
-            GB_ERROR("out of memory packing %zu replies; they are lost", o->n);
-            o->n = 0;
-            o->arena_used = 0;
-            return;
-        }
-        o->frame = nf;
-        o->frame_cap = need;
-    }
-    size_t len = gpubridge__server_frame__pack(&f, o->frame);
-    /* ROUTER drops a message for a peer that is gone (or over its high-water
-     * mark): a client that left with requests in flight costs nothing. */
-    zmq_send(s->sock, o->id, o->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (o->delim)
-        zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(s->sock, o->frame, len, ZMQ_DONTWAIT);
-    s->replies += o->n;
-    o->n = 0;
-    o->arena_used = 0;
-}
-
-static uint8_t *arena_copy(gbi_outbox_t *o, const void *p, size_t len)
-{
-    uint8_t *d = o->arena + o->arena_used;
-    if (len)
-        memcpy(d, p, len);
-    o->arena_used += len;
-    return d;
-}
-
-void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
-               const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
-{
-    gbi_outbox_t *o = &s->out;
-    size_t elen = error ? strlen(error) + 1 : 0;
-    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
-                 o->n == GBI_BATCH_MAX || o->arena_used + len + elen > GBI_ARENA_SIZE))
-        gbi_flush(s);
-    if (len + elen > GBI_ARENA_SIZE) {
-        /* Cannot happen for ring replies (slots are at most 64 KiB); be safe. */
-        len = 0;
-        status = GPUBRIDGE__STATUS__STATUS_INTERNAL;
-        error = "reply too large";
-        elen = strlen(error) + 1;
-    }
-    if (o->n == 0) {
-        memcpy(o->id, id, id_len);
-        o->id_len = id_len;
-        o->delim = delim;
-    }
-    Gpubridge__Reply *r = &o->replies[o->n];
-    gpubridge__reply__init(r);
-    r->correlation_id = corr;
-    r->status = (Gpubridge__Status)status;
-    r->message_type = message_type;
-    r->payload.len = len;
-    r->payload.data = arena_copy(o, payload, len);
-    r->error = error ? (char *)arena_copy(o, error, elen) : (char *)"";
-    o->ptrs[o->n] = r;
-    o->n++;
-    if (status != GPUBRIDGE__STATUS__STATUS_OK)
-        s->error_replies++;
-}
-
-/* ---- requests into rings ---------------------------------------------- */
-
-enum { HANDLED = 0, NEEDS_ROOM = 1 };
-
-static gbi_ring_t *ring_of(gb_server_t *s, const char *type)
-{
-    for (size_t i = 0; i < s->engine->n_types; i++)
-        if (s->rings[i].t && strcmp(s->rings[i].t->name, type) == 0)
-            return &s->rings[i];
-    return NULL;
-}
-
-/* Puts one request into ring r. */
-static gbi_ring_t *g_blocked; /* set with NEEDS_ROOM: the ring that had no room */
-static gbi_held_t *g_resuming; /* the held frame being fed, if any */
-
-static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim,
-                   const Gpubridge__Envelope *env, uint16_t slot_type, const unsigned char *rec,
-                   uint32_t rec_len, int one_way)
-{
-    gb_rk_t *rk = r->t->rk;
-    /* No room, or older frames for this ring wait: queue behind them. */
-    if (gb_rk_free_slots(rk) == 0 || (r->held_head && r->held_head != g_resuming)) {
-        g_blocked = r;
-        return NEEDS_ROOM;
-    }
-    uint64_t pos = gb_rk_next_pos(rk);
-    gb_slot_hdr_t *slot = gb_rk_claim(rk);
-    slot->key = env->grain ? env->grain->key : 0;
-    slot->corr = pos;
-    slot->type = slot_type;
-    slot->len = rec_len;
-    if (rec_len)
-        memcpy(gb_slot_payload(slot), rec, rec_len);
-    gbi_pending_t *p = &r->pending[pos & (gb_rk_capacity(rk) - 1)];
-    p->corr = env->correlation_id;
-    p->id_len = id_len;
-    p->delim = delim;
-    p->one_way = (uint8_t)one_way;
-    memcpy(p->id, id, id_len);
-    gb_rk_publish(rk);
-    s->requests++;
-    return HANDLED;
-}
-
-static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
-                           const Gpubridge__Envelope *env)
-{
-    char err[256];
-    uint64_t corr = env->correlation_id;
-#define FAIL(st, ...)                                                        \
-    do {                                                                     \
-        snprintf(err, sizeof err, __VA_ARGS__);                              \
-        if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))      \
-            gbi_reply(s, id, id_len, delim, corr, st, err, 0, NULL, 0);      \
-        return HANDLED;                                                      \
-    } while (0)
-
-    if (s->refusing)
-        FAIL(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, "the bridge is shutting down");
-    if (env->kind == GPUBRIDGE__KIND__KIND_CONTROL) {
-        if (!env->control)
-            FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "control envelope without a control message");
-        if (env->control->op_case != GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN) {
-            gbi_control(s, id, id_len, delim, env);
-            return HANDLED;
-        }
-        const Gpubridge__DeactivateGrain *d = env->control->deactivate_grain;
-        gbi_ring_t *r = d->grain_type ? ring_of(s, d->grain_type) : NULL;
-        if (!r || !r->t->rk)
-            FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'",
-                 d->grain_type ? d->grain_type : "");
-        Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
-        g.key = d->key;
-        Gpubridge__Envelope e2 = *env;
-        e2.grain = &g;
-        return enqueue(s, r, id, id_len, delim, &e2, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0);
-    }
-    if (env->kind != GPUBRIDGE__KIND__KIND_REQUEST && env->kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
-        FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope kind must be REQUEST, ONE_WAY or CONTROL");
-    if (!env->grain || !env->grain->type || !env->grain->type[0])
-        FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope has no grain type");
-    gb_engine_type_t *t = gb_engine_find(s->engine, env->grain->type);
-    if (!t)
-        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%.64s'", env->grain->type);
-    if (!t->rk)
-        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE,
-             "grain type '%.64s' is configured but has no handler in this build", env->grain->type);
-    gb_rk_state state = gb_rk_state_of(t->rk);
-    if (state == GB_RK_TERMINATED)
-        FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
-    if (state == GB_RK_FAILED) {
-        gb_rk_status_t st;
-        gb_rk_status(t->rk, &st);
-        FAIL(GPUBRIDGE__STATUS__STATUS_GPU_ERROR, "grain type '%s' failed: %s (%d)", t->name,
-             st.last_error_name[0] ? st.last_error_name : "kernel stopped", st.last_error);
-    }
-    unsigned char rec[65536];
-    uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk);
-    uint16_t slot_type = 0;
-    if (env->payload.len > cap + 64u && env->payload.len > sizeof rec)
-        FAIL(GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "payload of %zu bytes exceeds the '%s' slot (%u bytes)",
-             env->payload.len, t->name, cap);
-    int status = gbi_codec_request(t->kind, env->message_type, env->payload.data, env->payload.len, rec, cap,
-                                   &rec_len, &slot_type, err, sizeof err);
-    if (status != GPUBRIDGE__STATUS__STATUS_OK) {
-        if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))
-            gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
-        return HANDLED;
-    }
-    gbi_ring_t *r = ring_of(s, t->name);
-    return enqueue(s, r, id, id_len, delim, env, slot_type, rec, rec_len,
-                   env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY);
-#undef FAIL
-}
-
-/* Feeds a frame's envelopes from index `from`. When a ring has no room, a new
- * frame (h NULL) is held at the tail of that ring's FIFO; a held frame (h)
- * only records where it stopped, and resume_held moves it. Returns HANDLED
- * once every envelope is handled (the frame is then freed, h is not). */
-static int feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
-                      uint8_t delim, size_t bytes, gbi_held_t *h)
-{
-    Gpubridge__Envelope **envs = NULL;
-    size_t n = 0;
-    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
-        envs = &f->envelope;
-        n = 1;
-    } else if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
-        envs = f->batch->envelopes;
-        n = f->batch->n_envelopes;
-    }
-    g_resuming = h;
-    for (size_t i = from; i < n; i++) {
-        if (handle_envelope(s, id, id_len, delim, envs[i]) != NEEDS_ROOM)
-            continue;
-        g_resuming = NULL;
-        if (h) {
-            h->next_env = i;
-            return NEEDS_ROOM;
-        }
-        gbi_held_t *nh = calloc(1, sizeof *nh);
-        if (!nh) {
-            GB_ERROR("out of memory holding a frame; its remaining requests are refused");
-            for (; i < n; i++)
-                if (!(envs[i]->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && envs[i]->correlation_id == 0))
-                    gbi_reply(s, id, id_len, delim, envs[i]->correlation_id, GPUBRIDGE__STATUS__STATUS_BUSY,
-                              "the bridge is out of memory; retry later", 0, NULL, 0);
-            break;
-        }
-        nh->frame = f;
-        nh->bytes = bytes;
-        nh->next_env = i;
-        memcpy(nh->id, id, id_len);
-        nh->id_len = id_len;
-        nh->delim = delim;
-        s->held_bytes += bytes;
-        gbi_ring_t *r = g_blocked;
-        if (r->held_tail)
-            r->held_tail->next = nh;
-        else
-            r->held_head = nh;
-        r->held_tail = nh;
-        return NEEDS_ROOM;
-    }
-    g_resuming = NULL;
-    gpubridge__client_frame__free_unpacked(f, NULL);
-    return HANDLED;
-}
-
-static gbi_held_t *pop_held(gbi_ring_t *r)
-{
-    gbi_held_t *h = r->held_head;
-    r->held_head = h->next;
-    if (!r->held_head)
-        r->held_tail = NULL;
-    h->next = NULL;
-    return h;
-}
-
-/* Feeds the frames waiting on ring r, in order, while it has room. */
-static int resume_held(gb_server_t *s, gbi_ring_t *r)
-{
-    int progress = 0;
-    gbi_held_t *h;
-    while ((h = r->held_head) && gb_rk_free_slots(r->t->rk) > 0) {
-        size_t before = h->next_env;
-        if (feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, h) == HANDLED) {
-            pop_held(r);
-            s->held_bytes -= h->bytes;
-            free(h);
-            progress++;
-            continue;
-        }
-        progress += h->next_env != before;
-        if (g_blocked == r)
-            break; /* full again: it stays at the head */
-        /* Now it waits on another ring: move it to the tail of that FIFO. */
-        pop_held(r);
-        gbi_ring_t *r2 = g_blocked;
-        if (r2->held_tail)
-            r2->held_tail->next = h;
-        else
-            r2->held_head = h;
-        r2->held_tail = h;
-        progress++;
-    }
-    return progress;
-}
 
 /* Reads one multipart message if there is one: [id][(empty)][frame]. */
 static int read_one(gb_server_t *s)
@@ -372,7 +72,7 @@ static int read_one(gb_server_t *s)
             if (f)
                 gpubridge__client_frame__free_unpacked(f, NULL);
         } else {
-            feed_frame(s, f, 0, id, (uint8_t)id_len, (uint8_t)delim, size, NULL);
+            gbi_feed_frame(s, f, 0, id, (uint8_t)id_len, (uint8_t)delim, size, NULL);
         }
     }
     zmq_msg_close(&body);
@@ -475,23 +175,6 @@ static void check_health(gb_server_t *s)
     }
 }
 
-/* Answers the envelopes of held frames that will not be fed (shutdown). */
-static void refuse_held(gb_server_t *s)
-{
-    s->refusing = 1; /* handle_envelope now answers SHUTTING_DOWN */
-    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
-        gbi_ring_t *r = &s->rings[i];
-        while (r->held_head) {
-            gbi_held_t *h = r->held_head;
-            r->held_head = h->next;
-            feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, NULL);
-            s->held_bytes -= h->bytes;
-            free(h);
-        }
-        r->held_tail = NULL;
-    }
-}
-
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 {
     uint64_t last_health = now_ms(), drain_deadline = 0;
@@ -512,7 +195,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
                 progress += drain_ring(s, &s->rings[i]);
         for (size_t i = 0; i < s->engine->n_types; i++)
             if (s->rings[i].held_head)
-                progress += resume_held(s, &s->rings[i]);
+                progress += gbi_resume_held(s, &s->rings[i]);
         if (!s->shutting_down) {
             for (int k = 0; k < 256 && s->held_bytes <= s->held_limit && read_one(s); k++)
                 progress++;
@@ -529,7 +212,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             if (now > drain_deadline) {
                 GB_WARN("shutdown: %llu request(s) still in flight after %d ms; terminating",
                         (unsigned long long)total_in_flight(s), drain_ms);
-                refuse_held(s);
+                gbi_refuse_held(s);
                 break;
             }
         }

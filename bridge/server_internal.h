@@ -72,6 +72,8 @@ struct gb_server {
     gbi_outbox_t out;
     size_t held_bytes;   /* all rings' held frames */
     size_t held_limit;   /* above it the socket is not read (backpressure) */
+    gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
+    gbi_held_t *resuming; /* the held frame being fed, if any */
     int shutting_down;   /* no more reading from the socket */
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
@@ -82,6 +84,16 @@ struct gb_server {
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
 void gbi_flush(gb_server_t *s);
+
+/* server_feed.c. HANDLED: every envelope of the frame handled (and the frame
+ * freed); NEEDS_ROOM: it waits in s->blocked's FIFO. */
+enum { HANDLED = 0, NEEDS_ROOM = 1 };
+int gbi_feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
+                   uint8_t delim, size_t bytes, gbi_held_t *h);
+/* Feeds the frames waiting on ring r, in order, while it has room. */
+int gbi_resume_held(gb_server_t *s, gbi_ring_t *r);
+/* Answers every held frame's remaining envelopes with SHUTTING_DOWN. */
+void gbi_refuse_held(gb_server_t *s);
 
 /* Answers a KIND_CONTROL envelope (all but DeactivateGrain, which goes
  * through the grain's ring). */
