@@ -108,7 +108,7 @@ static void reply_detect(const ctl_ctx_t *c)
         m.cooperative_launch = f->cooperative_launch;
         m.host_native_atomics = f->host_native_atomic_supported;
         m.cuda_built = f->cuda_built;
-        m.device = f->device;
+        m.device = f->cuda_device_count > 0 ? f->device : -1; /* -1: none */
         m.compute_capability_major = f->cc_major;
         m.compute_capability_minor = f->cc_minor;
         m.dev_dxg = f->dev_dxg;
