@@ -297,6 +297,44 @@ static void test_control(void **state)
     gpubridge__server_frame__free_unpacked(f, NULL);
 }
 
+/* One-way requests: processed, never answered on success; an error is
+ * answered only when the request carries a correlation id. */
+static void test_one_way(void **state)
+{
+    (void)state;
+    uint8_t buf[32];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    size_t len = gpubridge__echo_request__pack(&er, buf);
+    Gpubridge__Envelope *e = make_env(0, "echo", 777, 1, buf, len);
+    e->kind = GPUBRIDGE__KIND__KIND_ONE_WAY;
+    send_env(g_s, e);
+    e = make_env(51, "echo", 777, 1, buf, len);
+    e->kind = GPUBRIDGE__KIND__KIND_ONE_WAY;
+    send_env(g_s, e);
+    e = make_env(0, "no.such.grain", 1, 1, NULL, 0);
+    e->kind = GPUBRIDGE__KIND__KIND_ONE_WAY;
+    send_env(g_s, e); /* an error without a correlation id: nobody to tell */
+    e = make_env(52, "no.such.grain", 1, 1, NULL, 0);
+    e->kind = GPUBRIDGE__KIND__KIND_ONE_WAY;
+    send_env(g_s, e);
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->correlation_id, 52);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    /* Both one-way echoes ran: the grain's third message counts 3. */
+    send_env(g_s, make_env(53, "echo", 777, 1, buf, len));
+    r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->correlation_id, 53);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    Gpubridge__EchoResponse *resp = gpubridge__echo_response__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(resp);
+    assert_int_equal(resp->grain_count, 3);
+    gpubridge__echo_response__free_unpacked(resp, NULL);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_null(recv_frame(g_s, 200)); /* and nothing else came */
+}
+
 /* Runs a command line; returns its exit status. */
 static int run_cmd(const char *cmd)
 {
@@ -485,7 +523,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_message_passing),   cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_client_disconnects), cmocka_unit_test(test_backpressure),
-        cmocka_unit_test(test_control),            cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_control),            cmocka_unit_test(test_one_way),
+        cmocka_unit_test(test_examples),
         cmocka_unit_test(test_terminated_grain_type),
     };
     const struct CMUnitTest standalone[] = {
