@@ -15,6 +15,30 @@
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 
+void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
+                      size_t size)
+{
+    s->frames_in++;
+    if (size > s->cfg->max_message_size) {
+        char err[128];
+        snprintf(err, sizeof err, "frame of %zu bytes exceeds max_message_size (%u)", size,
+                 s->cfg->max_message_size);
+        gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL, 0);
+        return;
+    }
+    Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, size, data);
+    if (!f || f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY__NOT_SET) {
+        gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                  f ? "ClientFrame has neither an envelope nor a batch"
+                    : "bytes are not a ClientFrame (protobuf decode failed)",
+                  0, NULL, 0);
+        if (f)
+            gpubridge__client_frame__free_unpacked(f, NULL);
+        return;
+    }
+    gbi_feed_frame(s, f, 0, id, id_len, delim, size, NULL);
+}
+
 /* Reads one multipart message if there is one: [id][(empty)][frame]. */
 static int read_one(gb_server_t *s)
 {
@@ -51,29 +75,12 @@ static int read_one(gb_server_t *s)
             bad = 1;
     }
     zmq_msg_close(&part);
-    s->frames_in++;
-    size_t size = zmq_msg_size(&body);
     if (parts == 0 || bad) {
+        s->frames_in++;
         gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                   "a request is one message part holding an encoded ClientFrame", 0, NULL, 0);
-    } else if (size > s->cfg->max_message_size) {
-        char err[128];
-        snprintf(err, sizeof err, "frame of %zu bytes exceeds max_message_size (%u)", size,
-                 s->cfg->max_message_size);
-        gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL,
-                  0);
     } else {
-        Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, size, zmq_msg_data(&body));
-        if (!f || f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY__NOT_SET) {
-            gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
-                      f ? "ClientFrame has neither an envelope nor a batch"
-                        : "bytes are not a ClientFrame (protobuf decode failed)",
-                      0, NULL, 0);
-            if (f)
-                gpubridge__client_frame__free_unpacked(f, NULL);
-        } else {
-            gbi_feed_frame(s, f, 0, id, (uint8_t)id_len, (uint8_t)delim, size, NULL);
-        }
+        gbi_handle_frame(s, id, (uint8_t)id_len, (uint8_t)delim, zmq_msg_data(&body), zmq_msg_size(&body));
     }
     zmq_msg_close(&body);
     return 1;
@@ -146,6 +153,18 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     return n;
 }
 
+int gbi_pump(gb_server_t *s)
+{
+    int progress = 0;
+    for (size_t i = 0; i < s->engine->n_types; i++)
+        if (s->rings[i].t && s->rings[i].t->rk)
+            progress += drain_ring(s, &s->rings[i]);
+    for (size_t i = 0; i < s->engine->n_types; i++)
+        if (s->rings[i].held_head)
+            progress += gbi_resume_held(s, &s->rings[i]);
+    return progress;
+}
+
 static uint64_t total_in_flight(gb_server_t *s)
 {
     uint64_t n = 0;
@@ -189,13 +208,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             s->shutting_down = 1;
             drain_deadline = now_ms() + (uint64_t)drain_ms;
         }
-        int progress = 0;
-        for (size_t i = 0; i < s->engine->n_types; i++)
-            if (s->rings[i].t && s->rings[i].t->rk)
-                progress += drain_ring(s, &s->rings[i]);
-        for (size_t i = 0; i < s->engine->n_types; i++)
-            if (s->rings[i].held_head)
-                progress += gbi_resume_held(s, &s->rings[i]);
+        int progress = gbi_pump(s);
         if (!s->shutting_down) {
             for (int k = 0; k < 256 && s->held_bytes <= s->held_limit && read_one(s); k++)
                 progress++;

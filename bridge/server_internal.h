@@ -95,6 +95,14 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r);
 /* Answers every held frame's remaining envelopes with SHUTTING_DOWN. */
 void gbi_refuse_held(gb_server_t *s);
 
+/* server.c: decodes and feeds one frame's bytes from client (id, delim),
+ * answering bad frames with an error; and one pass of draining every ring and
+ * feeding held frames (returns how much it moved). Used by the loop and by
+ * the fuzz target. */
+void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
+                      size_t size);
+int gbi_pump(gb_server_t *s);
+
 /* Answers a KIND_CONTROL envelope (all but DeactivateGrain, which goes
  * through the grain's ring). */
 void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const Gpubridge__Envelope *env);

@@ -1,6 +1,15 @@
 # Warnings as errors on our own code; sanitizers on request.
 set(GB_C_FLAGS -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter)
 set(GB_CUDA_FLAGS -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings)
+if(GB_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "GB_FUZZ=ON needs clang (CC=clang); libFuzzer is part of clang")
+  endif()
+  # Coverage for the fuzzer in everything it reaches, plus the sanitizers.
+  add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link,address,undefined>
+                      $<$<COMPILE_LANGUAGE:C>:-fno-omit-frame-pointer>)
+  add_link_options(-fsanitize=address,undefined)
+endif()
 if(GB_SANITIZE)
   add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=address,undefined>
                       $<$<COMPILE_LANGUAGE:C>:-fno-omit-frame-pointer>

@@ -1,0 +1,32 @@
+#!/usr/bin/python3
+"""Writes the seed frames of fuzz/corpus/frame/ (run once; the seeds are kept
+in git as test data): valid requests, batches and control messages, each a
+packed ClientFrame. Usage: make_seeds.py GEN_DIR OUT_DIR"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import gpubridge_pb2 as gb, vecadd_pb2 as va, echo_pb2 as ep
+
+out = sys.argv[2]
+def env(corr, typ, key, mt, payload, kind=gb.KIND_REQUEST):
+    e = gb.Envelope(correlation_id=corr, kind=kind, message_type=mt, payload=payload)
+    e.grain.type = typ
+    e.grain.key = key
+    return e
+def write(name, frame):
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(frame.SerializeToString())
+
+vec = va.VectorAddRequest(op=va.VectorAddRequest.OP_DIV, a=[1, 2, 3], b=[4, 0, 6]).SerializeToString()
+f = gb.ClientFrame(); f.envelope.CopyFrom(env(1, "vecadd", 7, 1, vec)); write("vecadd.bin", f)
+f = gb.ClientFrame(); f.envelope.CopyFrom(env(2, "echo", 3, 1, ep.EchoRequest(sequence=9, data=b"hi").SerializeToString())); write("echo.bin", f)
+f = gb.ClientFrame()
+for i in range(20):
+    f.batch.envelopes.add().CopyFrom(env(10 + i, "vecadd" if i % 2 else "echo", i % 3, 1, vec if i % 2 else b""))
+write("batch.bin", f)
+f = gb.ClientFrame(); f.envelope.CopyFrom(env(3, "echo", 1, 1, b"", kind=gb.KIND_ONE_WAY)); write("oneway.bin", f)
+for name, op in [("deactivate", "deactivate"), ("status", "status_request"), ("telemetry", "telemetry_request")]:
+    e = gb.Envelope(correlation_id=4, kind=gb.KIND_CONTROL)
+    getattr(e.control, op).grain_type = "echo"
+    f = gb.ClientFrame(); f.envelope.CopyFrom(e); write("control_%s.bin" % name, f)
+e = gb.Envelope(correlation_id=5, kind=gb.KIND_CONTROL); e.control.deactivate_grain.grain_type = "echo"; e.control.deactivate_grain.key = 3
+f = gb.ClientFrame(); f.envelope.CopyFrom(e); write("control_deactivate_grain.bin", f)
