@@ -267,7 +267,6 @@ int main(int argc, char **argv)
     snprintf(b.cfg.endpoints[0], sizeof b.cfg.endpoints[0], "%s", ep_bridge[0]);
     snprintf(b.cfg.endpoints[1], sizeof b.cfg.endpoints[1], "%s", ep_bridge[1]);
     b.cfg.mode = mode;
-    if (getenv("GB_SPIN")) b.cfg.idle_spin_polls = (uint32_t)atoi(getenv("GB_SPIN"));
     char err[256];
     if (gb_detect_run(&b.cfg, "/", mode_name, &b.facts, &b.sel, err, sizeof err) != GB_OK ||
         gb_engine_new(&b.cfg, b.sel.mode, b.sel.device, &b.engine) != GB_OK ||
