@@ -1,0 +1,336 @@
+#define _GNU_SOURCE
+#include "graph.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- id map: original id -> dense id (open addressing, doubling) ------- */
+
+typedef struct idmap {
+    uint64_t *keys;
+    uint32_t *vals; /* dense id + 1; 0 = empty */
+    size_t cap, used;
+} idmap_t;
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 30;
+    k *= 0xbf58476d1ce4e5b9ull;
+    k ^= k >> 27;
+    k *= 0x94d049bb133111ebull;
+    return k ^ (k >> 31);
+}
+
+static int idmap_grow(idmap_t *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    uint64_t *keys = calloc(cap, sizeof *keys);
+    uint32_t *vals = calloc(cap, sizeof *vals);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return -1;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->vals[i])
+            continue;
+        size_t j = mix(m->keys[i]) & (cap - 1);
+        while (vals[j])
+            j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return 0;
+}
+
+/* The dense id of key, adding it (as n) when new. -1: out of memory or ids. */
+static int64_t idmap_get(idmap_t *m, uint64_t key, uint32_t n)
+{
+    if ((m->used + 1) * 2 > m->cap && idmap_grow(m) != 0)
+        return -1;
+    size_t j = mix(key) & (m->cap - 1);
+    while (m->vals[j]) {
+        if (m->keys[j] == key)
+            return m->vals[j] - 1;
+        j = (j + 1) & (m->cap - 1);
+    }
+    if (n == UINT32_MAX)
+        return -1;
+    m->keys[j] = key;
+    m->vals[j] = n + 1;
+    m->used++;
+    return n;
+}
+
+/* ---- graph ------------------------------------------------------------- */
+
+static int push_edge(gb_graph_t *g, uint64_t *cap, uint32_t s, uint32_t d)
+{
+    if (g->m == *cap) {
+        uint64_t nc = *cap ? *cap * 2 : 4096;
+        uint32_t *ns = realloc(g->src, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        g->src = ns;
+        uint32_t *nd = realloc(g->dst, nc * sizeof *nd);
+        if (!nd)
+            return -1;
+        g->dst = nd;
+        *cap = nc;
+    }
+    g->src[g->m] = s;
+    g->dst[g->m] = d;
+    g->m++;
+    return 0;
+}
+
+void gb_graph_destroy(gb_graph_t **pg)
+{
+    if (!pg || !*pg)
+        return;
+    gb_graph_t *g = *pg;
+    free(g->src);
+    free(g->dst);
+    free(g->orig_id);
+    free(g->row);
+    free(g->col);
+    free(g);
+    *pg = NULL;
+}
+
+/* Parses an unsigned decimal id at *p; advances *p. 0 ok, -1 not a number,
+ * -2 out of range. */
+static int parse_id(const char **p, const char *end, uint64_t *out)
+{
+    const char *s = *p;
+    if (s == end || *s < '0' || *s > '9')
+        return -1;
+    uint64_t v = 0;
+    while (s < end && *s >= '0' && *s <= '9') {
+        unsigned dgt = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - dgt) / 10)
+            return -2;
+        v = v * 10 + dgt;
+        s++;
+    }
+    *out = v;
+    *p = s;
+    return 0;
+}
+
+int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph_t **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    gb_graph_t *g = calloc(1, sizeof *g);
+    idmap_t map = {0};
+    uint64_t ecap = 0, idcap = 0, line = 0;
+    const char *p = text, *end = text + len;
+    int rc = 0;
+    if (!g) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    while (p < end && rc == 0) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        line++;
+        const char *s = p;
+        while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
+            s++;
+        if (s < eol && *s != '#') {
+            uint64_t a, b;
+            int ra = parse_id(&s, eol, &a);
+            while (s < eol && (*s == ' ' || *s == '\t'))
+                s++;
+            int rb = ra == 0 ? parse_id(&s, eol, &b) : -1;
+            while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
+                s++;
+            if (ra == -2 || rb == -2) {
+                snprintf(err, errlen, "%s:%llu: vertex id out of range (at most %llu)", name,
+                         (unsigned long long)line, (unsigned long long)UINT64_MAX);
+                rc = -1;
+            } else if (ra != 0 || rb != 0 || s != eol) {
+                int n = (int)(eol - p < 40 ? eol - p : 40);
+                snprintf(err, errlen, "%s:%llu: expected two vertex ids (unsigned integers), found '%.*s'", name,
+                         (unsigned long long)line, n, p);
+                rc = -1;
+            } else {
+                int64_t da = idmap_get(&map, a, g->n);
+                if (da == g->n)
+                    g->n++;
+                int64_t db = da >= 0 ? idmap_get(&map, b, g->n) : -1;
+                if (db == g->n)
+                    g->n++;
+                if (da < 0 || db < 0 || push_edge(g, &ecap, (uint32_t)da, (uint32_t)db) != 0) {
+                    snprintf(err, errlen, "%s:%llu: out of memory or too many vertices", name,
+                             (unsigned long long)line);
+                    rc = -1;
+                } else if (g->n > idcap) {
+                    uint64_t nc = idcap ? idcap * 2 : 4096;
+                    uint64_t *ni = realloc(g->orig_id, nc * sizeof *ni);
+                    if (!ni) {
+                        snprintf(err, errlen, "%s: out of memory", name);
+                        rc = -1;
+                    } else {
+                        g->orig_id = ni;
+                        idcap = nc;
+                    }
+                }
+                if (rc == 0) {
+                    g->orig_id[da] = a;
+                    g->orig_id[db] = b;
+                }
+            }
+        }
+        p = eol < end ? eol + 1 : end;
+    }
+    free(map.keys);
+    free(map.vals);
+    if (rc == 0 && g->m == 0) {
+        snprintf(err, errlen, "%s: no edges", name);
+        rc = -1;
+    }
+    if (rc != 0) {
+        gb_graph_destroy(&g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
+int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            size_t nc = cap ? cap * 2 : (1u << 20);
+            char *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                snprintf(err, errlen, "%s: out of memory", path);
+                return -1;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        size_t r = fread(buf + len, 1, cap - len, f);
+        len += r;
+        if (r == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error", path);
+        return -1;
+    }
+    int rc = gb_graph_parse_snap(buf, len, path, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* splitmix64: small, fast, and the same on every platform (deterministic graphs). */
+static uint64_t next_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double next_unit(uint64_t *s) { return (double)(next_rand(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+int gb_graph_kronecker(unsigned scale, unsigned edgefactor, uint64_t seed, gb_graph_t **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    if (scale < 1 || scale > 30 || edgefactor < 1 || edgefactor > 1024) {
+        snprintf(err, errlen, "kronecker: scale must be 1..30 and edgefactor 1..1024 (got %u, %u)", scale,
+                 edgefactor);
+        return -1;
+    }
+    gb_graph_t *g = calloc(1, sizeof *g);
+    uint32_t *perm = NULL;
+    if (!g)
+        goto nomem;
+    g->n = 1u << scale;
+    g->m = (uint64_t)edgefactor << scale;
+    g->src = malloc(g->m * sizeof *g->src);
+    g->dst = malloc(g->m * sizeof *g->dst);
+    g->orig_id = malloc((size_t)g->n * sizeof *g->orig_id);
+    perm = malloc((size_t)g->n * sizeof *perm);
+    if (!g->src || !g->dst || !g->orig_id || !perm)
+        goto nomem;
+    uint64_t rs = seed;
+    /* Vertex labels are permuted so that degree does not follow the id. */
+    for (uint32_t i = 0; i < g->n; i++)
+        perm[i] = i;
+    for (uint32_t i = g->n - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(next_rand(&rs) % (i + 1));
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    const double a = 0.57, b = 0.19, c = 0.19, ab = a + b, abc = a + b + c;
+    for (uint64_t e = 0; e < g->m; e++) {
+        uint32_t s = 0, d = 0;
+        for (unsigned l = 0; l < scale; l++) {
+            double r = next_unit(&rs);
+            unsigned si = r >= ab, di = (r >= a && r < ab) || r >= abc;
+            s = (s << 1) | si;
+            d = (d << 1) | di;
+        }
+        g->src[e] = perm[s];
+        g->dst[e] = perm[d];
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        g->orig_id[i] = i;
+    free(perm);
+    *out = g;
+    return 0;
+nomem:
+    free(perm);
+    gb_graph_destroy(&g);
+    snprintf(err, errlen, "kronecker: out of memory for scale %u", scale);
+    return -1;
+}
+
+int gb_graph_csr(gb_graph_t *g)
+{
+    free(g->row);
+    free(g->col);
+    g->row = calloc((size_t)g->n + 1, sizeof *g->row);
+    g->col = malloc((g->m ? g->m : 1) * sizeof *g->col);
+    if (!g->row || !g->col)
+        return -1;
+    for (uint64_t e = 0; e < g->m; e++)
+        g->row[g->src[e] + 1]++;
+    for (uint32_t v = 0; v < g->n; v++)
+        g->row[v + 1] += g->row[v];
+    uint64_t *fill = malloc(((size_t)g->n + 1) * sizeof *fill);
+    if (!fill)
+        return -1;
+    memcpy(fill, g->row, ((size_t)g->n + 1) * sizeof *fill);
+    for (uint64_t e = 0; e < g->m; e++) /* stable: targets keep their input order */
+        g->col[fill[g->src[e]]++] = g->dst[e];
+    free(fill);
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* Graphs for the PageRank example: a SNAP-style edge list reader and a
+ * Graph500 Kronecker generator, both producing the same compact form (dense
+ * vertex ids, an edge array, CSR by source). Edges are kept as given,
+ * self-loops and duplicates included; matching networkx's semantics (a
+ * DiGraph merges duplicates) is the PageRank driver's decision. */
+#ifndef GB_GRAPH_H
+#define GB_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gb_graph {
+    uint32_t n;          /* vertices, dense ids 0..n-1 */
+    uint64_t m;          /* edges */
+    uint32_t *src, *dst; /* m edges */
+    uint64_t *orig_id;   /* n: the id each vertex had in the input (identity for generated graphs) */
+    uint64_t *row;       /* n + 1: CSR offsets by source (after gb_graph_csr) */
+    uint32_t *col;       /* m: targets, grouped by source */
+} gb_graph_t;
+
+/* Reads a SNAP-style edge list: '#' comments, blank lines, lines of two
+ * whitespace-separated unsigned integer ids (any values; they are renumbered
+ * densely in order of first appearance). Returns 0, or -1 with "path:line:
+ * what is wrong" in err. */
+int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t errlen);
+/* The same from memory (name is used in messages). */
+int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph_t **out, char *err,
+                        size_t errlen);
+
+/* Graph500 Kronecker generator (R-MAT a=0.57, b=0.19, c=0.19): 2^scale
+ * vertices, edgefactor * 2^scale edges, vertex labels permuted, deterministic
+ * for a seed. Returns 0 or -1 (scale 1..30, edgefactor 1..1024). */
+int gb_graph_kronecker(unsigned scale, unsigned edgefactor, uint64_t seed, gb_graph_t **out, char *err,
+                       size_t errlen);
+
+/* Builds row/col (CSR by source). Returns 0 or -1 (out of memory). */
+int gb_graph_csr(gb_graph_t *g);
+
+void gb_graph_destroy(gb_graph_t **g);
+
+#endif

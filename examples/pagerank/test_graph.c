@@ -1,0 +1,110 @@
+/* The graph reader and generator: valid edge lists in their variety, every
+ * malformed line reported with its line number, Kronecker determinism. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+
+static gb_graph_t *parse_ok(const char *text)
+{
+    gb_graph_t *g = NULL;
+    char err[256] = "";
+    if (gb_graph_parse_snap(text, strlen(text), "t.txt", &g, err, sizeof err) != 0)
+        fail_msg("unexpected error: %s", err);
+    return g;
+}
+
+static void parse_err(const char *text, const char *want)
+{
+    gb_graph_t *g = NULL;
+    char err[256] = "";
+    assert_int_equal(gb_graph_parse_snap(text, strlen(text), "t.txt", &g, err, sizeof err), -1);
+    assert_null(g);
+    if (!strstr(err, want))
+        fail_msg("error '%s' does not contain '%s'", err, want);
+}
+
+static void test_valid(void **state)
+{
+    (void)state;
+    gb_graph_t *g = parse_ok("# FromNodeId\tToNodeId\n\n10 20\r\n20\t10\n  30 30\n10 20\n"
+                             "18446744073709551615 10\n# trailing comment");
+    assert_int_equal(g->n, 4);
+    assert_int_equal(g->m, 5); /* the duplicate and the self-loop are kept */
+    assert_int_equal(g->orig_id[0], 10);
+    assert_int_equal(g->orig_id[1], 20);
+    assert_int_equal(g->orig_id[2], 30);
+    assert_true(g->orig_id[3] == UINT64_MAX);
+    assert_int_equal(g->src[2], 2);
+    assert_int_equal(g->dst[2], 2);
+    assert_int_equal(gb_graph_csr(g), 0);
+    assert_int_equal(g->row[1] - g->row[0], 2); /* 10 -> 20 twice */
+    assert_int_equal(g->row[4], 5);
+    assert_int_equal(g->col[g->row[3]], 0);
+    gb_graph_destroy(&g);
+    assert_null(g);
+    gb_graph_destroy(&g);
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    parse_err("1 2\n2 3\n1 2 3\n", "t.txt:3: expected two vertex ids");
+    parse_err("# c\na b\n", "t.txt:2:");
+    parse_err("1\n", "t.txt:1:");
+    parse_err("1 2\n-1 2\n", "t.txt:2:");
+    parse_err("1 2.5\n", "t.txt:1:");
+    parse_err("18446744073709551616 1\n", "t.txt:1: vertex id out of range");
+    parse_err("# only comments\n\n", "no edges");
+    parse_err("", "no edges");
+    gb_graph_t *g = NULL;
+    char err[256];
+    assert_int_equal(gb_graph_load_snap("/nonexistent/graph.txt", &g, err, sizeof err), -1);
+    assert_non_null(strstr(err, "No such file"));
+}
+
+static void test_kronecker(void **state)
+{
+    (void)state;
+    gb_graph_t *a = NULL, *b = NULL, *c = NULL;
+    char err[256];
+    assert_int_equal(gb_graph_kronecker(10, 16, 7, &a, err, sizeof err), 0);
+    assert_int_equal(gb_graph_kronecker(10, 16, 7, &b, err, sizeof err), 0);
+    assert_int_equal(gb_graph_kronecker(10, 16, 8, &c, err, sizeof err), 0);
+    assert_int_equal(a->n, 1024);
+    assert_int_equal(a->m, 16 * 1024);
+    assert_memory_equal(a->src, b->src, a->m * sizeof *a->src);
+    assert_memory_equal(a->dst, b->dst, a->m * sizeof *a->dst);
+    assert_true(memcmp(a->src, c->src, a->m * sizeof *a->src) != 0);
+    for (uint64_t e = 0; e < a->m; e++)
+        assert_true(a->src[e] < a->n && a->dst[e] < a->n);
+    /* Skewed: R-MAT concentrates edges on few vertices. */
+    assert_int_equal(gb_graph_csr(a), 0);
+    uint64_t maxdeg = 0;
+    for (uint32_t v = 0; v < a->n; v++)
+        if (a->row[v + 1] - a->row[v] > maxdeg)
+            maxdeg = a->row[v + 1] - a->row[v];
+    assert_true(maxdeg > 10 * 16);
+    gb_graph_destroy(&a);
+    gb_graph_destroy(&b);
+    gb_graph_destroy(&c);
+    assert_int_equal(gb_graph_kronecker(0, 16, 1, &a, err, sizeof err), -1);
+    assert_non_null(strstr(err, "scale"));
+    assert_null(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_kronecker),
+    };
+    return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
+}
