@@ -137,6 +137,8 @@ static long futex(uint32_t *addr, int op, uint32_t val, const struct timespec *t
 static void cpu_wake(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
+    if (b->lanes == 0)
+        return; /* inline: no worker to wake, and no fence on every publish */
     /* Pairs with the sleeper's fence: either it sees our stamp, or we see it
      * registered and wake it. */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

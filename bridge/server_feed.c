@@ -111,7 +111,7 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
             gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
         return HANDLED;
     }
-    gbi_ring_t *r = ring_of(s, t->name);
+    gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
     return enqueue(s, r, id, id_len, delim, env, slot_type, rec, rec_len,
                    env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY);
 #undef FAIL

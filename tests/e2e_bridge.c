@@ -206,8 +206,8 @@ static void test_backpressure(void **state)
         f = recv_frame(c, 1000);
         if (!f)
             continue;
-        Gpubridge__Reply **rs = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->replies : &f->reply;
-        size_t n = f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? f->batch->n_replies : 1;
+        size_t n;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
         for (size_t i = 0; i < n; i++) {
             assert_int_equal(rs[i]->status, GPUBRIDGE__STATUS__STATUS_OK);
             uint64_t id = rs[i]->correlation_id - 100;
@@ -383,6 +383,23 @@ static void test_terminated_grain_type(void **state)
     still_serves(g_s);
 }
 
+/* Records the replies of f (each id once, OK or SHUTTING_DOWN) and frees it. */
+static void take_replies(Gpubridge__ServerFrame *f, uint8_t *seen, uint64_t max_id, uint64_t *got)
+{
+    size_t n;
+    Gpubridge__Reply **rs = frame_replies(f, &n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = rs[i]->correlation_id;
+        assert_true(id >= 1 && id <= max_id);
+        assert_int_equal(seen[id], 0);
+        seen[id] = 1;
+        assert_true(rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK ||
+                    rs[i]->status == GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN);
+        (*got)++;
+    }
+    gpubridge__server_frame__free_unpacked(f, NULL);
+}
+
 /* SIGTERM while a client streams batches: the bridge stops reading, answers
  * everything it accepted, and exits 0; the client gets every reply the bridge
  * reports having sent, and never one twice. */
@@ -408,22 +425,6 @@ static void test_sigterm_under_load(void **state)
     fr.batch = &batch;
     uint64_t got = 0;
     Gpubridge__ServerFrame *f;
-#define TAKE(frame)                                                                                            \
-    do {                                                                                                       \
-        Gpubridge__Reply **rs = (frame)->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? (frame)->batch->replies \
-                                                                                         : &(frame)->reply;   \
-        size_t n = (frame)->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? (frame)->batch->n_replies : 1;     \
-        for (size_t i = 0; i < n; i++) {                                                                       \
-            uint64_t id = rs[i]->correlation_id;                                                               \
-            assert_true(id >= 1 && id <= BATCH * FRAMES);                                                      \
-            assert_int_equal(seen[id], 0);                                                                     \
-            seen[id] = 1;                                                                                      \
-            assert_true(rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK ||                                       \
-                        rs[i]->status == GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN);                             \
-            got++;                                                                                             \
-        }                                                                                                      \
-        gpubridge__server_frame__free_unpacked((frame), NULL);                                                 \
-    } while (0)
     for (int k = 0; k < FRAMES; k++) {
         for (int i = 0; i < BATCH; i++) {
             envs[i] = *make_env((uint64_t)(k * BATCH + i + 1), "vecadd", (uint64_t)i, 1, buf, len);
@@ -433,14 +434,13 @@ static void test_sigterm_under_load(void **state)
         if (k == FRAMES / 2) {
             /* Under load: replies are flowing when the signal comes. */
             while (got < 1000 && (f = recv_frame(c, 10000)))
-                TAKE(f);
+                take_replies(f, seen, BATCH * FRAMES, &got);
             assert_true(got >= 1000);
             kill(b.pid, SIGTERM);
         }
     }
     while ((f = recv_frame(c, 3000)))
-        TAKE(f);
-#undef TAKE
+        take_replies(f, seen, BATCH * FRAMES, &got);
     assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
     assert_true(got > 0);
     /* The bridge's own count of replies sent equals what arrived. */

@@ -180,6 +180,17 @@ static Gpubridge__ServerFrame *recv_frame(void *s, int timeout_ms)
     return f;
 }
 
+/* The replies a ServerFrame carries: one Reply, or a ReplyBatch's. */
+static Gpubridge__Reply **frame_replies(Gpubridge__ServerFrame *f, size_t *n)
+{
+    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH) {
+        *n = f->batch->n_replies;
+        return f->batch->replies;
+    }
+    *n = 1;
+    return &f->reply;
+}
+
 /* Exactly one reply expected: returns it (caller frees the frame). */
 static Gpubridge__Reply *recv_reply(void *s, Gpubridge__ServerFrame **frame, int timeout_ms)
 {
