@@ -63,6 +63,8 @@ static void free_now(cuda_backend_t *b)
     gbi_relaunch_free(b);
     cudaFree(b->kstate);
     cudaFree(b->tab.entries);
+    cudaFree(b->mirror);
+    cudaFree(b->team);
     if (b->kstream)
         cudaStreamDestroy(b->kstream);
     if (b->cstream)
@@ -71,9 +73,16 @@ static void free_now(cuda_backend_t *b)
     free(b);
 }
 
+/* Arenas freed while a kernel is resident wait here (cudaFree would block). */
+#define MAX_DEFERRED_ARENAS 64
+static unsigned char *g_deferred_arenas[MAX_DEFERRED_ARENAS];
+static int g_n_deferred_arenas;
+
 /* With g_lock held: frees the deferred list once nothing is resident. */
 static void flush_deferred_locked(void)
 {
+    while (g_resident == 0 && g_n_deferred_arenas > 0)
+        cudaFree(g_deferred_arenas[--g_n_deferred_arenas]);
     while (g_resident == 0 && g_deferred) {
         cuda_backend_t *b = g_deferred;
         g_deferred = b->next_deferred;
@@ -88,6 +97,40 @@ void gbi_cuda_set_resident(cuda_backend_t *b, int on)
         b->resident = on;
         g_resident += on ? 1 : -1;
     }
+    flush_deferred_locked();
+    pthread_mutex_unlock(&g_lock);
+}
+
+extern "C" gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char **out)
+{
+    *out = NULL;
+    if (cudaSetDevice(device) != cudaSuccess || cudaMalloc((void **)out, (size_t)bytes) != cudaSuccess) {
+        cudaGetLastError();
+        *out = NULL;
+        GB_ERROR("arena: cannot allocate %llu MiB of device memory on device %d (lower arena_mb)",
+                 (unsigned long long)(bytes >> 20), device);
+        return GB_ERR_NOMEM;
+    }
+    /* Only the directory must start zeroed (no graph laid out yet). */
+    cudaError_t e = cudaMemset(*out, 0, bytes < 4096 ? (size_t)bytes : 4096);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        GB_ERROR("arena: clearing it failed: %s", cudaGetErrorName(e));
+        cudaFree(*out);
+        *out = NULL;
+        return GB_ERR_CUDA;
+    }
+    return GB_OK;
+}
+
+extern "C" void gbi_cuda_arena_free(unsigned char *arena)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_n_deferred_arenas < MAX_DEFERRED_ARENAS)
+        g_deferred_arenas[g_n_deferred_arenas++] = arena;
+    else
+        GB_ERROR("arena: too many deferred frees; leaking one");
     flush_deferred_locked();
     pthread_mutex_unlock(&g_lock);
 }
@@ -166,9 +209,16 @@ static gb_err cuda_create(gb_rk_t *rk)
     gbi_rk_bind_region(rk, b->host);
     b->placement = rk->placement;
 
-    /* Activation table: one partition per thread of the block (owner lane). */
-    b->tab.lanes = GBK_THREADS;
-    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, GBK_THREADS);
+    /* Activation table: one partition per owner lane: a thread of the block,
+     * or for team grains a worker block of the team kernel (one per SM). */
+    if (gb_grain_is_team(rk->kind)) {
+        int sms = 0;
+        CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, b->device), "SM count");
+        b->tab.lanes = sms > 0 ? (uint32_t)sms : 1;
+    } else {
+        b->tab.lanes = GBK_THREADS;
+    }
+    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
     entries = (size_t)b->tab.lanes * b->tab.per_lane;
@@ -194,6 +244,23 @@ static gb_err cuda_create(gb_rk_t *rk)
     b->args.idle_spin_polls = rk->p.idle_spin_polls;
     b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
     b->args.budget = 0; /* persistent; relaunch sets its budget in gbi_relaunch_setup */
+    if (gb_grain_is_team(rk->kind)) {
+        if (!rk->p.arena) {
+            GB_ERROR("ring kernel '%s': team grains need an arena (arena_mb > 0)", rk->type_name);
+            cuda_destroy(rk);
+            return GB_ERR_CONFIG;
+        }
+        size_t tsize = GBK_TEAM_STATE_SIZE(b->tab.lanes);
+        CK(cudaMalloc((void **)&b->mirror, (size_t)rk->geom.cap * rk->geom.slot_size), "cudaMalloc(mirror)");
+        CK(cudaMalloc((void **)&b->team, tsize), "cudaMalloc(team state)");
+        CK(cudaMemsetAsync(b->team, 0, tsize, b->cstream), "cudaMemsetAsync(team state)");
+        CK(cudaStreamSynchronize(b->cstream), "sync after team setup");
+        b->args.team_workers = b->tab.lanes;
+        b->args.mirror = b->mirror;
+        b->args.team = b->team;
+        b->args.arena = rk->p.arena;
+        b->args.arena_size = rk->p.arena_size;
+    }
     GB_DEBUG("ring kernel '%s': placement %s, window %u, %u lanes x %u grains", rk->type_name,
              gb_placement_name(rk->placement), b->args.window, b->tab.lanes, b->tab.per_lane);
     return GB_OK;

@@ -19,6 +19,8 @@ typedef struct cuda_backend {
     unsigned char *dev;   /* device view */
     gb_kstate_t *kstate;
     gb_grain_table_t tab; /* device pointers */
+    unsigned char *mirror;  /* team grains: device copy of the input ring */
+    gb_team_state_t *team;  /* team grains: the team kernel's bookkeeping */
     gb_kargs_t args;
     uint64_t copied_in;   /* staging: requests copied to the device */
     uint64_t pulled_out;  /* staging: replies copied back */

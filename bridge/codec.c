@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec_pagerank.h"
 #include "echo.pb-c.h"
 #include "grain.h"
 #include "vecadd.pb-c.h"
@@ -82,6 +83,10 @@ int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t
         return echo_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
     case GB_GRAIN_VECADD:
         return vecadd_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+    case GB_GRAIN_PR_SENDER:
+    case GB_GRAIN_PR_AGGREGATOR:
+        return gbi_codec_pr_request(kind == GB_GRAIN_PR_SENDER, message_type, pb, len, rec, cap, rec_len,
+                                    slot_type, err, errlen);
     default:
         snprintf(err, errlen, "grain type has no codec");
         return GPUBRIDGE__STATUS__STATUS_INTERNAL;
@@ -90,7 +95,8 @@ int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t
 
 size_t gbi_codec_reply_bound(int kind, uint32_t rec_len)
 {
-    (void)kind;
+    if (kind == GB_GRAIN_PR_SENDER || kind == GB_GRAIN_PR_AGGREGATOR)
+        return gbi_codec_pr_reply_bound(rec_len);
     return (size_t)rec_len + 32; /* tag + length prefixes, and echo's grain_count */
 }
 
@@ -136,6 +142,9 @@ int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec
         *message_type = GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_RESPONSE;
         return 0;
     }
+    case GB_GRAIN_PR_SENDER:
+    case GB_GRAIN_PR_AGGREGATOR:
+        return gbi_codec_pr_reply(kind == GB_GRAIN_PR_SENDER, hdr, rec, out, cap, out_len, message_type);
     default:
         return -1;
     }

@@ -58,8 +58,8 @@ static const gb_grain_config_t gbi_generic_grain = {
 static const gb_grain_config_t gbi_default_grains[] = {
     {"vecadd", 4096, 64, 256, 65536, 0},
     {"echo", 4096, 64, 256, 65536, 0},
-    {"pagerank.sender", 1024, 256, 256, 1024, 0},
-    {"pagerank.aggregator", 1024, 256, 256, 1024, 0},
+    {"pagerank.sender", 512, 16384, 256, 4096, 0},
+    {"pagerank.aggregator", 512, 16384, 256, 4096, 0},
 };
 #define GBI_N_DEFAULT_GRAINS (sizeof gbi_default_grains / sizeof gbi_default_grains[0])
 
@@ -74,6 +74,7 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->device = 0;
     cfg->mode = GB_MODE_AUTO;
     cfg->max_message_size = 1048576;
+    cfg->arena_mb = 1024;
     cfg->idle_spin_polls = 2048;
     cfg->idle_backoff_max_ns = 20000;
     cfg->heartbeat_deadline_ms = 2000;
@@ -339,7 +340,7 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 /* ----------------------------------------------------------- sections */
 
 static const char *const gbi_top_keys[] = {
-    "log_level", "endpoints", "device", "mode", "max_message_size", "persistent",
+    "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "persistent",
     "relaunch", "placement", "grains", "hosts", "curve", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
@@ -634,6 +635,8 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
     if (gbi_get_u32(c, root, "max_message_size", "max_message_size", 64, 1 << 30, false,
                     &cfg->max_message_size) != 0)
         return -1;
+    if (gbi_get_u32(c, root, "arena_mb", "arena_mb", 0, 1 << 20, false, &cfg->arena_mb) != 0)
+        return -1;
 
     const config_setting_t *g;
     if (gbi_get_group(c, root, "persistent", &g) != 0)
@@ -777,6 +780,7 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
     fprintf(out, "device = %d;\n", cfg->device);
     fprintf(out, "mode = \"%s\";\n", gb_mode_name(cfg->mode));
     fprintf(out, "max_message_size = %" PRIu32 ";\n", cfg->max_message_size);
+    fprintf(out, "arena_mb = %" PRIu32 ";\n", cfg->arena_mb);
     fprintf(out, "persistent = {\n  idle_spin_polls = %" PRIu32 ";\n"
                  "  idle_backoff_max_ns = %" PRIu32 ";\n  heartbeat_deadline_ms = %" PRIu32
                  ";\n};\n",

@@ -9,26 +9,20 @@
 #include "grain_table.h"
 #include "ring.h"
 
-/* Handles request `in` (header + payload, already read) and writes the reply's
- * header (all but seq) into *out and its payload into out_pl. Returns 1 when
- * the reply is an error (for the errors counter). */
-GB_HD int gbi_dispatch_one(int kind, gb_grain_table_t *tab, uint32_t lane,
-                           const gb_slot_hdr_t *in, const unsigned char *in_pl,
-                           gb_slot_hdr_t *out, unsigned char *out_pl,
-                           uint32_t pl_cap, uint32_t test_flags)
+/* The step before the handler: checks the header, handles the reserved types,
+ * finds or activates the grain. Returns GBI_RUN_HANDLER with *state set, or
+ * the reply's status. Team kernels run it on one thread, then the handler on
+ * the whole team. */
+#define GBI_RUN_HANDLER 0xFFFFu
+GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_slot_hdr_t *in, uint32_t pl_cap,
+                                uint32_t test_flags, void **state)
 {
-    uint32_t out_len = 0, aux = 0;
-    uint16_t st;
-    out->key = in->key;
-    out->corr = in->corr;
-    out->type = in->type;
-    if (in->len > pl_cap) {
-        /* The length is the producer's claim; never trust it past the slot. */
-        st = GB_SLOT_TOO_LARGE;
-    } else if (in->type == GB_MSG_DEACTIVATE_KEY) {
-        st = gb_grain_remove(tab, lane, in->key) ? GB_SLOT_OK : GB_SLOT_NOT_ACTIVE;
-    } else if (in->type == GB_MSG_TEST_FAULT) {
-        st = GB_SLOT_UNKNOWN_MESSAGE_TYPE;
+    (void)test_flags;
+    if (in->len > pl_cap)
+        return GB_SLOT_TOO_LARGE; /* the length is the producer's claim; never trust it past the slot */
+    if (in->type == GB_MSG_DEACTIVATE_KEY)
+        return gb_grain_remove(tab, lane, in->key) ? GB_SLOT_OK : GB_SLOT_NOT_ACTIVE;
+    if (in->type == GB_MSG_TEST_FAULT) {
 #if defined(__CUDA_ARCH__)
         if (test_flags & GB_TEST_ALLOW_FAULT) {
             /* Test hook: an illegal address, which makes the context's error sticky (700). */
@@ -36,15 +30,32 @@ GB_HD int gbi_dispatch_one(int kind, gb_grain_table_t *tab, uint32_t lane,
             *bad = 1;
         }
 #endif
-    } else {
-        int64_t e = gb_grain_find(tab, lane, in->key, 1);
-        if (e < 0)
-            st = GB_SLOT_GRAIN_TABLE_FULL;
-        else
-            st = gb_grain_on_message(kind, gb_grain_state(tab, e), in->type, in_pl, in->len,
-                                     out_pl, pl_cap, &out_len, &aux);
+        return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     }
-    out->status = st;
+    int64_t e = gb_grain_find(tab, lane, in->key, 1);
+    if (e < 0)
+        return GB_SLOT_GRAIN_TABLE_FULL;
+    *state = gb_grain_state(tab, e);
+    return GBI_RUN_HANDLER;
+}
+
+/* Handles request `in` (header + payload, already read) and writes the reply's
+ * header (all but seq) into *out and its payload into out_pl. Returns 1 when
+ * the reply is an error (for the errors counter). */
+GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane,
+                           const gb_slot_hdr_t *in, const unsigned char *in_pl,
+                           gb_slot_hdr_t *out, unsigned char *out_pl,
+                           uint32_t pl_cap, uint32_t test_flags)
+{
+    uint32_t out_len = 0, aux = 0;
+    void *state = NULL;
+    uint32_t st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state);
+    out->key = in->key;
+    out->corr = in->corr;
+    out->type = in->type;
+    if (st == GBI_RUN_HANDLER)
+        st = gb_grain_on_message(kind, ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+    out->status = (uint16_t)st;
     out->len = st == GB_SLOT_OK ? out_len : 0;
     out->aux = aux;
     return st != GB_SLOT_OK;

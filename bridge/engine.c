@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grain.h"
 #include "log.h"
 
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
@@ -21,9 +22,29 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
             GB_INFO("grain type '%s': no handler in this build; requests to it are refused", t->name);
             continue;
         }
+        if (gb_grain_is_team(t->kind) && !e->arena) {
+            if (cfg->arena_mb == 0) {
+                GB_INFO("grain type '%s': arena_mb is 0, so it has no memory; requests to it are refused",
+                        t->name);
+                t->kind = 0;
+                continue;
+            }
+            e->arena_size = (uint64_t)cfg->arena_mb << 20;
+            gb_err aerr = gb_arena_new(mode, device, e->arena_size, &e->arena);
+            if (aerr != GB_OK) {
+                GB_ERROR("grain type '%s': cannot allocate its %u MiB arena: %s", t->name, cfg->arena_mb,
+                         gb_strerror(aerr));
+                gb_engine_destroy(&e, 2000);
+                return aerr;
+            }
+        }
         gb_rk_params_t p;
         gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);
         p.device = device;
+        if (gb_grain_is_team(t->kind)) {
+            p.arena = e->arena;
+            p.arena_size = e->arena_size;
+        }
         if (err == GB_OK)
             err = gb_rk_new(&p, &t->rk);
         if (err == GB_OK)
@@ -57,6 +78,7 @@ void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
             gb_rk_destroy(&e->types[i].rk);
         }
     }
+    gb_arena_free(e->mode, e->arena); /* after every kernel that used it stopped */
     free(e);
     *pe = NULL;
 }

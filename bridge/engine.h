@@ -18,6 +18,8 @@ typedef struct gb_engine_type {
 typedef struct gb_engine {
     gb_mode mode;
     int device;
+    unsigned char *arena; /* shared by the team grain types (PageRank); NULL if none */
+    uint64_t arena_size;
     size_t n_types;
     gb_engine_type_t types[GB_MAX_GRAIN_TYPES];
 } gb_engine_t;

@@ -50,7 +50,42 @@ int gb_grain_kind_of(const char *type)
         return GB_GRAIN_ECHO;
     if (strcmp(type, "vecadd") == 0)
         return GB_GRAIN_VECADD;
+    if (strcmp(type, "pagerank.sender") == 0)
+        return GB_GRAIN_PR_SENDER;
+    if (strcmp(type, "pagerank.aggregator") == 0)
+        return GB_GRAIN_PR_AGGREGATOR;
     return GB_GRAIN_NONE;
+}
+
+gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out)
+{
+    *out = NULL;
+    if (bytes == 0)
+        return GB_ERR_INVALID;
+    if (mode == GB_MODE_CPU) {
+        /* calloc: pages are only touched (committed) as the graph fills them */
+        *out = calloc(1, (size_t)bytes);
+        return *out ? GB_OK : GB_ERR_NOMEM;
+    }
+#ifdef GB_HAVE_CUDA
+    return gbi_cuda_arena_new(device, bytes, out);
+#else
+    (void)device;
+    return GB_ERR_NODEV;
+#endif
+}
+
+void gb_arena_free(gb_mode mode, unsigned char *arena)
+{
+    if (!arena)
+        return;
+    if (mode == GB_MODE_CPU) {
+        free(arena);
+        return;
+    }
+#ifdef GB_HAVE_CUDA
+    gbi_cuda_arena_free(arena);
+#endif
 }
 
 gb_err gb_rk_params_from_config(const gb_config_t *cfg, const char *type, gb_mode mode,

@@ -39,6 +39,10 @@ typedef struct gb_rk_params {
     uint32_t max_messages_per_launch;
     bool force_fallback_placement; /* act as if mapped pinned memory failed */
     uint32_t test_flags;           /* GB_TEST_* hooks (tests only) */
+    /* Team grains (PageRank): the family's arena from gb_arena_new, borrowed
+     * (it must outlive the ring kernel). NULL for other grains. */
+    unsigned char *arena;
+    uint64_t arena_size;
 } gb_rk_params_t;
 
 /* Fills params for grain type `type` from cfg (type must be in cfg->grains). */
@@ -155,6 +159,14 @@ void gb_rk_arm(gb_rk_t *rk, int on);
 void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st);
 
 const char *gb_rk_type(const gb_rk_t *rk);
+
+/* Arenas: bulk memory shared by the grain types of a family (PageRank's
+ * graph), device memory in GPU modes and host memory in cpu mode, zeroed.
+ * gb_arena_new returns the pointer the handlers use (a device pointer in GPU
+ * modes); gb_arena_free takes what gb_arena_new gave, after every ring kernel
+ * using it has stopped. */
+gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out);
+void gb_arena_free(gb_mode mode, unsigned char *arena);
 
 /* The handler kind (gb_grain_kind) of a grain type name; 0 when this build has
  * no handler for it. */

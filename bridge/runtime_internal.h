@@ -69,6 +69,9 @@ struct gb_rk {
 extern const gbi_backend_ops_t gbi_backend_cpu;
 #ifdef GB_HAVE_CUDA
 extern const gbi_backend_ops_t gbi_backend_cuda;
+/* Device memory for gb_arena_new / gb_arena_free (backend_cuda.cu). */
+gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char **out);
+void gbi_cuda_arena_free(unsigned char *arena);
 #endif
 
 /* Sets the host-view pointers from rk->region. */

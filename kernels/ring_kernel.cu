@@ -230,13 +230,14 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         __syncthreads();
         uint32_t bad = 0;
         const uint32_t rounds = s_rounds;
+        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL}; /* one thread per message: no team grains here */
         for (uint32_t r = 0; r < rounds; r++) {
             for (uint32_t i = tid; i < n; i += nthreads) {
                 if (s_rank[i] != r)
                     continue;
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * S);
                 gb_slot_hdr_t oh;
-                bad += gbi_dispatch_one(a.kind, &a.tab, s_lane[i], h, s_in + (size_t)i * S + GB_SLOT_HDR_SIZE,
+                bad += gbi_dispatch_one(a.kind, &ctx, &a.tab, s_lane[i], h, s_in + (size_t)i * S + GB_SLOT_HDR_SIZE,
                                         &oh, s_out + (size_t)i * S + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
                                         s_test);
                 oh.seq = gb_stamp(tail + i - g.cap); /* "not yet" until step C's stamp store */
@@ -345,6 +346,8 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size)
 
 extern "C" cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream)
 {
+    if (args->team_workers)
+        return gbk_team_launch(args, stream);
     size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
     if (smem > 48 * 1024) {
         cudaError_t err = cudaFuncSetAttribute(gbk_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -359,6 +362,8 @@ extern "C" cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stre
 extern "C" cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
                                          size_t ndeps, const gb_kargs_t *args)
 {
+    if (args->team_workers)
+        return gbk_team_add_node(node, graph, deps, ndeps, args);
     size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
     if (smem > 48 * 1024) {
         cudaError_t err = cudaFuncSetAttribute(gbk_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

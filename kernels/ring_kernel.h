@@ -30,7 +30,28 @@ typedef struct gb_kstate {
     uint64_t prof_idle, prof_read, prof_dispatch, prof_write, prof_windows, prof_msgs;
     /* The same for windows of 64 requests or more. */
     uint64_t prof_big_read, prof_big_dispatch, prof_big_write, prof_big_windows, prof_big_msgs;
+    uint64_t epoch; /* team kernel: launches completed (see team_kernel.cu) */
 } gb_kstate_t;
+
+/* Team kernel bookkeeping, in device memory (team_kernel.cu): block 0 copies
+ * requests into the mirror and publishes `pub`; worker block w scans the
+ * mirror and handles the requests whose key it owns. */
+typedef struct gb_team_worker {
+    volatile uint64_t scan;      /* positions below it are handled (or not ours) */
+    volatile uint64_t processed; /* replies written by this block */
+    volatile uint64_t errors;
+    volatile uint64_t exited;    /* epoch + 1 once it left the launch of that epoch */
+} gb_team_worker_t;
+
+typedef struct gb_team_state {
+    volatile uint64_t pub;  /* requests below it are in the mirror */
+    volatile uint64_t end;  /* where workers stop, once stop == epoch + 1 */
+    volatile uint64_t stop;
+    uint64_t _pad[GB_LINE / 8 - 3];
+    gb_team_worker_t w[1]; /* workers entries */
+} gb_team_state_t;
+
+#define GBK_TEAM_STATE_SIZE(workers) (offsetof(gb_team_state_t, w) + (size_t)(workers) * sizeof(gb_team_worker_t))
 
 typedef struct gb_kargs {
     unsigned char *region;  /* device view of the region (mapped pointer or device memory) */
@@ -43,6 +64,12 @@ typedef struct gb_kargs {
     uint32_t idle_spin_polls;
     uint32_t idle_backoff_max_ns;
     uint32_t budget;        /* 0: persistent; else requests per launch */
+    /* Team grains (gb_grain_is_team): 1 + workers blocks, the team kernel. */
+    uint32_t team_workers;  /* 0: the one-block ring kernel */
+    unsigned char *mirror;  /* device memory, cap * slot_size */
+    gb_team_state_t *team;  /* device memory, GBK_TEAM_STATE_SIZE(team_workers), zeroed */
+    unsigned char *arena;   /* the family's arena (device memory) */
+    uint64_t arena_size;
 } gb_kargs_t;
 
 /* Shared memory the kernel needs for a window (input and output copies). */
@@ -51,11 +78,18 @@ size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
 uint32_t gbk_ring_max_window(int device, uint32_t slot_size);
 /* Threads per block: the number of owner lanes. */
 #define GBK_THREADS 256u
-/* Launches one block of GBK_THREADS threads on stream. */
+/* Launches one block of GBK_THREADS threads on stream (the team kernel,
+ * 1 + team_workers blocks, when args->team_workers is set). */
 cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream);
 /* Adds the same launch as a kernel node of graph (relaunch mode). */
 cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
                               size_t ndeps, const gb_kargs_t *args);
+
+/* team_kernel.cu */
+size_t gbk_team_smem(uint32_t slot_size);
+cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream);
+cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                              const gb_kargs_t *args);
 
 #ifdef __cplusplus
 }

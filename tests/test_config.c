@@ -121,12 +121,13 @@ static void test_defaults(void **state)
     for (int i = 0; i < 2; i++) {
         const gb_grain_config_t *g = gb_config_grain(&c, pr[i]);
         assert_non_null(g);
-        assert_int_equal(g->queue_capacity, 1024);
-        assert_int_equal(g->slot_size, 256);
+        assert_int_equal(g->queue_capacity, 512);
+        assert_int_equal(g->slot_size, 16384);
         assert_int_equal(g->messages_per_iteration, 256);
-        assert_int_equal(g->max_grains, 1024);
+        assert_int_equal(g->max_grains, 4096);
         assert_int_equal(g->cpu_threads, 0);
     }
+    assert_int_equal(c.arena_mb, 1024);
     assert_null(gb_config_grain(&c, "nope"));
     assert_null(gb_config_grain(&c, NULL));
     assert_int_equal(c.n_hosts, 0);
@@ -286,7 +287,7 @@ static void test_grain_merge(void **state)
     assert_int_equal(e->max_grains, 65536);
     /* unlisted built-ins untouched */
     assert_int_equal(gb_config_grain(&c, "vecadd")->slot_size, 64);
-    assert_int_equal(gb_config_grain(&c, "pagerank.aggregator")->queue_capacity, 1024);
+    assert_int_equal(gb_config_grain(&c, "pagerank.aggregator")->queue_capacity, 512);
     /* new type: generic defaults */
     const gb_grain_config_t *n = gb_config_grain(&c, "new.type");
     assert_non_null(n);
@@ -347,7 +348,7 @@ static void test_err_unknown_keys(void **state)
     /* nothing close: list the valid keys instead of a wild guess */
     expect_error("\n\nfrobnicate = 1;\n", 3,
                  "unknown key 'frobnicate' at top level; valid keys: log_level, endpoints, "
-                 "device, mode, max_message_size, persistent, relaunch, placement, grains, "
+                 "device, mode, max_message_size, arena_mb, persistent, relaunch, placement, grains, "
                  "hosts, curve");
 }
 

@@ -82,6 +82,12 @@ static const ProtobufCMessageDescriptor *const all_descriptors[] = {
     &gpubridge__node_rank_update_batch__descriptor,
     &gpubridge__page_rank_contribution_batch__descriptor,
     &gpubridge__graph_edge_info_batch__descriptor,
+    &gpubridge__graph_init__descriptor,
+    &gpubridge__partition_init__descriptor,
+    &gpubridge__out_degree_chunk__descriptor,
+    &gpubridge__in_offset_chunk__descriptor,
+    &gpubridge__in_edge_chunk__descriptor,
+    &gpubridge__rank_query__descriptor,
 };
 #define N_DESCRIPTORS (sizeof all_descriptors / sizeof all_descriptors[0])
 
@@ -1283,6 +1289,65 @@ static void test_pagerank_batches(void **state)
     free(targets);
 }
 
+/* The loading and query messages of the bridge's PageRank grains. */
+static void test_pagerank_loading(void **state)
+{
+    (void)state;
+    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT, *gio;
+    gi.node_count = 4194304;
+    gi.edge_count = UINT64_MAX;
+    ROUND_TRIP(gpubridge__graph_init, &gi, gio);
+    assert_int_equal(gio->node_count, gi.node_count);
+    assert_true(gio->edge_count == UINT64_MAX);
+    gpubridge__graph_init__free_unpacked(gio, NULL);
+
+    Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT, *pio;
+    pi.first_node = 12345;
+    pi.node_count = 678;
+    ROUND_TRIP(gpubridge__partition_init, &pi, pio);
+    assert_int_equal(pio->first_node, 12345);
+    assert_int_equal(pio->node_count, 678);
+    gpubridge__partition_init__free_unpacked(pio, NULL);
+
+    uint32_t degs[] = {0, 1, 7, UINT32_MAX};
+    Gpubridge__OutDegreeChunk oc = GPUBRIDGE__OUT_DEGREE_CHUNK__INIT, *oco;
+    oc.first_node = 9;
+    oc.n_out_degrees = 4;
+    oc.out_degrees = degs;
+    ROUND_TRIP(gpubridge__out_degree_chunk, &oc, oco);
+    assert_int_equal(oco->first_node, 9);
+    assert_u32s_eq(degs, 4, oco->out_degrees, oco->n_out_degrees);
+    gpubridge__out_degree_chunk__free_unpacked(oco, NULL);
+
+    uint64_t offs[] = {0, 3, 3, UINT64_MAX};
+    Gpubridge__InOffsetChunk ic = GPUBRIDGE__IN_OFFSET_CHUNK__INIT, *ico;
+    ic.first_node = 1;
+    ic.n_offsets = 4;
+    ic.offsets = offs;
+    ROUND_TRIP(gpubridge__in_offset_chunk, &ic, ico);
+    assert_int_equal(ico->first_node, 1);
+    assert_u64s_eq(offs, 4, ico->offsets, ico->n_offsets);
+    gpubridge__in_offset_chunk__free_unpacked(ico, NULL);
+
+    uint32_t srcs[] = {5, 0, 5, 1u << 31};
+    Gpubridge__InEdgeChunk ec = GPUBRIDGE__IN_EDGE_CHUNK__INIT, *eco;
+    ec.first_edge = 1ull << 33;
+    ec.n_sources = 4;
+    ec.sources = srcs;
+    ROUND_TRIP(gpubridge__in_edge_chunk, &ec, eco);
+    assert_true(eco->first_edge == 1ull << 33);
+    assert_u32s_eq(srcs, 4, eco->sources, eco->n_sources);
+    gpubridge__in_edge_chunk__free_unpacked(eco, NULL);
+
+    Gpubridge__RankQuery rq = GPUBRIDGE__RANK_QUERY__INIT, *rqo;
+    rq.first_node = 77;
+    rq.count = 4000;
+    ROUND_TRIP(gpubridge__rank_query, &rq, rqo);
+    assert_int_equal(rqo->first_node, 77);
+    assert_int_equal(rqo->count, 4000);
+    gpubridge__rank_query__free_unpacked(rqo, NULL);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Negative tests                                                            */
 
@@ -1485,6 +1550,7 @@ int main(void)
         cmocka_unit_test(test_echo),
         cmocka_unit_test(test_pagerank_single),
         cmocka_unit_test(test_pagerank_batches),
+        cmocka_unit_test(test_pagerank_loading),
         cmocka_unit_test(test_garbage_refused),
         cmocka_unit_test(test_random_garbage),
         cmocka_unit_test(test_numbers_match_ring_h),

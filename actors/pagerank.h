@@ -1,0 +1,367 @@
+/* The PageRank grains: pagerank.sender and pagerank.aggregator, one source for
+ * CPU and GPU. Both are team grains (team.h): on the GPU each message runs on
+ * a whole thread block. A grain is one partition of the vertices (key =
+ * partition index), a contiguous range [first, first + count).
+ *
+ * The graph and the rank vectors live in the family's arena (device memory on
+ * the GPU), shared by both grain types, laid out by GRAPH_INIT:
+ *
+ *   gb_pr_dir_t | rank f32[n] | x f32[n] | outdeg u32[n] | in_off u64[n+1] | in_src u32[m]
+ *
+ * in_off/in_src are the in-edges in CSR form (by target). One iteration is two
+ * message rounds, driven by the client (examples/pagerank):
+ *   1. START to every sender: x[v] = rank[v] / outdeg[v] for its vertices (its
+ *      contributions, written device-side), and the summed rank of its dangling
+ *      vertices (out-degree 0), which networkx spreads over all vertices;
+ *   2. START to every aggregator, with the total dangling rank: for each of its
+ *      vertices v, rank[v] = (1 - d) / n + d * (sum of x[u] over in-edges u->v
+ *      + dangling / n); it answers with its L1 delta.
+ * The contributions never leave the device. Every phase only reads what the
+ * other phase wrote, and the client's rounds separate the phases.
+ *
+ * Records (little-endian; slot types; u64 fields 8-aligned):
+ *   START (1), both:     u32 iteration, u32 flags, f64 damping, f64 dangling, u64 n
+ *     sender reply:      f64 dangling_sum, f64 rank_sum, u64 nodes
+ *     aggregator reply:  f64 l1_delta,    f64 rank_sum, u64 nodes
+ *   GRAPH_INIT (9), sender:      u64 n, u64 m (lays out the arena; ranks 1/n)
+ *   PARTITION_INIT (10), both:   u64 first, u64 count (sender: its ranks to 1/n)
+ *   OUT_DEGREES (11), sender:    u64 first, u32 count, u32 0, u32 deg[count]
+ *   IN_OFFSETS (12), aggregator: u64 first, u32 count, u32 0, u64 off[count]
+ *   IN_EDGES (13), aggregator:   u64 first_edge, u32 count, u32 0, u32 src[count]
+ *   RANK_QUERY (14), aggregator: u64 first, u32 count, u32 0 -> u64 first, f32 rank[count]
+ * Every index is checked against n and m before use: a bad record gets
+ * GB_SLOT_HANDLER_ERROR and nothing outside the arrays is touched. */
+#ifndef GB_PAGERANK_H
+#define GB_PAGERANK_H
+
+#include <math.h>
+#include <string.h>
+
+#include "ring.h"
+#include "team.h"
+
+enum {
+    GB_PR_MSG_START = 1,
+    GB_PR_MSG_GRAPH_INIT = 9,
+    GB_PR_MSG_PARTITION_INIT = 10,
+    GB_PR_MSG_OUT_DEGREES = 11,
+    GB_PR_MSG_IN_OFFSETS = 12,
+    GB_PR_MSG_IN_EDGES = 13,
+    GB_PR_MSG_RANK_QUERY = 14,
+};
+
+#define GB_PR_MAGIC 0x70616765726e6b31ull /* "pagernk1" */
+#define GB_PR_STATE_SIZE 24
+#define GB_PR_START_LEN 32
+#define GB_PR_CHUNK_HDR 16 /* first + count + pad */
+#define GB_PR_REPLY_LEN 24
+
+/* At the start of the arena. */
+typedef struct gb_pr_dir {
+    uint64_t magic; /* GB_PR_MAGIC once laid out */
+    uint64_t n, m;
+    uint64_t off_rank, off_x, off_outdeg, off_in_off, off_in_src, end;
+    uint64_t _pad[7];
+} gb_pr_dir_t;
+
+/* A partition grain's state. */
+typedef struct gb_pr_part {
+    uint64_t first, count;
+    uint32_t ready; /* PARTITION_INIT seen */
+    uint32_t _pad;
+} gb_pr_part_t;
+
+GB_HD uint64_t gb_pr_align(uint64_t x) { return (x + 255u) & ~(uint64_t)255u; }
+
+/* Lays out n vertices and m edges; returns the bytes needed. */
+GB_HD uint64_t gb_pr_layout(gb_pr_dir_t *d, uint64_t n, uint64_t m)
+{
+    d->n = n;
+    d->m = m;
+    d->off_rank = gb_pr_align(sizeof(gb_pr_dir_t));
+    d->off_x = gb_pr_align(d->off_rank + 4 * n);
+    d->off_outdeg = gb_pr_align(d->off_x + 4 * n);
+    d->off_in_off = gb_pr_align(d->off_outdeg + 4 * n);
+    d->off_in_src = gb_pr_align(d->off_in_off + 8 * (n + 1));
+    d->end = gb_pr_align(d->off_in_src + 4 * m);
+    return d->end;
+}
+
+/* A copy of the directory, or 0 when no graph is laid out. Volatile: another
+ * block (or grain type) may have written it while we run. */
+GB_HD int gb_pr_dir_read(const gb_grain_ctx_t *c, gb_pr_dir_t *d)
+{
+    if (!c->arena || c->arena_size < sizeof(gb_pr_dir_t))
+        return 0;
+    const volatile uint64_t *s = (const volatile uint64_t *)c->arena;
+    uint64_t *o = (uint64_t *)d;
+    for (unsigned i = 0; i < sizeof(gb_pr_dir_t) / 8; i++)
+        o[i] = s[i];
+    return d->magic == GB_PR_MAGIC && d->end <= c->arena_size;
+}
+
+GB_HD uint64_t gb_pr_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+GB_HD uint32_t gb_pr_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+GB_HD double gb_pr_f64(const unsigned char *p) { double v; memcpy(&v, p, 8); return v; }
+
+GB_HD void gb_pr_reply(unsigned char *out, double a, double b, uint64_t nodes, uint32_t *out_len)
+{
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+    memcpy(out + 16, &nodes, 8);
+    *out_len = GB_PR_REPLY_LEN;
+}
+
+GB_HD uint16_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len)
+{
+    if (in_len != 16 || !c->arena)
+        return GB_SLOT_HANDLER_ERROR;
+    gb_pr_dir_t d;
+    memset(&d, 0, sizeof d);
+    uint64_t n = gb_pr_u64(in), m = gb_pr_u64(in + 8);
+    if (n == 0 || n > 0xffffffffull || m > (1ull << 40) || gb_pr_layout(&d, n, m) > c->arena_size)
+        return GB_SLOT_HANDLER_ERROR; /* does not fit: raise arena_mb */
+    /* Unpublish, lay out, initialise, publish (magic last). */
+    if (c->rank == 0)
+        *(volatile uint64_t *)c->arena = 0;
+    float *rank = (float *)(c->arena + d.off_rank), *x = (float *)(c->arena + d.off_x);
+    uint32_t *outdeg = (uint32_t *)(c->arena + d.off_outdeg);
+    uint64_t *in_off = (uint64_t *)(c->arena + d.off_in_off);
+    const float r0 = (float)(1.0 / (double)n);
+    for (uint64_t v = c->rank; v < n; v += c->size) {
+        rank[v] = r0;
+        x[v] = 0.0f;
+        outdeg[v] = 0;
+        in_off[v] = 0;
+    }
+    if (c->rank == 0)
+        in_off[n] = 0;
+    gb_team_sync(c);
+#if defined(__CUDA_ARCH__)
+    __threadfence();
+#endif
+    if (c->rank == 0) {
+        d.magic = 0;
+        memcpy(c->arena + 8, (const unsigned char *)&d + 8, sizeof d - 8);
+#if defined(__CUDA_ARCH__)
+        __threadfence();
+#else
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+        *(volatile uint64_t *)c->arena = GB_PR_MAGIC;
+    }
+    gb_team_sync(c);
+    return GB_SLOT_OK;
+}
+
+/* PARTITION_INIT, both roles. */
+GB_HD uint16_t gb_pr_partition_init(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender,
+                                    const unsigned char *in, uint32_t in_len)
+{
+    gb_pr_dir_t d;
+    if (in_len != 16 || !gb_pr_dir_read(c, &d))
+        return GB_SLOT_HANDLER_ERROR;
+    uint64_t first = gb_pr_u64(in), count = gb_pr_u64(in + 8);
+    if (first > d.n || count > d.n - first)
+        return GB_SLOT_HANDLER_ERROR;
+    if (sender) {
+        float *rank = (float *)(c->arena + d.off_rank);
+        const float r0 = (float)(1.0 / (double)d.n);
+        for (uint64_t v = first + c->rank; v < first + count; v += c->size)
+            rank[v] = r0;
+    }
+    gb_team_sync(c); /* every thread has read the old state */
+    if (c->rank == 0) {
+        st->first = first;
+        st->count = count;
+        st->ready = 1;
+    }
+    gb_team_sync(c);
+    return GB_SLOT_OK;
+}
+
+/* OUT_DEGREES / IN_OFFSETS / IN_EDGES: a chunk of one of the graph arrays. */
+GB_HD uint16_t gb_pr_load(const gb_grain_ctx_t *c, uint16_t type, const unsigned char *in, uint32_t in_len)
+{
+    gb_pr_dir_t d;
+    if (in_len < GB_PR_CHUNK_HDR || !gb_pr_dir_read(c, &d))
+        return GB_SLOT_HANDLER_ERROR;
+    const uint64_t first = gb_pr_u64(in);
+    const uint32_t count = gb_pr_u32(in + 8);
+    const unsigned char *a = in + GB_PR_CHUNK_HDR;
+    const uint32_t esz = type == GB_PR_MSG_IN_OFFSETS ? 8 : 4;
+    const uint64_t limit = type == GB_PR_MSG_IN_EDGES ? d.m : type == GB_PR_MSG_IN_OFFSETS ? d.n + 1 : d.n;
+    if ((uint64_t)in_len != GB_PR_CHUNK_HDR + (uint64_t)esz * count || first > limit || count > limit - first)
+        return GB_SLOT_HANDLER_ERROR;
+    int bad = 0;
+    if (type == GB_PR_MSG_OUT_DEGREES) {
+        uint32_t *outdeg = (uint32_t *)(c->arena + d.off_outdeg);
+        for (uint32_t i = c->rank; i < count; i += c->size)
+            outdeg[first + i] = gb_pr_u32(a + 4u * i);
+    } else if (type == GB_PR_MSG_IN_OFFSETS) {
+        uint64_t *in_off = (uint64_t *)(c->arena + d.off_in_off);
+        for (uint32_t i = c->rank; i < count; i += c->size) {
+            uint64_t o = gb_pr_u64(a + 8u * i);
+            if (o > d.m)
+                bad = 1;
+            else
+                in_off[first + i] = o;
+        }
+    } else {
+        uint32_t *in_src = (uint32_t *)(c->arena + d.off_in_src);
+        for (uint32_t i = c->rank; i < count; i += c->size) {
+            uint32_t s = gb_pr_u32(a + 4u * i);
+            if (s >= d.n)
+                bad = 1;
+            else
+                in_src[first + i] = s;
+        }
+    }
+    return gb_team_any(c, bad) ? GB_SLOT_HANDLER_ERROR : GB_SLOT_OK;
+}
+
+GB_HD uint16_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len, unsigned char *out,
+                           uint32_t out_cap, uint32_t *out_len)
+{
+    gb_pr_dir_t d;
+    if (in_len != GB_PR_CHUNK_HDR || !gb_pr_dir_read(c, &d))
+        return GB_SLOT_HANDLER_ERROR;
+    const uint64_t first = gb_pr_u64(in);
+    const uint32_t count = gb_pr_u32(in + 8);
+    if (first > d.n || count > d.n - first)
+        return GB_SLOT_HANDLER_ERROR;
+    if (8 + (uint64_t)count * 4 > out_cap)
+        return GB_SLOT_TOO_LARGE;
+    const float *rank = (const float *)(c->arena + d.off_rank);
+    for (uint32_t i = c->rank; i < count; i += c->size) {
+        float r = GB_LOAD_SHARED(&rank[first + i]);
+        memcpy(out + 8 + 4u * i, &r, 4);
+    }
+    if (c->rank == 0)
+        memcpy(out, &first, 8);
+    *out_len = 8 + 4u * count;
+    gb_team_sync(c);
+    return GB_SLOT_OK;
+}
+
+/* Sum of x over the in-edges [e0, e1) of one vertex. */
+GB_HD float gb_pr_pull(const float *x, const uint32_t *src, uint64_t e0, uint64_t e1)
+{
+    float s = 0.0f;
+    for (uint64_t e = e0; e < e1; e++)
+        s += GB_LOAD_SHARED(&x[GB_LOAD_SHARED(&src[e])]);
+    return s;
+}
+
+GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender, const unsigned char *in,
+                           uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len)
+{
+    gb_pr_dir_t d;
+    if (in_len != GB_PR_START_LEN || out_cap < GB_PR_REPLY_LEN || !gb_pr_dir_read(c, &d) || !st->ready)
+        return GB_SLOT_HANDLER_ERROR;
+    const double damping = gb_pr_f64(in + 8), dangling = gb_pr_f64(in + 16);
+    const uint64_t n = gb_pr_u64(in + 24);
+    if (n != d.n || !(damping >= 0.0 && damping <= 1.0) || !(dangling >= 0.0 && dangling <= 2.0))
+        return GB_SLOT_HANDLER_ERROR;
+    const uint64_t first = st->first, end = st->first + st->count;
+    float *rank = (float *)(c->arena + d.off_rank), *x = (float *)(c->arena + d.off_x);
+    double a = 0.0, sum = 0.0;
+    if (sender) {
+        const uint32_t *outdeg = (const uint32_t *)(c->arena + d.off_outdeg);
+        for (uint64_t v = first + c->rank; v < end; v += c->size) {
+            const float r = GB_LOAD_SHARED(&rank[v]);
+            const uint32_t k = GB_LOAD_SHARED(&outdeg[v]);
+            x[v] = k ? r / (float)k : 0.0f;
+            if (!k)
+                a += r;
+            sum += r;
+        }
+    } else {
+        const uint64_t *in_off = (const uint64_t *)(c->arena + d.off_in_off);
+        const uint32_t *src = (const uint32_t *)(c->arena + d.off_in_src);
+        const float df = (float)damping;
+        const float base = (float)((1.0 - damping) / (double)n + damping * dangling / (double)n);
+#if defined(__CUDA_ARCH__)
+        /* A warp takes 32 consecutive vertices, a lane each; vertices with
+         * many in-edges are summed by the whole warp, one after another, so
+         * that a hub does not hold up its 31 neighbours. */
+        const uint32_t lane = c->rank & 31, warp = c->rank >> 5, nwarps = c->size >> 5;
+        for (uint64_t b = first + (uint64_t)warp * 32; b < end; b += (uint64_t)nwarps * 32) {
+            const uint64_t v = b + lane;
+            const bool mine = v < end;
+            const uint64_t e0 = mine ? GB_LOAD_SHARED(&in_off[v]) : 0, e1 = mine ? GB_LOAD_SHARED(&in_off[v + 1]) : 0;
+            const bool big = e1 > e0 + 24;
+            float s = big ? 0.0f : gb_pr_pull(x, src, e0, e1 > e0 ? e1 : e0);
+            unsigned hubs = __ballot_sync(0xffffffffu, big);
+            while (hubs) {
+                const int j = __ffs(hubs) - 1;
+                hubs &= hubs - 1;
+                const uint64_t f0 = __shfl_sync(0xffffffffu, e0, j), f1 = __shfl_sync(0xffffffffu, e1, j);
+                float t = 0.0f;
+                for (uint64_t e = f0 + lane; e < f1; e += 32)
+                    t += GB_LOAD_SHARED(&x[GB_LOAD_SHARED(&src[e])]);
+                for (int o = 16; o > 0; o >>= 1)
+                    t += __shfl_xor_sync(0xffffffffu, t, o);
+                if ((int)lane == j)
+                    s = t;
+            }
+            if (mine) {
+                const float nr = base + df * s, old = rank[v];
+                a += fabsf(nr - old);
+                sum += nr;
+                rank[v] = nr;
+            }
+        }
+#else
+        for (uint64_t v = first; v < end; v++) {
+            const uint64_t e0 = in_off[v], e1 = in_off[v + 1];
+            const float nr = base + df * gb_pr_pull(x, src, e0, e1 > e0 ? e1 : e0), old = rank[v];
+            a += fabsf(nr - old);
+            sum += nr;
+            rank[v] = nr;
+        }
+#endif
+    }
+    a = gb_team_sum(c, a);
+    sum = gb_team_sum(c, sum);
+    if (c->rank == 0)
+        gb_pr_reply(out, a, sum, st->count, out_len);
+    return GB_SLOT_OK;
+}
+
+GB_HD uint16_t gb_pr_on_message(const gb_grain_ctx_t *c, int sender, void *state, uint16_t type,
+                                const unsigned char *in, uint32_t in_len, unsigned char *out, uint32_t out_cap,
+                                uint32_t *out_len, uint32_t *aux)
+{
+    gb_pr_part_t *st = (gb_pr_part_t *)state;
+    *out_len = 0;
+    *aux = 0;
+    switch (type) {
+    case GB_PR_MSG_START:
+        return gb_pr_start(c, st, sender, in, in_len, out, out_cap, out_len);
+    case GB_PR_MSG_PARTITION_INIT:
+        return gb_pr_partition_init(c, st, sender, in, in_len);
+    case GB_PR_MSG_GRAPH_INIT:
+        if (sender)
+            return gb_pr_graph_init(c, in, in_len);
+        break;
+    case GB_PR_MSG_OUT_DEGREES:
+        if (sender)
+            return gb_pr_load(c, type, in, in_len);
+        break;
+    case GB_PR_MSG_IN_OFFSETS:
+    case GB_PR_MSG_IN_EDGES:
+        if (!sender)
+            return gb_pr_load(c, type, in, in_len);
+        break;
+    case GB_PR_MSG_RANK_QUERY:
+        if (!sender)
+            return gb_pr_query(c, in, in_len, out, out_cap, out_len);
+        break;
+    default:
+        break;
+    }
+    return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
+}
+
+#endif

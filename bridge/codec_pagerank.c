@@ -1,0 +1,233 @@
+/* Codec of the PageRank grains: protobuf (pagerank.proto) <-> the records of
+ * actors/pagerank.h. Everything a client can get wrong is caught here with a
+ * sentence; the handlers check indices against the graph again (they alone
+ * know n and m). */
+#include "codec_pagerank.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "grain.h"
+#include "pagerank.pb-c.h"
+
+#define ST_OK GPUBRIDGE__STATUS__STATUS_OK
+#define ST_MALFORMED GPUBRIDGE__STATUS__STATUS_MALFORMED
+#define ST_TOO_LARGE GPUBRIDGE__STATUS__STATUS_TOO_LARGE
+#define ST_UNKNOWN GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE
+
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+
+/* The chunk header: first, count, 0. */
+static void chunk_hdr(unsigned char *rec, uint64_t first, uint32_t count)
+{
+    put64(rec, first);
+    put32(rec + 8, count);
+    put32(rec + 12, 0);
+}
+
+static int too_many(const char *what, size_t n, size_t max, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s of %zu entries exceeds the slot (at most %zu; raise grains.slot_size or send "
+                          "smaller chunks)", what, n, max);
+    return ST_TOO_LARGE;
+}
+
+#define UNPACK(T, fn, var)                                                   \
+    T *var = fn##__unpack(NULL, len, pb);                                   \
+    if (!var) {                                                             \
+        snprintf(err, errlen, "payload is not a %s", #T + sizeof "Gpubridge__" - 1); \
+        return ST_MALFORMED;                                                \
+    }
+
+int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, unsigned char *rec, uint32_t cap,
+                         uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    const char *who = sender ? "pagerank.sender" : "pagerank.aggregator";
+    int st = ST_OK;
+    switch (mt) {
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION: {
+        UNPACK(Gpubridge__StartIterationCommand, gpubridge__start_iteration_command, m);
+        if (!(m->damping >= 0.0 && m->damping <= 1.0)) {
+            snprintf(err, errlen, "damping %g is outside [0, 1]", m->damping);
+            st = ST_MALFORMED;
+        } else if (!(m->dangling_rank >= 0.0 && m->dangling_rank <= 2.0)) {
+            snprintf(err, errlen, "dangling_rank %g is outside [0, 2] (ranks sum to 1)", m->dangling_rank);
+            st = ST_MALFORMED;
+        } else if (m->node_count == 0) {
+            snprintf(err, errlen, "node_count is 0 (it must match the GraphInit)");
+            st = ST_MALFORMED;
+        } else if (cap < GB_PR_START_LEN) {
+            st = too_many("StartIterationCommand", 1, 0, err, errlen);
+        } else {
+            put32(rec, m->iteration);
+            put32(rec + 4, m->report_ranks ? 1u : 0u);
+            memcpy(rec + 8, &m->damping, 8);
+            memcpy(rec + 16, &m->dangling_rank, 8);
+            put64(rec + 24, m->node_count);
+            *rec_len = GB_PR_START_LEN;
+            *slot_type = GB_PR_MSG_START;
+        }
+        gpubridge__start_iteration_command__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT: {
+        if (!sender)
+            break;
+        UNPACK(Gpubridge__GraphInit, gpubridge__graph_init, m);
+        if (m->node_count == 0 || m->node_count > 0xffffffffull) {
+            snprintf(err, errlen, "node_count %llu is outside 1..4294967295", (unsigned long long)m->node_count);
+            st = ST_MALFORMED;
+        } else {
+            put64(rec, m->node_count);
+            put64(rec + 8, m->edge_count);
+            *rec_len = 16;
+            *slot_type = GB_PR_MSG_GRAPH_INIT;
+        }
+        gpubridge__graph_init__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT: {
+        UNPACK(Gpubridge__PartitionInit, gpubridge__partition_init, m);
+        put64(rec, m->first_node);
+        put64(rec + 8, m->node_count);
+        *rec_len = 16;
+        *slot_type = GB_PR_MSG_PARTITION_INIT;
+        gpubridge__partition_init__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES: {
+        if (!sender)
+            break;
+        UNPACK(Gpubridge__OutDegreeChunk, gpubridge__out_degree_chunk, m);
+        size_t max = (cap - GB_PR_CHUNK_HDR) / 4;
+        if (m->n_out_degrees > max) {
+            st = too_many("OutDegreeChunk", m->n_out_degrees, max, err, errlen);
+        } else {
+            chunk_hdr(rec, m->first_node, (uint32_t)m->n_out_degrees);
+            if (m->n_out_degrees)
+                memcpy(rec + GB_PR_CHUNK_HDR, m->out_degrees, 4 * m->n_out_degrees);
+            *rec_len = GB_PR_CHUNK_HDR + 4 * (uint32_t)m->n_out_degrees;
+            *slot_type = GB_PR_MSG_OUT_DEGREES;
+        }
+        gpubridge__out_degree_chunk__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS: {
+        if (sender)
+            break;
+        UNPACK(Gpubridge__InOffsetChunk, gpubridge__in_offset_chunk, m);
+        size_t max = (cap - GB_PR_CHUNK_HDR) / 8;
+        if (m->n_offsets > max) {
+            st = too_many("InOffsetChunk", m->n_offsets, max, err, errlen);
+        } else {
+            chunk_hdr(rec, m->first_node, (uint32_t)m->n_offsets);
+            if (m->n_offsets)
+                memcpy(rec + GB_PR_CHUNK_HDR, m->offsets, 8 * m->n_offsets);
+            *rec_len = GB_PR_CHUNK_HDR + 8 * (uint32_t)m->n_offsets;
+            *slot_type = GB_PR_MSG_IN_OFFSETS;
+        }
+        gpubridge__in_offset_chunk__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES: {
+        if (sender)
+            break;
+        UNPACK(Gpubridge__InEdgeChunk, gpubridge__in_edge_chunk, m);
+        size_t max = (cap - GB_PR_CHUNK_HDR) / 4;
+        if (m->n_sources > max) {
+            st = too_many("InEdgeChunk", m->n_sources, max, err, errlen);
+        } else {
+            chunk_hdr(rec, m->first_edge, (uint32_t)m->n_sources);
+            if (m->n_sources)
+                memcpy(rec + GB_PR_CHUNK_HDR, m->sources, 4 * m->n_sources);
+            *rec_len = GB_PR_CHUNK_HDR + 4 * (uint32_t)m->n_sources;
+            *slot_type = GB_PR_MSG_IN_EDGES;
+        }
+        gpubridge__in_edge_chunk__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY: {
+        if (sender)
+            break;
+        UNPACK(Gpubridge__RankQuery, gpubridge__rank_query, m);
+        size_t max = gbi_codec_pr_max_query(cap);
+        if (m->count > max) {
+            st = too_many("RankQuery", m->count, max, err, errlen);
+        } else {
+            chunk_hdr(rec, m->first_node, m->count);
+            *rec_len = GB_PR_CHUNK_HDR;
+            *slot_type = GB_PR_MSG_RANK_QUERY;
+        }
+        gpubridge__rank_query__free_unpacked(m, NULL);
+        return st;
+    }
+    default:
+        break;
+    }
+    snprintf(err, errlen, "%s has no message type %u (see pagerank.proto: the sender takes 1, 9, 10, 11; "
+                          "the aggregator 1, 10, 12, 13, 14)", who, mt);
+    return ST_UNKNOWN;
+}
+
+size_t gbi_codec_pr_max_query(uint32_t cap)
+{
+    size_t max = cap < 8 ? 0 : (cap - 8) / 4;
+    return max > 8000 ? 8000 : max; /* the reply, in doubles, stays under 64 KiB */
+}
+
+size_t gbi_codec_pr_reply_bound(uint32_t rec_len) { return 2 * (size_t)rec_len + 64; }
+
+int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                       size_t *out_len, uint32_t *message_type)
+{
+    switch (hdr->type) {
+    case GB_PR_MSG_START: {
+        if (hdr->len != GB_PR_REPLY_LEN)
+            return -1;
+        Gpubridge__RankAggregationResult r = GPUBRIDGE__RANK_AGGREGATION_RESULT__INIT;
+        double a, sum;
+        uint64_t nodes;
+        memcpy(&a, rec, 8);
+        memcpy(&sum, rec + 8, 8);
+        memcpy(&nodes, rec + 16, 8);
+        if (sender)
+            r.dangling_rank = a;
+        else
+            r.l1_delta = a;
+        r.rank_sum = sum;
+        r.nodes = nodes;
+        if (gpubridge__rank_aggregation_result__get_packed_size(&r) > cap)
+            return -1;
+        *out_len = gpubridge__rank_aggregation_result__pack(&r, out);
+        *message_type = GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_AGGREGATION_RESULT;
+        return 0;
+    }
+    case GB_PR_MSG_RANK_QUERY: {
+        if (hdr->len < 8 || (hdr->len - 8) % 4 || (hdr->len - 8) / 4 > 8000)
+            return -1;
+        static double ranks[8000]; /* one server thread */
+        Gpubridge__NodeRankUpdateBatch b = GPUBRIDGE__NODE_RANK_UPDATE_BATCH__INIT;
+        memcpy(&b.first_node, rec, 8);
+        b.n_ranks = (hdr->len - 8) / 4;
+        for (size_t i = 0; i < b.n_ranks; i++) {
+            float f;
+            memcpy(&f, rec + 8 + 4 * i, 4);
+            ranks[i] = f;
+        }
+        b.ranks = ranks;
+        if (gpubridge__node_rank_update_batch__get_packed_size(&b) > cap)
+            return -1;
+        *out_len = gpubridge__node_rank_update_batch__pack(&b, out);
+        *message_type = GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_NODE_RANK_UPDATE_BATCH;
+        return 0;
+    }
+    default:
+        /* Loads and inits answer with an empty payload of their own type. */
+        if (hdr->len != 0)
+            return -1;
+        *out_len = 0;
+        *message_type = hdr->type;
+        return 0;
+    }
+}

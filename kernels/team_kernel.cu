@@ -1,0 +1,375 @@
+/* The team kernel: the ring kernel of team grains (PageRank), whose every
+ * message is big enough to want a whole thread block (team.h).
+ *
+ * Grid: block 0 is the reader, blocks 1..W are workers (W = one per SM).
+ *   - Block 0 takes requests off the input ring one at a time (the stamp in
+ *     mapped placement, in_head in staging placement, as the ring kernel does)
+ *     and copies each into the *mirror*, a device-memory copy of the ring,
+ *     then publishes `pub`. It also gathers the workers' progress into the
+ *     control block (consumed, processed, errors; out_head for staging) and
+ *     acknowledges activation changes.
+ *   - Worker w scans the mirror in order and runs the requests whose key it
+ *     owns (key % W == w) with all its threads, then writes the reply into
+ *     out slot p (replies are positional, ring.h), fences at system scope and
+ *     stamps it. A grain's messages therefore run one at a time, in order, on
+ *     one block (turn semantics), and different partitions run on different
+ *     blocks in parallel.
+ * Why a mirror: a worker may still be scanning position p when the host,
+ * having seen reply p from another worker, reuses input slot p for p + cap.
+ * Block 0 only overwrites mirror slot p once every worker has scanned past
+ * p - cap (the minimum of the workers' `scan`), so workers always read what
+ * was written for the position they are at, from fast device memory.
+ *
+ * Stopping. Launch `epoch` (kstate) is known to every block at start; block 0
+ * stops a launch by writing end = pub, then stop = epoch + 1; workers leave
+ * once they reach `end` and say so in `exited`; block 0 waits for all of
+ * them, then bumps the epoch. A late-starting worker still sees its own
+ * launch's epoch, because block 0 bumps it only after every worker has left.
+ * All blocks must be resident at once (block 0 waits on workers): W is the
+ * SM count and a block needs far less than an SM. */
+#include <cuda_runtime.h>
+
+#include "dispatch.h"
+#include "ring_kernel.h"
+
+extern __shared__ uint4 gbk_team_dsmem[];
+
+static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+
+template <typename T> static __device__ __forceinline__ T ldv(const volatile T *p) { return *p; }
+template <typename T> static __device__ __forceinline__ void stv(volatile T *p, T v) { *p = v; }
+
+/* Bytes of a slot worth copying: header plus the claimed payload, bounded by
+ * the slot, in 16-byte chunks. */
+static __device__ __forceinline__ uint32_t slot_bytes(uint32_t len, uint32_t S)
+{
+    uint32_t b = GB_SLOT_HDR_SIZE + min(len, S - GB_SLOT_HDR_SIZE);
+    return (b + 15u) & ~15u;
+}
+
+static __device__ void team_reader(const gb_kargs_t &a)
+{
+    const uint32_t tid = threadIdx.x, nt = blockDim.x, W = a.team_workers;
+    const gb_ring_geom_t g = a.geom;
+    const uint32_t S = g.slot_size, mask = g.cap - 1;
+    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
+    gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
+    unsigned char *in = a.region + gb_region_in_off();
+    gb_team_state_t *T = a.team;
+    __shared__ unsigned long long s_min, s_proc, s_err;
+    __shared__ uint64_t s_cword;
+    __shared__ uint32_t s_ready, s_len;
+
+    gb_kstate_t ks = *a.kstate;
+    const uint64_t E = ks.epoch;
+    uint64_t pub = ldv(&T->pub), launch_done = 0, last_min = ~0ull, beat = 0;
+    int acked = ks.active_seen, reason = GB_EXIT_NONE;
+    uint32_t idle = 0, sleep_ns = 0;
+    const uint32_t test = ldv(&ctl->test_flags);
+    if (tid == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+        stv(&ctl->heartbeat, ++beat);
+
+    for (;;) {
+        /* Gather the workers' progress and the host's control word. */
+        if (tid == 0) {
+            s_min = ~0ull;
+            s_proc = 0;
+            s_err = 0;
+            s_cword = ldv((const volatile uint64_t *)&ctl->is_active);
+        }
+        __syncthreads();
+        for (uint32_t w = tid; w < W; w += nt) {
+            atomicMin(&s_min, (unsigned long long)ldv(&T->w[w].scan));
+            atomicAdd(&s_proc, (unsigned long long)ldv(&T->w[w].processed));
+            atomicAdd(&s_err, (unsigned long long)ldv(&T->w[w].errors));
+        }
+        __syncthreads();
+        const uint64_t minscan = s_min;
+        const uint32_t active = (uint32_t)s_cword, term = (uint32_t)(s_cword >> 32);
+        if (tid == 0) {
+            if (minscan != last_min) {
+                stv(&ctl->processed, (uint64_t)s_proc);
+                stv(&ctl->errors, (uint64_t)s_err);
+                stv(&ctl->consumed, minscan);
+                if (a.staging) {
+                    __threadfence();
+                    stv(&idx->out_head, minscan);
+                }
+                last_min = minscan;
+            }
+            /* Deactivation is acknowledged once nothing taken is still running. */
+            int ack = active ? 1 : (minscan == pub ? 0 : acked);
+            if (ack != acked) {
+                stv(&ctl->active_seen, (int32_t)ack);
+                acked = ack;
+            }
+            __threadfence_system();
+        }
+        if (term) {
+            reason = GB_EXIT_TERMINATED;
+            break;
+        }
+        const bool room = pub - minscan < g.cap;
+        const bool can = active && room && (!a.budget || launch_done < a.budget);
+        if (tid == 0) {
+            s_ready = 0;
+            if (can) {
+                if (a.staging) {
+                    s_ready = pub < ldv(&idx->in_head);
+                } else {
+                    const gb_slot_hdr_t *h = gb_slot_at(in, g, pub);
+                    s_ready = ldv(&h->seq) == gb_stamp(pub);
+                }
+                if (s_ready) {
+                    __threadfence_system(); /* the stamp (or head) before the slot's contents */
+                    s_len = ldv(&gb_slot_at(in, g, pub)->len);
+                }
+            }
+        }
+        __syncthreads();
+        if (s_ready) {
+            __threadfence_system();
+            const unsigned char *src = in + (size_t)(pub & mask) * S;
+            unsigned char *dst = a.mirror + (size_t)(pub & mask) * S;
+            const uint32_t bytes = slot_bytes(s_len, S);
+            for (uint32_t o = tid * 16; o < bytes; o += nt * 16)
+                *(uint4 *)(dst + o) = ld_volatile_v4(src + o);
+            __threadfence();
+            __syncthreads();
+            pub++;
+            launch_done++;
+            if (tid == 0) {
+                stv(&T->pub, pub);
+                if (!(test & GB_TEST_SKIP_HEARTBEAT))
+                    stv(&ctl->heartbeat, ++beat);
+            }
+            idle = 0;
+            sleep_ns = 0;
+            continue;
+        }
+        if (a.budget) {
+            if (launch_done >= a.budget) {
+                reason = GB_EXIT_BUDGET_SPENT;
+                break;
+            }
+            if (!active || room) { /* nothing more to take (a full mirror drains by itself) */
+                reason = GB_EXIT_INPUT_EMPTY;
+                break;
+            }
+        }
+        if (++idle > a.idle_spin_polls) {
+            sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
+            __nanosleep(sleep_ns);
+        }
+        if (tid == 0 && (idle & 63) == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+            stv(&ctl->heartbeat, ++beat);
+        __syncthreads();
+    }
+
+    /* Stop the workers at what was handed out, and wait until all have left. */
+    if (tid == 0) {
+        stv(&T->end, pub);
+        __threadfence();
+        stv(&T->stop, E + 1);
+    }
+    for (;;) {
+        int left = 1;
+        for (uint32_t w = tid; w < W; w += nt)
+            if (ldv(&T->w[w].exited) != E + 1)
+                left = 0;
+        if (__syncthreads_and(left))
+            break;
+        __nanosleep(500);
+    }
+    if (tid == 0) {
+        unsigned long long proc = 0, err = 0;
+        for (uint32_t w = 0; w < W; w++) {
+            proc += ldv(&T->w[w].processed);
+            err += ldv(&T->w[w].errors);
+        }
+        ks.tail = pub;
+        ks.processed = proc;
+        ks.errors = err;
+        ks.iterations += launch_done;
+        ks.active_seen = acked;
+        ks.epoch = E + 1;
+        *a.kstate = ks;
+        stv(&ctl->processed, (uint64_t)proc);
+        stv(&ctl->errors, (uint64_t)err);
+        stv(&ctl->iterations, ks.iterations);
+        stv(&ctl->consumed, pub);
+        if (a.staging)
+            stv(&idx->out_head, pub);
+        stv(&ctl->exit_reason, (int32_t)reason);
+        if (reason == GB_EXIT_TERMINATED) {
+            __threadfence_system();
+            stv(&ctl->has_terminated, (int32_t)1);
+        }
+        __threadfence_system();
+    }
+}
+
+/* Runs the request at mirror position pos on this block (it owns the key). */
+static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos, uint32_t test,
+                                   unsigned long long *processed, unsigned long long *errors)
+{
+    const uint32_t tid = threadIdx.x, nt = blockDim.x;
+    const gb_ring_geom_t g = a.geom;
+    const uint32_t S = g.slot_size, mask = g.cap - 1, cap_pl = S - GB_SLOT_HDR_SIZE;
+    unsigned char *s_in = (unsigned char *)gbk_team_dsmem, *s_out = s_in + S;
+    __shared__ uint32_t s_pre, s_olen;
+    __shared__ void *s_state;
+    __shared__ double s_scratch[32];
+    const unsigned char *src = a.mirror + (size_t)(pos & mask) * S;
+    const gb_slot_hdr_t *mh = (const gb_slot_hdr_t *)src;
+    const uint32_t bytes = slot_bytes(__ldcg(&mh->len), S);
+    for (uint32_t o = tid * 16; o < bytes; o += nt * 16)
+        *(uint4 *)(s_in + o) = __ldcg((const uint4 *)(src + o));
+    __syncthreads();
+    const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)s_in;
+    if (tid == 0) {
+        void *state = NULL;
+        gb_grain_table_t tab = a.tab;
+        s_pre = gbi_dispatch_pre(&tab, w, h, cap_pl, test, &state);
+        s_state = state;
+    }
+    __syncthreads();
+    uint32_t st = s_pre, out_len = 0, aux = 0;
+    if (st == GBI_RUN_HANDLER) {
+        const gb_grain_ctx_t ctx = {a.arena, a.arena_size, tid, nt, s_scratch};
+        st = gb_grain_on_message(a.kind, &ctx, s_state, h->type, s_in + GB_SLOT_HDR_SIZE, h->len,
+                                 s_out + GB_SLOT_HDR_SIZE, cap_pl, &out_len, &aux);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        gb_slot_hdr_t oh;
+        oh.key = h->key;
+        oh.corr = h->corr;
+        oh.type = h->type;
+        oh.status = (uint16_t)st;
+        oh.len = st == GB_SLOT_OK ? out_len : 0;
+        oh.aux = aux;
+        oh.seq = gb_stamp(pos - g.cap); /* "not yet" until the stamp below */
+        *(gb_slot_hdr_t *)s_out = oh;
+        s_olen = oh.len;
+        *processed += 1;
+        *errors += st != GB_SLOT_OK;
+    }
+    __syncthreads();
+    unsigned char *out = a.region + gb_region_out_off(g) + (size_t)(pos & mask) * S;
+    const uint32_t obytes = slot_bytes(s_olen, S);
+    for (uint32_t o = tid * 16; o < obytes; o += nt * 16)
+        *(uint4 *)(out + o) = *(const uint4 *)(s_out + o);
+    __threadfence_system();
+    __syncthreads();
+    if (tid == 0) {
+        stv(&a.team->w[w].processed, (uint64_t)*processed);
+        stv(&a.team->w[w].errors, (uint64_t)*errors);
+        stv(&((gb_slot_hdr_t *)out)->seq, gb_stamp(pos));
+    }
+}
+
+static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
+{
+    const uint32_t tid = threadIdx.x, W = a.team_workers, mask = a.geom.cap - 1;
+    gb_team_state_t *T = a.team;
+    const gb_control_t *ctl = (const gb_control_t *)(a.region + gb_region_ctl_off());
+    __shared__ uint64_t s_to;
+    const uint64_t E = ldv((const volatile uint64_t *)&a.kstate->epoch);
+    const uint32_t test = ldv(&ctl->test_flags);
+    uint64_t pos = ldv(&T->w[w].scan);
+    unsigned long long processed = ldv(&T->w[w].processed), errors = ldv(&T->w[w].errors);
+    for (;;) {
+        if (tid == 0) {
+            uint32_t idle = 0, sleep_ns = 0;
+            for (;;) {
+                uint64_t p = ldv(&T->pub);
+                if (p > pos) {
+                    s_to = p;
+                    break;
+                }
+                if (ldv(&T->stop) == E + 1 && pos >= ldv(&T->end)) {
+                    s_to = 0; /* leave */
+                    break;
+                }
+                if (++idle > a.idle_spin_polls) {
+                    sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
+                    __nanosleep(sleep_ns);
+                }
+            }
+        }
+        __syncthreads();
+        const uint64_t to = s_to;
+        __syncthreads(); /* s_to is rewritten next round */
+        if (to == 0)
+            break;
+        for (; pos < to; pos++) {
+            const gb_slot_hdr_t *mh = (const gb_slot_hdr_t *)(a.mirror + (size_t)(pos & mask) * a.geom.slot_size);
+            if (__ldcg(&mh->key) % W != w)
+                continue;
+            team_handle(a, w, pos, test, &processed, &errors);
+        }
+        if (tid == 0) {
+            __threadfence();
+            stv(&T->w[w].scan, pos);
+        }
+    }
+    if (tid == 0) {
+        __threadfence();
+        stv(&T->w[w].exited, E + 1);
+    }
+}
+
+__global__ void __launch_bounds__(GBK_THREADS) gbk_team_kernel(gb_kargs_t a)
+{
+    if (blockIdx.x == 0)
+        team_reader(a);
+    else
+        team_worker(a, blockIdx.x - 1);
+}
+
+extern "C" size_t gbk_team_smem(uint32_t slot_size) { return 2 * (size_t)slot_size; }
+
+static cudaError_t team_prepare(const gb_kargs_t *args, size_t *smem)
+{
+    *smem = gbk_team_smem(args->geom.slot_size);
+    if (*smem > 48 * 1024)
+        return cudaFuncSetAttribute(gbk_team_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream)
+{
+    size_t smem;
+    cudaError_t err = team_prepare(args, &smem);
+    if (err != cudaSuccess)
+        return err;
+    gbk_team_kernel<<<1 + args->team_workers, GBK_THREADS, smem, stream>>>(*args);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                         size_t ndeps, const gb_kargs_t *args)
+{
+    size_t smem;
+    cudaError_t err = team_prepare(args, &smem);
+    if (err != cudaSuccess)
+        return err;
+    gb_kargs_t a = *args;
+    void *kp[1] = {&a};
+    cudaKernelNodeParams p = {};
+    p.func = (void *)gbk_team_kernel;
+    p.gridDim = dim3(1 + args->team_workers, 1, 1);
+    p.blockDim = dim3(GBK_THREADS, 1, 1);
+    p.sharedMemBytes = (unsigned)smem;
+    p.kernelParams = kp;
+    return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
+}
