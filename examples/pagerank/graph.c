@@ -334,3 +334,55 @@ int gb_graph_csr(gb_graph_t *g)
     free(fill);
     return 0;
 }
+
+void gb_pull_free(gb_pull_t *p)
+{
+    free(p->in_off);
+    free(p->in_src);
+    free(p->outdeg);
+    memset(p, 0, sizeof *p);
+}
+
+int gb_graph_pull(gb_graph_t *g, gb_pull_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!g->row && gb_graph_csr(g) != 0)
+        return -1;
+    const uint32_t n = g->n;
+    out->n = n;
+    out->in_off = calloc((size_t)n + 1, sizeof *out->in_off);
+    out->in_src = malloc((g->m ? g->m : 1) * sizeof *out->in_src);
+    out->outdeg = calloc(n ? n : 1, sizeof *out->outdeg);
+    uint64_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
+    if (!out->in_off || !out->in_src || !out->outdeg || !fill) {
+        free(fill);
+        gb_pull_free(out);
+        return -1;
+    }
+    for (uint64_t e = 0; e < g->m; e++)
+        out->in_off[g->col[e] + 1]++;
+    for (uint32_t v = 0; v < n; v++)
+        out->in_off[v + 1] += out->in_off[v];
+    memcpy(fill, out->in_off, ((size_t)n + 1) * sizeof *fill);
+    /* Sources in ascending order (the CSR walks them so), so a duplicate edge
+     * lands right after its twin in the target's bucket. */
+    for (uint32_t u = 0; u < n; u++)
+        for (uint64_t e = g->row[u]; e < g->row[u + 1]; e++)
+            out->in_src[fill[g->col[e]]++] = u;
+    free(fill);
+    uint64_t w = 0;
+    for (uint32_t v = 0; v < n; v++) {
+        const uint64_t b = out->in_off[v], end = out->in_off[v + 1];
+        out->in_off[v] = w;
+        for (uint64_t e = b; e < end; e++) {
+            const uint32_t u = out->in_src[e];
+            if (e > b && u == out->in_src[e - 1])
+                continue; /* duplicate of the previous edge */
+            out->in_src[w++] = u;
+            out->outdeg[u]++;
+        }
+    }
+    out->in_off[n] = w;
+    out->m = w;
+    return 0;
+}

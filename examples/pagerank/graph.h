@@ -38,4 +38,21 @@ int gb_graph_csr(gb_graph_t *g);
 
 void gb_graph_destroy(gb_graph_t **g);
 
+/* The graph as PageRank pulls it, with networkx's DiGraph semantics:
+ * duplicate edges merged into one, self-loops kept. In-edges in CSR form by
+ * target (in_src[in_off[v] .. in_off[v+1]) are v's in-neighbours, ascending)
+ * and the out-degree of each vertex after merging. */
+typedef struct gb_pull {
+    uint32_t n;
+    uint64_t m;        /* edges after merging duplicates */
+    uint64_t *in_off;  /* n + 1 */
+    uint32_t *in_src;  /* m */
+    uint32_t *outdeg;  /* n */
+} gb_pull_t;
+
+/* Builds *out from g (computing g's CSR first if needed). Returns 0 or -1
+ * (out of memory; *out is then empty). */
+int gb_graph_pull(gb_graph_t *g, gb_pull_t *out);
+void gb_pull_free(gb_pull_t *p);
+
 #endif

@@ -99,12 +99,36 @@ static void test_kronecker(void **state)
     assert_null(a);
 }
 
+/* networkx DiGraph semantics: duplicates merged, self-loops kept. */
+static void test_pull(void **state)
+{
+    (void)state;
+    const char text[] = "1 2\n1 2\n2 2\n3 1\n3 2\n2 1\n1 2\n4 4\n4 4\n";
+    gb_graph_t *g = NULL;
+    char err[256];
+    assert_int_equal(gb_graph_parse_snap(text, sizeof text - 1, "t", &g, err, sizeof err), 0);
+    gb_pull_t p;
+    assert_int_equal(gb_graph_pull(g, &p), 0);
+    /* dense ids in order of appearance: 1->0, 2->1, 3->2, 4->3 */
+    assert_int_equal(p.n, 4);
+    assert_int_equal(p.m, 6); /* 1-2, 2-2, 3-1, 3-2, 2-1, 4-4 */
+    const uint32_t outdeg[] = {1, 2, 2, 1};
+    assert_memory_equal(p.outdeg, outdeg, sizeof outdeg);
+    const uint64_t off[] = {0, 2, 5, 5, 6};
+    assert_memory_equal(p.in_off, off, sizeof off);
+    const uint32_t src[] = {1, 2, 0, 1, 2, 3}; /* into 1: from 2, 3; into 2: from 1, 2, 3; into 4: 4 */
+    assert_memory_equal(p.in_src, src, sizeof src);
+    gb_pull_free(&p);
+    gb_graph_destroy(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_kronecker),
+        cmocka_unit_test(test_pull),
     };
     return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
 }
