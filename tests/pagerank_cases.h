@@ -1,0 +1,407 @@
+/* PageRank grain cases shared by every backend: test_pagerank.c runs them on
+ * the cpu backend (CI), test_gpu_pagerank.c on the team kernel in persistent
+ * and relaunch modes and with the fallback placement. They drive
+ * pagerank.sender / pagerank.aggregator through the runtime (records, no
+ * ZeroMQ) and compare the ranks with a double-precision power iteration done
+ * here, the networkx recurrence. The including file sets g_mode etc. */
+#ifndef GB_TEST_PAGERANK_CASES_H
+#define GB_TEST_PAGERANK_CASES_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph.h"
+#include "grain.h"
+#include "runtime.h"
+
+static gb_mode g_mode = GB_MODE_CPU;
+static int g_force_fallback = 0;
+static uint32_t g_lanes = 0;
+
+typedef struct prfx {
+    unsigned char *arena;
+    gb_rk_t *snd, *agg;
+    uint64_t corr;
+} prfx_t;
+
+#define PR_ARENA (64u << 20)
+#define PR_SLOT 4096u
+
+static gb_rk_t *pr_start(const char *type, unsigned char *arena)
+{
+    gb_rk_params_t p;
+    memset(&p, 0, sizeof p);
+    p.type = type;
+    p.mode = g_mode;
+    snprintf(p.grain.type, sizeof p.grain.type, "%s", type);
+    p.grain.queue_capacity = 64; /* small: wraps many times, and fills (backpressure) */
+    p.grain.slot_size = PR_SLOT;
+    p.grain.messages_per_iteration = 256;
+    p.grain.max_grains = 1024;
+    p.grain.cpu_threads = g_lanes;
+    p.idle_spin_polls = 256;
+    p.idle_backoff_max_ns = 20000;
+    p.heartbeat_deadline_ms = 2000;
+    p.max_messages_per_launch = 16; /* relaunch: several launches per round */
+    p.force_fallback_placement = g_force_fallback;
+    p.arena = arena;
+    p.arena_size = PR_ARENA;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    return rk;
+}
+
+static int pr_setup(void **state)
+{
+    prfx_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(gb_arena_new(g_mode, 0, PR_ARENA, &f->arena), GB_OK);
+    f->snd = pr_start("pagerank.sender", f->arena);
+    f->agg = pr_start("pagerank.aggregator", f->arena);
+    *state = f;
+    return 0;
+}
+
+static int pr_teardown(void **state)
+{
+    prfx_t *f = *state;
+    gb_rk_destroy(&f->snd);
+    gb_rk_destroy(&f->agg);
+    gb_arena_free(g_mode, f->arena);
+    free(f);
+    return 0;
+}
+
+static uint64_t pr_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void pr_recv(gb_rk_t *rk, gb_reply_t *r, void *buf, uint32_t cap)
+{
+    uint64_t end = pr_now_ms() + 20000;
+    for (;;) {
+        gb_err err = gb_rk_recv(rk, r, buf, cap);
+        if (err == GB_OK)
+            return;
+        assert_int_equal(err, GB_ERR_EMPTY);
+        assert_int_equal(gb_rk_poll(rk), GB_OK);
+        if (pr_now_ms() > end)
+            fail_msg("no reply within 20 s");
+    }
+}
+
+/* Pipelined requests: sends, taking replies (in order) whenever the ring is
+ * full. Each reply's status is checked against want; payloads go to sink. */
+typedef struct pr_batch {
+    gb_rk_t *rk;
+    uint64_t sent, got;
+    uint16_t want;
+    void (*sink)(const gb_reply_t *r, const unsigned char *pl, void *ctx);
+    void *ctx;
+} pr_batch_t;
+
+static void pr_take(pr_batch_t *b)
+{
+    static unsigned char buf[PR_SLOT];
+    gb_reply_t r;
+    pr_recv(b->rk, &r, buf, sizeof buf);
+    assert_int_equal(r.corr, b->got);
+    if (r.status != b->want)
+        fail_msg("reply %llu: status %u, want %u", (unsigned long long)r.corr, r.status, b->want);
+    if (b->sink)
+        b->sink(&r, buf, b->ctx);
+    b->got++;
+}
+
+static void pr_send(pr_batch_t *b, uint64_t key, uint16_t type, const void *rec, uint32_t len)
+{
+    gb_err e;
+    while ((e = gb_rk_send(b->rk, key, b->sent, type, rec, len)) == GB_ERR_FULL)
+        pr_take(b);
+    assert_int_equal(e, GB_OK);
+    b->sent++;
+}
+
+static void pr_finish(pr_batch_t *b)
+{
+    while (b->got < b->sent)
+        pr_take(b);
+}
+
+/* One request, one reply: returns its status. */
+static uint16_t pr_call(gb_rk_t *rk, uint64_t key, uint16_t type, const void *rec, uint32_t len,
+                        unsigned char *out, uint32_t *out_len)
+{
+    static uint64_t corr = 1u << 30;
+    static unsigned char buf[PR_SLOT];
+    assert_int_equal(gb_rk_send(rk, key, ++corr, type, rec, len), GB_OK);
+    gb_reply_t r;
+    pr_recv(rk, &r, buf, sizeof buf);
+    assert_int_equal(r.corr, corr);
+    if (out)
+        memcpy(out, buf, r.len);
+    if (out_len)
+        *out_len = r.len;
+    return r.status;
+}
+
+static uint32_t rec_pair(unsigned char *rec, uint64_t a, uint64_t b)
+{
+    memcpy(rec, &a, 8);
+    memcpy(rec + 8, &b, 8);
+    return 16;
+}
+
+static uint32_t rec_chunk(unsigned char *rec, uint64_t first, uint32_t count, const void *data, uint32_t esz)
+{
+    uint32_t zero = 0;
+    memcpy(rec, &first, 8);
+    memcpy(rec + 8, &count, 4);
+    memcpy(rec + 12, &zero, 4);
+    if (count)
+        memcpy(rec + 16, data, (size_t)count * esz);
+    return 16 + count * esz;
+}
+
+static uint32_t rec_start(unsigned char *rec, uint32_t it, double damping, double dangling, uint64_t n)
+{
+    uint32_t flags = 0;
+    memcpy(rec, &it, 4);
+    memcpy(rec + 4, &flags, 4);
+    memcpy(rec + 8, &damping, 8);
+    memcpy(rec + 16, &dangling, 8);
+    memcpy(rec + 24, &n, 8);
+    return GB_PR_START_LEN;
+}
+
+/* Bad records get error replies, nothing is written out of bounds, and the
+ * grains keep serving (the ranks case runs on the same fixture afterwards). */
+static void test_pr_bad_input(void **state)
+{
+    prfx_t *f = *state;
+    unsigned char rec[PR_SLOT];
+    /* Before any graph: everything but GRAPH_INIT is refused. */
+    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 0, 4), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 8, 10), NULL, NULL),
+                     GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+    assert_int_equal(pr_call(f->snd, 0, 999, rec, 0, NULL, NULL), GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+    /* A graph that does not fit the arena. */
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 100000000, 10), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 8, 10), NULL, NULL), GB_SLOT_OK);
+    /* Ranges past n (or m), values past n (or m), lengths that lie. */
+    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 5, 4), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    uint32_t srcs[3] = {1, 8, 2};
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_EDGES, rec, rec_chunk(rec, 0, 3, srcs, 4), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_EDGES, rec, rec_chunk(rec, 8, 3, srcs, 4), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    uint64_t offs[2] = {0, 11};
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, rec_chunk(rec, 0, 2, offs, 8), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    uint32_t degs[2] = {1, 2};
+    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_OUT_DEGREES, rec, rec_chunk(rec, 0, 2, degs, 4) - 1, NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, 6, 3, NULL, 0), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    /* START on a partition that was never initialised, and with a wrong n. */
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 0, 8), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 9), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 1.5, 0, 8), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    /* A valid query: all ranks still 1/n. */
+    unsigned char out[PR_SLOT];
+    uint32_t len = 0;
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, 0, 8, NULL, 0), out, &len),
+                     GB_SLOT_OK);
+    assert_int_equal(len, 8 + 8 * 4);
+    for (int i = 0; i < 8; i++) {
+        float r;
+        memcpy(&r, out + 8 + 4 * i, 4);
+        assert_true(r == 0.125f);
+    }
+}
+
+/* ---- a full run against a double-precision reference ---------------------- */
+
+typedef struct pr_sums {
+    double a, sum;
+} pr_sums_t;
+
+static void sum_sink(const gb_reply_t *r, const unsigned char *pl, void *ctx)
+{
+    pr_sums_t *s = ctx;
+    double a, sum;
+    assert_int_equal(r->len, GB_PR_REPLY_LEN);
+    memcpy(&a, pl, 8);
+    memcpy(&sum, pl + 8, 8);
+    s->a += a;
+    s->sum += sum;
+}
+
+typedef struct rank_sink_ctx {
+    float *ranks;
+    uint32_t n;
+} rank_sink_ctx_t;
+
+static void rank_sink(const gb_reply_t *r, const unsigned char *pl, void *ctx)
+{
+    rank_sink_ctx_t *c = ctx;
+    uint64_t first;
+    assert_true(r->len >= 8);
+    memcpy(&first, pl, 8);
+    uint32_t cnt = (r->len - 8) / 4;
+    assert_true(first + cnt <= c->n);
+    memcpy(c->ranks + first, pl + 8, (size_t)cnt * 4);
+}
+
+/* networkx's recurrence in double precision, `iters` iterations. */
+static double *reference(const gb_pull_t *g, double d, int iters)
+{
+    const uint32_t n = g->n;
+    double *r = malloc(n * sizeof *r), *x = malloc(n * sizeof *x);
+    assert_true(r && x);
+    for (uint32_t v = 0; v < n; v++)
+        r[v] = 1.0 / n;
+    for (int it = 0; it < iters; it++) {
+        double dangling = 0;
+        for (uint32_t v = 0; v < n; v++) {
+            x[v] = g->outdeg[v] ? r[v] / g->outdeg[v] : 0;
+            if (!g->outdeg[v])
+                dangling += r[v];
+        }
+        for (uint32_t v = 0; v < n; v++) {
+            double s = 0;
+            for (uint64_t e = g->in_off[v]; e < g->in_off[v + 1]; e++)
+                s += x[g->in_src[e]];
+            r[v] = (1 - d) / n + d * (s + dangling / n);
+        }
+    }
+    free(x);
+    return r;
+}
+
+/* Loads g into parts partitions (equal vertex ranges), runs iters
+ * iterations, compares with the reference. */
+static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters)
+{
+    const uint32_t n = g->n, chunk = (PR_SLOT - 32 - 16) / 8;
+    unsigned char rec[PR_SLOT];
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, n, g->m), NULL, NULL), GB_SLOT_OK);
+    pr_batch_t bs = {f->snd, 0, 0, GB_SLOT_OK, NULL, NULL}, ba = {f->agg, 0, 0, GB_SLOT_OK, NULL, NULL};
+    /* correlation ids restart per batch: pr_take checks them in order */
+    uint64_t *first = malloc((parts + 1) * sizeof *first);
+    for (uint32_t q = 0; q <= parts; q++)
+        first[q] = (uint64_t)n * q / parts;
+    for (uint32_t q = 0; q < parts; q++) {
+        pr_send(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, first[q], first[q + 1] - first[q]));
+        pr_send(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, first[q], first[q + 1] - first[q]));
+        for (uint64_t v = first[q]; v < first[q + 1]; v += chunk) {
+            uint32_t c = (uint32_t)(first[q + 1] - v < chunk ? first[q + 1] - v : chunk);
+            pr_send(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, rec_chunk(rec, v, c, g->outdeg + v, 4));
+        }
+        uint64_t oend = q + 1 == parts ? (uint64_t)n + 1 : first[q + 1];
+        for (uint64_t v = first[q]; v < oend; v += chunk) {
+            uint32_t c = (uint32_t)(oend - v < chunk ? oend - v : chunk);
+            pr_send(&ba, q, GB_PR_MSG_IN_OFFSETS, rec, rec_chunk(rec, v, c, g->in_off + v, 8));
+        }
+        for (uint64_t e = g->in_off[first[q]]; e < g->in_off[first[q + 1]]; e += chunk) {
+            uint64_t e1 = g->in_off[first[q + 1]];
+            uint32_t c = (uint32_t)(e1 - e < chunk ? e1 - e : chunk);
+            pr_send(&ba, q, GB_PR_MSG_IN_EDGES, rec, rec_chunk(rec, e, c, g->in_src + e, 4));
+        }
+    }
+    pr_finish(&bs);
+    pr_finish(&ba);
+
+    double *ref = reference(g, 0.85, iters);
+    double dangling_ref = 0;
+    for (int it = 0; it < iters; it++) {
+        pr_sums_t ss = {0, 0}, sa = {0, 0};
+        pr_batch_t b1 = {f->snd, 0, 0, GB_SLOT_OK, sum_sink, &ss}, b2 = {f->agg, 0, 0, GB_SLOT_OK, sum_sink, &sa};
+        b1.sent = b1.got = bs.sent;
+        b2.sent = b2.got = ba.sent;
+        for (uint32_t q = 0; q < parts; q++)
+            pr_send(&b1, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it, 0.85, 0, n));
+        pr_finish(&b1);
+        assert_true(fabs(ss.sum - 1.0) < 1e-4); /* ranks sum to 1 */
+        for (uint32_t q = 0; q < parts; q++)
+            pr_send(&b2, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it, 0.85, ss.a, n));
+        pr_finish(&b2);
+        assert_true(fabs(sa.sum - 1.0) < 1e-4);
+        bs.sent = bs.got = b1.sent;
+        ba.sent = ba.got = b2.sent;
+        dangling_ref = ss.a;
+    }
+    (void)dangling_ref;
+    float *ranks = calloc(n, sizeof *ranks);
+    rank_sink_ctx_t rc = {ranks, n};
+    pr_batch_t bq = {f->agg, ba.sent, ba.sent, GB_SLOT_OK, rank_sink, &rc};
+    const uint32_t qchunk = (PR_SLOT - 32 - 8) / 4;
+    for (uint32_t v = 0; v < n; v += qchunk)
+        pr_send(&bq, v / 97, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, v, n - v < qchunk ? n - v : qchunk, NULL, 0));
+    pr_finish(&bq);
+    double l1 = 0;
+    for (uint32_t v = 0; v < n; v++)
+        l1 += fabs(ranks[v] - ref[v]);
+    printf("pagerank %u vertices, %llu edges, %u partitions, %d iterations: L1 to reference %.3e\n", n,
+           (unsigned long long)g->m, parts, iters, l1);
+    assert_true(l1 < 1e-5);
+    free(ranks);
+    free(ref);
+    free(first);
+}
+
+static void test_pr_small_graph(void **state)
+{
+    /* dangling vertices (5, 6, 7), self-loops (2, 4), duplicate edges (1 2) */
+    const char text[] = "1 2\n1 2\n2 2\n3 1\n3 2\n2 1\n4 4\n4 1\n5 1\n6 7\n1 3\n";
+    gb_graph_t *g = NULL;
+    char err[256];
+    assert_int_equal(gb_graph_parse_snap(text, sizeof text - 1, "small", &g, err, sizeof err), 0);
+    gb_pull_t p;
+    assert_int_equal(gb_graph_pull(g, &p), 0);
+    run_graph(*state, &p, 3, 40);
+    gb_pull_free(&p);
+    gb_graph_destroy(&g);
+}
+
+static void test_pr_kronecker(void **state)
+{
+    gb_graph_t *g = NULL;
+    char err[256];
+    assert_int_equal(gb_graph_kronecker(12, 8, 5, &g, err, sizeof err), 0);
+    gb_pull_t p;
+    assert_int_equal(gb_graph_pull(g, &p), 0);
+    /* more partitions than a GPU has SMs: several grains per block */
+    run_graph(*state, &p, 300, 20);
+    gb_pull_free(&p);
+    gb_graph_destroy(&g);
+}
+
+#define GB_PAGERANK_CASES                                                                  \
+    cmocka_unit_test_setup_teardown(test_pr_bad_input, pr_setup, pr_teardown),            \
+        cmocka_unit_test_setup_teardown(test_pr_small_graph, pr_setup, pr_teardown),      \
+        cmocka_unit_test_setup_teardown(test_pr_kronecker, pr_setup, pr_teardown)
+
+#endif
