@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# End to end: a live bridge in MODE (cpu in CI; persistent / relaunch on a GPU
+# machine), the pagerank driver against it on graphs with dangling vertices,
+# self-loops and duplicate edges, the shipped karate graph and a Kronecker
+# scale-12 graph, each checked against networkx (L1 <= 1e-4); malformed
+# inputs give line-numbered errors; oversize messages get a clear error reply
+# and the bridge keeps serving; SIGTERM stops it with exit 0.
+#   test_pagerank_e2e.sh BUILD_DIR SOURCE_DIR MODE
+# Exit 77 (skipped) for GPU modes without a GPU.
+set -uo pipefail
+BUILD=$1 SRC=$2 MODE=$3
+if [ "$MODE" != cpu ] && ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP: no GPU for mode $MODE"; exit 77
+fi
+PY=""
+for p in ${GB_PYTHON:-} /usr/bin/python3 python3; do
+  if "$p" -c 'import networkx' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "FAIL: no python with networkx (scripts/setup installs python3-networkx)"; exit 1; }
+
+T=$(mktemp -d /tmp/gbpr.XXXXXX)
+SOCK="ipc://$T/bridge.sock"
+cat > "$T/bridge.cfg" <<CFG
+endpoints = [ "$SOCK" ];
+mode = "$MODE";
+arena_mb = 256;
+CFG
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+"$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" 2> "$T/bridge.log" &
+PID=$!
+cleanup() { kill -KILL $PID 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+for _ in $(seq 200); do
+  "$BUILD/client/gbctl" --endpoint "$SOCK" --timeout 200 list >/dev/null 2>&1 && break
+  kill -0 $PID 2>/dev/null || { cat "$T/bridge.log"; echo "FAIL: bridge did not start"; exit 1; }
+  sleep 0.1
+done
+PR="$BUILD/examples/pagerank/pagerank"
+
+run_check() { # name, then driver args; the edge list is written to $T/name.edges
+  local name=$1
+  shift
+  if ! "$PR" -e "$SOCK" -q -k 3 -o "$T/$name.ranks" -w "$T/$name.edges" "$@" > "$T/$name.out" 2>&1; then
+    cat "$T/$name.out"; fail "$name: the driver failed"; return
+  fi
+  head -2 "$T/$name.out"
+  if ! "$PY" "$SRC/examples/pagerank/check_networkx.py" "$T/$name.edges" "$T/$name.ranks"; then
+    fail "$name: ranks differ from networkx"
+  fi
+}
+
+printf '# dangling 5 6 7, self-loops 2 4, duplicates 1->2 and 4->4\n1 2\n1 2\n2 2\n3 1\n3 2\n2 1\n4 4\n4 4\n4 1\n5 1\n6 7\n1 3\n' > "$T/small.txt"
+run_check small -g "$T/small.txt" -p 3
+run_check karate -g "$SRC/examples/pagerank/data/karate.txt"
+run_check kron12 --kron 12 --edgefactor 16 --seed 3
+run_check kron12_few -g "$T/kron12.edges" -p 5   # the same graph through the edge-list reader, 5 partitions
+
+# Malformed inputs: line-numbered errors, exit 1.
+printf '# ok\n1 2\n3 x\n' > "$T/bad.txt"
+out=$("$PR" -e "$SOCK" -q -g "$T/bad.txt" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "bad.txt:3:" <<<"$out" || fail "malformed line: rc $rc, '$out'"
+printf '1 2 3\n' > "$T/bad3.txt"
+out=$("$PR" -e "$SOCK" -q -g "$T/bad3.txt" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "bad3.txt:1:" <<<"$out" || fail "three fields: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T/missing.txt" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "missing.txt" <<<"$out" || fail "missing file: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
+[ $rc = 2 ] || fail "bad damping: rc $rc, '$out'"
+# A chunk larger than the grains' slot: the bridge answers TOO_LARGE with advice.
+out=$("$PR" -e "$SOCK" -q -g "$T/kron12.edges" -p 1 --chunk 100000 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "STATUS_TOO_LARGE" <<<"$out" && grep -q "slot_size" <<<"$out" || fail "oversize chunk: rc $rc, '$out'"
+# ... and it still serves.
+run_check again -g "$T/small.txt" -p 2
+
+kill -TERM $PID
+wait $PID; rc=$?
+[ $rc = 0 ] || { tail -5 "$T/bridge.log"; fail "bridge exit $rc after SIGTERM"; }
+if [ $fails = 0 ]; then echo "PASS: pagerank end to end, mode $MODE"; exit 0; fi
+echo "$fails failure(s)"; exit 1
