@@ -37,7 +37,7 @@
 #define WINDOW 256 /* loading requests in flight at most */
 
 typedef struct opts {
-    const char *endpoint, *graph, *ranks_out, *edges_out;
+    const char *endpoint, *graph, *ranks_out, *edges_out, *csr_out, *ranks_bin;
     unsigned kron_scale, edgefactor;
     uint64_t seed;
     uint32_t partitions, chunk, max_iter, top;
@@ -56,13 +56,18 @@ static const char usage_text[] =
     "  -E, --edgefactor N      Kronecker edges per vertex (default 16)\n"
     "  -S, --seed S            Kronecker seed (default 1)\n"
     "  -e, --endpoint E        bridge endpoint (default tcp://127.0.0.1:5555)\n"
-    "  -p, --partitions P      grains per type (default 1024, at most the vertex count)\n"
+    "  -p, --partitions P      grains per type, at most the vertex count (default: 1024 on\n"
+    "                          a GPU, where each runs on a thread block; 4 in cpu mode)\n"
     "  -d, --damping D         damping factor (default 0.85)\n"
     "  -t, --tolerance T       stop when the summed L1 delta is below T (default 1e-6)\n"
     "  -m, --max-iter N        at most N iterations (default 100)\n"
     "  -k, --top K             print the K highest-ranked vertices (default 10)\n"
     "  -o, --ranks FILE        write 'vertex rank' lines for every vertex\n"
     "  -w, --write-edges FILE  write the graph as an edge list (for check_networkx.py)\n"
+    "      --write-csr FILE    write the merged graph in binary (bench/bench_pagerank.py):\n"
+    "                          'GBPRCSR1', u64 n, u64 m, u64 in_off[n+1], u32 in_src[m],\n"
+    "                          u32 outdeg[n], little-endian\n"
+    "      --ranks-bin FILE    write f64 ranks[n] in dense-id order (the CSR's ids)\n"
     "  -c, --chunk N           entries per loading message (default 4000: fits the\n"
     "                          default 16 KiB slot; lower it for smaller slots)\n"
     "  -T, --timeout MS        reply deadline (default 60000)\n"
@@ -426,11 +431,29 @@ static int write_edges(const char *path, const gb_graph_t *g)
     return 0;
 }
 
+static int write_csr(const char *path, const gb_pull_t *g)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    const uint64_t n = g->n, m = g->m;
+    bool ok = fwrite("GBPRCSR1", 8, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1 && fwrite(&m, 8, 1, f) == 1 &&
+              fwrite(g->in_off, 8, n + 1, f) == n + 1 && (m == 0 || fwrite(g->in_src, 4, m, f) == m) &&
+              fwrite(g->outdeg, 4, n, f) == n;
+    if (fclose(f) != 0 || !ok) {
+        fprintf(stderr, PROG ": %s: write failed: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static int parse_args(int argc, char **argv, opts_t *o)
 {
-    enum { OPT_ALLOW = 256 };
+    enum { OPT_ALLOW = 256, OPT_CSR, OPT_RBIN };
     static const struct option lopts[] = {
         {"graph", required_argument, 0, 'g'},      {"kron", required_argument, 0, 'K'},
         {"edgefactor", required_argument, 0, 'E'}, {"seed", required_argument, 0, 'S'},
@@ -441,8 +464,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
         {"chunk", required_argument, 0, 'c'},      {"timeout", required_argument, 0, 'T'},
         {"quiet", no_argument, 0, 'q'},            {"json", no_argument, 0, 'j'},
         {"allow-unconverged", no_argument, 0, OPT_ALLOW}, {"help", no_argument, 0, 'h'},
+        {"write-csr", required_argument, 0, OPT_CSR},      {"ranks-bin", required_argument, 0, OPT_RBIN},
         {0, 0, 0, 0}};
-    *o = (opts_t){.endpoint = "tcp://127.0.0.1:5555", .edgefactor = 16, .seed = 1, .partitions = 1024,
+    *o = (opts_t){.endpoint = "tcp://127.0.0.1:5555", .edgefactor = 16, .seed = 1, .partitions = 0,
                   .chunk = 4000, .max_iter = 100, .top = 10, .damping = 0.85, .tolerance = 1e-6,
                   .timeout_ms = 60000};
     int ch;
@@ -466,9 +490,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
             break;
         case 'e': o->endpoint = optarg; break;
         case 'p':
-            if (!parse_u64(optarg, 1, 65536, &v))
+            if (!parse_u64(optarg, 0, 65536, &v))
                 goto bad;
-            o->partitions = (uint32_t)v;
+            o->partitions = (uint32_t)v; /* 0: chosen by mode once connected */
             break;
         case 'd':
             if (!parse_f64(optarg, 0.0, 1.0, &o->damping))
@@ -503,6 +527,8 @@ static int parse_args(int argc, char **argv, opts_t *o)
         case 'q': o->quiet = true; break;
         case 'j': o->json = true; break;
         case OPT_ALLOW: o->allow_unconverged = true; break;
+        case OPT_CSR: o->csr_out = optarg; break;
+        case OPT_RBIN: o->ranks_bin = optarg; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         default: fputs(usage_text, stderr); return -1;
         }
@@ -538,22 +564,36 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory preparing the graph\n");
         return 1;
     }
+    if (o.csr_out && write_csr(o.csr_out, &pg) != 0)
+        return 1;
     if (!o.quiet)
         fprintf(stderr, "graph: %u vertices, %" PRIu64 " edges (%" PRIu64 " after merging duplicates), "
                         "prepared in %.2f s\n", g->n, g->m, pg.m, now_s() - t0);
-    uint32_t parts = o.partitions < pg.n ? o.partitions : pg.n;
-    uint64_t *first = partition(&pg, parts);
-    double *ranks = calloc(pg.n, sizeof *ranks);
     gbc_client_t *c = NULL;
     gbc_options_t copt;
     gbc_options_init(&copt);
     copt.timeout_ms = o.timeout_ms;
-    if (!first || !ranks) {
-        fprintf(stderr, PROG ": out of memory\n");
-        return 1;
-    }
     if (gbc_client_new(&o.endpoint, 1, &copt, &c) != GBC_OK) {
         fprintf(stderr, PROG ": cannot connect to %s: %s\n", o.endpoint, gbc_last_error());
+        return 1;
+    }
+    /* The grains' mode: it also picks the default partition count. */
+    gbc_grain_status_t gs;
+    char mode[16] = "?";
+    if (gbc_ctl_status(c, 0, AGGREGATOR, &gs, o.timeout_ms) != GBC_OK) {
+        fprintf(stderr, PROG ": the bridge at %s has no usable %s: %s\n", o.endpoint, AGGREGATOR,
+                gbc_last_error());
+        gbc_client_destroy(&c);
+        return 1;
+    }
+    snprintf(mode, sizeof mode, "%s", gs.mode);
+    uint32_t parts = o.partitions ? o.partitions : strcmp(mode, "cpu") == 0 ? 4 : 1024;
+    if (parts > pg.n)
+        parts = pg.n;
+    uint64_t *first = partition(&pg, parts);
+    double *ranks = calloc(pg.n, sizeof *ranks);
+    if (!first || !ranks) {
+        fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
     pr_t p = {.c = c, .o = &o};
@@ -580,8 +620,6 @@ int main(int argc, char **argv)
     if (fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
         goto out;
     const double per_iter = it ? total_s / it : 0;
-    gbc_grain_status_t gs;
-    const char *mode = gbc_ctl_status(c, 0, AGGREGATOR, &gs, o.timeout_ms) == GBC_OK ? gs.mode : "?";
     printf("pagerank: %u vertices, %" PRIu64 " edges, %u partitions, mode %s\n", pg.n, pg.m, parts, mode);
     printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e); %.3f ms per iteration, %.3f G edges/s\n",
            converged ? "converged" : "NOT converged", it, delta, o.tolerance, per_iter * 1e3,
@@ -589,6 +627,14 @@ int main(int argc, char **argv)
     print_top(g, ranks, o.top);
     if (o.ranks_out && write_ranks(o.ranks_out, g, ranks) != 0)
         goto out;
+    if (o.ranks_bin) {
+        FILE *f = fopen(o.ranks_bin, "wb");
+        bool ok = f && fwrite(ranks, sizeof *ranks, pg.n, f) == pg.n;
+        if (!f || fclose(f) != 0 || !ok) {
+            fprintf(stderr, PROG ": %s: cannot write\n", o.ranks_bin);
+            goto out;
+        }
+    }
     if (o.json)
         printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"vertices\":%u,\"edges\":%" PRIu64 ",\"partitions\":%u,"
                "\"iterations\":%u,\"converged\":%s,\"l1_delta\":%.6e,\"ms_per_iter\":%.4f,\"edges_per_s\":%.6e}\n",

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""PageRank benchmark: the bridge's PageRank (the examples/pagerank driver
+against a live bridge) side by side with a sparse power iteration on the same
+graph, in one run: CuPy (cuSPARSE SpMV) on a GPU machine, SciPy on a CPU one.
+
+    bench_pagerank.py --build BUILD --mode persistent --ref cupy --scales 20 22
+    bench_pagerank.py --build BUILD --mode cpu --ref scipy --scales 16 18
+
+For each Kronecker scale (edge factor 16) it starts nothing new: one bridge
+runs for the whole benchmark. The driver loads the graph, iterates to the
+tolerance and reports its time per iteration (both message rounds included);
+the reference then runs the same number of iterations of the same recurrence
+(networkx's, float32 like the grains) on the CSR the driver wrote, timed
+after a warm-up. The ranks of both are compared (L1). Prints a table and a
+JSON line."""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def load_csr(path):
+    with open(path, "rb") as f:
+        magic = f.read(8)
+        if magic != b"GBPRCSR1":
+            sys.exit(f"{path}: not a GBPRCSR1 file")
+        n, m = np.frombuffer(f.read(16), dtype="<u8")
+        n, m = int(n), int(m)
+        in_off = np.frombuffer(f.read(8 * (n + 1)), dtype="<u8")
+        in_src = np.frombuffer(f.read(4 * m), dtype="<u4")
+        outdeg = np.frombuffer(f.read(4 * n), dtype="<u4")
+    return n, m, in_off, in_src, outdeg
+
+
+def reference(ref, n, m, in_off, in_src, outdeg, iters, d):
+    """Power iteration x' = d * (A x + dangling / n) + (1 - d) / n with
+    A[v, u] = 1 / outdeg[u] for each edge u -> v. Returns (seconds per
+    iteration, ranks as float64 numpy)."""
+    inv = np.where(outdeg > 0, 1.0 / np.maximum(outdeg, 1), 0.0).astype(np.float32)
+    data = inv[in_src]
+    if ref == "cupy":
+        import cupy as cp
+        import cupyx.scipy.sparse as cps
+        A = cps.csr_matrix((cp.asarray(data), cp.asarray(in_src.astype(np.int32)),
+                            cp.asarray(in_off.astype(np.int64))), shape=(n, n))
+        dangling = cp.asarray(outdeg == 0)
+        xp = cp
+        sync = cp.cuda.Device().synchronize
+    else:
+        import scipy.sparse as sps
+        A = sps.csr_matrix((data, in_src.astype(np.int32), in_off.astype(np.int64)), shape=(n, n))
+        dangling = outdeg == 0
+        xp = np
+        sync = lambda: None
+
+    def run(k):
+        x = xp.full(n, 1.0 / n, dtype=xp.float32)
+        for _ in range(k):
+            dsum = float(x[dangling].sum())  # one device->host read per iteration, as the driver's
+            x = d * (A @ x) + xp.float32(d * dsum / n + (1.0 - d) / n)
+        sync()
+        return x
+
+    run(2)  # warm-up (cuSPARSE handles, kernels)
+    t0 = time.perf_counter()
+    x = run(iters)
+    dt = (time.perf_counter() - t0) / max(iters, 1)
+    if ref == "cupy":
+        x = x.get()
+    return dt, np.asarray(x, dtype=np.float64)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--mode", default="persistent")
+    ap.add_argument("--ref", choices=["cupy", "scipy"], default="cupy")
+    ap.add_argument("--scales", type=int, nargs="+", default=[20, 22])
+    ap.add_argument("--edgefactor", type=int, default=16)
+    ap.add_argument("--partitions", type=int, default=0, help="0: the driver's default for the mode")
+    ap.add_argument("--tolerance", type=float, default=1e-6)
+    ap.add_argument("--arena-mb", type=int, default=4096)
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="gbprbench.")
+    sock = f"ipc://{tmp}/bridge.sock"
+    cfg = os.path.join(tmp, "bridge.cfg")
+    with open(cfg, "w") as f:
+        f.write(f'endpoints = [ "{sock}" ];\nmode = "{a.mode}";\narena_mb = {a.arena_mb};\n')
+    log = open(os.path.join(tmp, "bridge.log"), "w")
+    bridge = subprocess.Popen([os.path.join(a.build, "bridge/gpubridge"), "--config", cfg], stderr=log)
+    gbctl = os.path.join(a.build, "client/gbctl")
+    for _ in range(300):
+        if subprocess.run([gbctl, "--endpoint", sock, "--timeout", "200", "list"],
+                          capture_output=True).returncode == 0:
+            break
+        if bridge.poll() is not None:
+            sys.exit(f"bridge exited: see {log.name}")
+        time.sleep(0.1)
+    rows = []
+    try:
+        for s in a.scales:
+            csr = os.path.join(tmp, f"k{s}.csr")
+            rbin = os.path.join(tmp, f"k{s}.ranks")
+            cmd = [os.path.join(a.build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
+                   "--edgefactor", str(a.edgefactor), "-p", str(a.partitions), "-t", str(a.tolerance),
+                   "-k", "0", "-j", "--write-csr", csr, "--ranks-bin", rbin]
+            print("$", " ".join(cmd), flush=True)
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            sys.stderr.write(p.stderr[-2000:])
+            if p.returncode != 0:
+                print(p.stdout)
+                sys.exit(f"driver failed at scale {s}")
+            res = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+            n, m, in_off, in_src, outdeg = load_csr(csr)
+            ref_dt, ref_x = reference(a.ref, n, m, in_off, in_src, outdeg, res["iterations"], 0.85)
+            ours = np.fromfile(rbin, dtype="<f8")
+            l1 = float(np.abs(ours - ref_x).sum())
+            rows.append({"scale": s, "vertices": n, "edges": m, "iterations": res["iterations"],
+                         "mode": res["mode"], "bridge_ms": res["ms_per_iter"], "ref": a.ref,
+                         "ref_ms": ref_dt * 1e3, "ratio": res["ms_per_iter"] / (ref_dt * 1e3),
+                         "bridge_gedges": m / res["ms_per_iter"] / 1e6, "l1_vs_ref": l1})
+            for f in (csr, rbin):
+                os.unlink(f)
+    finally:
+        bridge.send_signal(signal.SIGTERM)
+        try:
+            bridge.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            bridge.kill()
+    print(f"\n{'scale':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'bridge ms/it':>12} "
+          f"{a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs ref':>10}")
+    for r in rows:
+        print(f"{r['scale']:>5} {r['vertices']:>10} {r['edges']:>11} {r['iterations']:>5} {r['mode']:>10} "
+              f"{r['bridge_ms']:>12.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} {r['bridge_gedges']:>9.2f} "
+              f"{r['l1_vs_ref']:>10.2e}")
+    print(json.dumps({"bench": "pagerank", "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
