@@ -111,10 +111,17 @@ extern "C" gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char *
                  (unsigned long long)(bytes >> 20), device);
         return GB_ERR_NOMEM;
     }
-    /* Only the directory must start zeroed (no graph laid out yet). */
-    cudaError_t e = cudaMemset(*out, 0, bytes < 4096 ? (size_t)bytes : 4096);
-    if (e == cudaSuccess)
-        e = cudaDeviceSynchronize();
+    /* Only the directory must start zeroed (no graph laid out yet). On a
+     * stream of its own: kernels of other grain types may be resident, and
+     * the legacy stream or a device sync would wait for them forever. */
+    cudaStream_t st;
+    cudaError_t e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+        e = cudaMemsetAsync(*out, 0, bytes < 4096 ? (size_t)bytes : 4096, st);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(st);
+        cudaStreamDestroy(st);
+    }
     if (e != cudaSuccess) {
         GB_ERROR("arena: clearing it failed: %s", cudaGetErrorName(e));
         cudaFree(*out);
@@ -175,6 +182,14 @@ static gb_err cuda_create(gb_rk_t *rk)
     uint32_t maxw;
     gb_kstate_t ks0;
     CK(cudaSetDevice(b->device), "cudaSetDevice");
+    {
+        /* Before any of our kernels can be resident (see gbk_preload). */
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        static cudaError_t preload_err;
+        struct f { static void run(void) { preload_err = gbk_preload(); } };
+        pthread_once(&once, f::run);
+        CK(preload_err, "loading the ring kernels");
+    }
     CK(cudaStreamCreateWithFlags(&b->kstream, cudaStreamNonBlocking), "kernel stream");
     CK(cudaStreamCreateWithFlags(&b->cstream, cudaStreamNonBlocking), "copy stream");
 
@@ -212,9 +227,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     /* Activation table: one partition per owner lane: a thread of the block,
      * or for team grains a worker block of the team kernel (one per SM). */
     if (gb_grain_is_team(rk->kind)) {
-        int sms = 0;
-        CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, b->device), "SM count");
-        b->tab.lanes = sms > 0 ? (uint32_t)sms : 1;
+        b->tab.lanes = gbk_team_workers(b->device, rk->geom.slot_size);
     } else {
         b->tab.lanes = GBK_THREADS;
     }
@@ -261,6 +274,8 @@ static gb_err cuda_create(gb_rk_t *rk)
         b->args.arena = rk->p.arena;
         b->args.arena_size = rk->p.arena_size;
     }
+    if (gb_grain_is_team(rk->kind))
+        GB_INFO("ring kernel '%s': team kernel of 1 reader + %u worker blocks", rk->type_name, b->tab.lanes);
     GB_DEBUG("ring kernel '%s': placement %s, window %u, %u lanes x %u grains", rk->type_name,
              gb_placement_name(rk->placement), b->args.window, b->tab.lanes, b->tab.per_lane);
     return GB_OK;

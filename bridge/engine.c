@@ -14,6 +14,20 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
         return GB_ERR_NOMEM;
     e->mode = mode;
     e->device = device;
+    /* The arena first: allocating device memory once kernels are resident
+     * would have to avoid every implicit device synchronisation. */
+    for (size_t i = 0; i < cfg->n_grains && !e->arena && cfg->arena_mb > 0; i++) {
+        if (!gb_grain_is_team(gb_grain_kind_of(cfg->grains[i].type)))
+            continue;
+        e->arena_size = (uint64_t)cfg->arena_mb << 20;
+        gb_err aerr = gb_arena_new(mode, device, e->arena_size, &e->arena);
+        if (aerr != GB_OK) {
+            GB_ERROR("cannot allocate the %u MiB arena of the PageRank grains: %s (lower arena_mb)", cfg->arena_mb,
+                     gb_strerror(aerr));
+            free(e);
+            return aerr;
+        }
+    }
     for (size_t i = 0; i < cfg->n_grains; i++) {
         gb_engine_type_t *t = &e->types[e->n_types++];
         snprintf(t->name, sizeof t->name, "%s", cfg->grains[i].type);
@@ -23,20 +37,9 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
             continue;
         }
         if (gb_grain_is_team(t->kind) && !e->arena) {
-            if (cfg->arena_mb == 0) {
-                GB_INFO("grain type '%s': arena_mb is 0, so it has no memory; requests to it are refused",
-                        t->name);
-                t->kind = 0;
-                continue;
-            }
-            e->arena_size = (uint64_t)cfg->arena_mb << 20;
-            gb_err aerr = gb_arena_new(mode, device, e->arena_size, &e->arena);
-            if (aerr != GB_OK) {
-                GB_ERROR("grain type '%s': cannot allocate its %u MiB arena: %s", t->name, cfg->arena_mb,
-                         gb_strerror(aerr));
-                gb_engine_destroy(&e, 2000);
-                return aerr;
-            }
+            GB_INFO("grain type '%s': arena_mb is 0, so it has no memory; requests to it are refused", t->name);
+            t->kind = 0;
+            continue;
         }
         gb_rk_params_t p;
         gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);

@@ -329,6 +329,13 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     }
 }
 
+extern "C" cudaError_t gbk_preload(void)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, gbk_ring_kernel);
+    return e == cudaSuccess ? gbk_team_preload() : e;
+}
+
 extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
 {
     return (size_t)window * slot_size * 2 + (size_t)window * 2 * sizeof(uint16_t);

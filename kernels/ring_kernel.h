@@ -85,8 +85,18 @@ cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream);
 cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
                               size_t ndeps, const gb_kargs_t *args);
 
+/* Loads every ring kernel's code now. With CUDA's lazy module loading (the
+ * default), the first launch of a kernel loads its module, which waits for
+ * the device to be idle: behind a resident persistent kernel it would wait
+ * forever. Called before the first ring kernel is created. */
+cudaError_t gbk_preload(void);
+
 /* team_kernel.cu */
+cudaError_t gbk_team_preload(void);
 size_t gbk_team_smem(uint32_t slot_size);
+/* Worker blocks for a team kernel on device: all of them, and those of a
+ * second team kernel, must be resident at once (workers wait on each other). */
+uint32_t gbk_team_workers(int device, uint32_t slot_size);
 cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream);
 cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
                               const gb_kargs_t *args);

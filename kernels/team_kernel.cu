@@ -328,7 +328,7 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
     }
 }
 
-__global__ void __launch_bounds__(GBK_THREADS) gbk_team_kernel(gb_kargs_t a)
+__global__ void __launch_bounds__(GBK_THREADS, 3) gbk_team_kernel(gb_kargs_t a)
 {
     if (blockIdx.x == 0)
         team_reader(a);
@@ -337,6 +337,31 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_team_kernel(gb_kargs_t a)
 }
 
 extern "C" size_t gbk_team_smem(uint32_t slot_size) { return 2 * (size_t)slot_size; }
+
+extern "C" cudaError_t gbk_team_preload(void)
+{
+    cudaFuncAttributes fa;
+    return cudaFuncGetAttributes(&fa, gbk_team_kernel);
+}
+
+extern "C" uint32_t gbk_team_workers(int device, uint32_t slot_size)
+{
+    int sms = 0, per_sm = 0;
+    size_t smem = gbk_team_smem(slot_size);
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 2)
+        return 1;
+    if (smem > 48 * 1024)
+        cudaFuncSetAttribute(gbk_team_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gbk_team_kernel, GBK_THREADS, smem) != cudaSuccess)
+        per_sm = 1;
+    cudaGetLastError();
+    /* Every block must be resident at once, for this kernel and for the other
+     * team kernel of the family, with room left for the one-block ring
+     * kernels: use at most a third of what the device can hold. */
+    long fit = (long)per_sm * sms / 3 - 1;
+    long w = sms - 1 < fit ? sms - 1 : fit;
+    return w >= 1 ? (uint32_t)w : 1;
+}
 
 static cudaError_t team_prepare(const gb_kargs_t *args, size_t *smem)
 {

@@ -147,7 +147,7 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
         while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
             s++;
         if (s < eol && *s != '#') {
-            uint64_t a, b;
+            uint64_t a = 0, b = 0;
             int ra = parse_id(&s, eol, &a);
             while (s < eol && (*s == ' ' || *s == '\t'))
                 s++;
