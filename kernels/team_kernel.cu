@@ -66,7 +66,7 @@ static __device__ void team_reader(const gb_kargs_t &a)
     gb_team_state_t *T = a.team;
     __shared__ unsigned long long s_min, s_proc, s_err;
     __shared__ uint64_t s_cword;
-    __shared__ uint32_t s_ready, s_len;
+    __shared__ uint32_t s_take, s_len[GBK_THREADS];
 
     gb_kstate_t ks = *a.kstate;
     const uint64_t E = ks.epoch;
@@ -117,35 +117,64 @@ static __device__ void team_reader(const gb_kargs_t &a)
             reason = GB_EXIT_TERMINATED;
             break;
         }
-        const bool room = pub - minscan < g.cap;
-        const bool can = active && room && (!a.budget || launch_done < a.budget);
+        /* Take a window: every request published (in_head, which the host
+         * writes after the slots and their stamps), as far as the mirror has
+         * room and the launch has budget. One PCIe read when idle. */
         if (tid == 0) {
-            s_ready = 0;
-            if (can) {
-                if (a.staging) {
-                    s_ready = pub < ldv(&idx->in_head);
-                } else {
-                    const gb_slot_hdr_t *h = gb_slot_at(in, g, pub);
-                    s_ready = ldv(&h->seq) == gb_stamp(pub);
-                }
-                if (s_ready) {
-                    __threadfence_system(); /* the stamp (or head) before the slot's contents */
-                    s_len = ldv(&gb_slot_at(in, g, pub)->len);
-                }
+            uint64_t take = 0;
+            if (active) {
+                const uint64_t head = ldv(&idx->in_head);
+                take = head > pub ? head - pub : 0;
+                take = min(take, (uint64_t)g.cap - (pub - minscan));
+                take = min(take, (uint64_t)nt);
+                if (a.budget)
+                    take = min(take, (uint64_t)a.budget - launch_done);
             }
+            s_take = (uint32_t)take;
+            __threadfence_system(); /* in_head before the slots */
         }
         __syncthreads();
-        if (s_ready) {
-            __threadfence_system();
-            const unsigned char *src = in + (size_t)(pub & mask) * S;
-            unsigned char *dst = a.mirror + (size_t)(pub & mask) * S;
-            const uint32_t bytes = slot_bytes(s_len, S);
-            for (uint32_t o = tid * 16; o < bytes; o += nt * 16)
-                *(uint4 *)(dst + o) = ld_volatile_v4(src + o);
+        const uint32_t take = s_take;
+        const bool room = pub - minscan < g.cap;
+        if (take) {
+            /* Phase 1: a thread per slot copies its first 64 bytes (header and
+             * the small records, e.g. StartIterationCommand) in one round. */
+            if (tid < take) {
+                const unsigned char *src = in + (size_t)((pub + tid) & mask) * S;
+                unsigned char *dst = a.mirror + (size_t)((pub + tid) & mask) * S;
+                uint4 v[GB_SNAPSHOT / 16];
+#pragma unroll
+                for (uint32_t k = 0; k < GB_SNAPSHOT / 16; k++)
+                    v[k] = ld_volatile_v4(src + 16 * k);
+#pragma unroll
+                for (uint32_t k = 0; k < GB_SNAPSHOT / 16; k++)
+                    *(uint4 *)(dst + 16 * k) = v[k];
+                s_len[tid] = ((const gb_slot_hdr_t *)v)->len;
+            }
+            __syncthreads();
+            /* Phase 2: the rest of the longer ones, the whole block per slot. */
+            for (uint32_t i = 0; i < take; i++) {
+                const uint32_t bytes = slot_bytes(s_len[i], S);
+                if (bytes <= GB_SNAPSHOT)
+                    continue;
+                const unsigned char *src = in + (size_t)((pub + i) & mask) * S;
+                unsigned char *dst = a.mirror + (size_t)((pub + i) & mask) * S;
+                for (uint32_t o = GB_SNAPSHOT + tid * 64; o < bytes; o += nt * 64) {
+                    uint4 v[4];
+#pragma unroll
+                    for (uint32_t k = 0; k < 4; k++)
+                        if (o + 16 * k < bytes)
+                            v[k] = ld_volatile_v4(src + o + 16 * k);
+#pragma unroll
+                    for (uint32_t k = 0; k < 4; k++)
+                        if (o + 16 * k < bytes)
+                            *(uint4 *)(dst + o + 16 * k) = v[k];
+                }
+            }
             __threadfence();
             __syncthreads();
-            pub++;
-            launch_done++;
+            pub += take;
+            launch_done += take;
             if (tid == 0) {
                 stv(&T->pub, pub);
                 if (!(test & GB_TEST_SKIP_HEARTBEAT))
@@ -283,6 +312,7 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
     gb_team_state_t *T = a.team;
     const gb_control_t *ctl = (const gb_control_t *)(a.region + gb_region_ctl_off());
     __shared__ uint64_t s_to;
+    __shared__ uint8_t s_own[GBK_THREADS];
     const uint64_t E = ldv((const volatile uint64_t *)&a.kstate->epoch);
     const uint32_t test = ldv(&ctl->test_flags);
     uint64_t pos = ldv(&T->w[w].scan);
@@ -311,11 +341,21 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
         __syncthreads(); /* s_to is rewritten next round */
         if (to == 0)
             break;
-        for (; pos < to; pos++) {
-            const gb_slot_hdr_t *mh = (const gb_slot_hdr_t *)(a.mirror + (size_t)(pos & mask) * a.geom.slot_size);
-            if (__ldcg(&mh->key) % W != w)
-                continue;
-            team_handle(a, w, pos, test, &processed, &errors);
+        /* Which of the window's requests are ours: a thread per position
+         * reads the key, then the block runs ours in order. */
+        while (pos < to) {
+            const uint32_t chunk = (uint32_t)min((uint64_t)blockDim.x, to - pos);
+            if (tid < chunk) {
+                const gb_slot_hdr_t *mh =
+                    (const gb_slot_hdr_t *)(a.mirror + (size_t)((pos + tid) & mask) * a.geom.slot_size);
+                s_own[tid] = __ldcg(&mh->key) % W == w;
+            }
+            __syncthreads();
+            for (uint32_t k = 0; k < chunk; k++)
+                if (s_own[k])
+                    team_handle(a, w, pos + k, test, &processed, &errors);
+            __syncthreads(); /* s_own is rewritten next chunk */
+            pos += chunk;
         }
         if (tid == 0) {
             __threadfence();
