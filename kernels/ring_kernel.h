@@ -78,6 +78,9 @@ size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
 uint32_t gbk_ring_max_window(int device, uint32_t slot_size);
 /* Threads per block: the number of owner lanes. */
 #define GBK_THREADS 256u
+/* Threads of a team kernel's block: the team that runs one message. More
+ * warps per SM hide the latency of PageRank's gathers. */
+#define GBK_TEAM_THREADS 512u
 /* Launches one block of GBK_THREADS threads on stream (the team kernel,
  * 1 + team_workers blocks, when args->team_workers is set). */
 cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream);

@@ -66,7 +66,7 @@ static __device__ void team_reader(const gb_kargs_t &a)
     gb_team_state_t *T = a.team;
     __shared__ unsigned long long s_min, s_proc, s_err;
     __shared__ uint64_t s_cword;
-    __shared__ uint32_t s_take, s_len[GBK_THREADS];
+    __shared__ uint32_t s_take, s_len[GBK_TEAM_THREADS];
 
     gb_kstate_t ks = *a.kstate;
     const uint64_t E = ks.epoch;
@@ -312,7 +312,7 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
     gb_team_state_t *T = a.team;
     const gb_control_t *ctl = (const gb_control_t *)(a.region + gb_region_ctl_off());
     __shared__ uint64_t s_to;
-    __shared__ uint8_t s_own[GBK_THREADS];
+    __shared__ uint8_t s_own[GBK_TEAM_THREADS];
     const uint64_t E = ldv((const volatile uint64_t *)&a.kstate->epoch);
     const uint32_t test = ldv(&ctl->test_flags);
     uint64_t pos = ldv(&T->w[w].scan);
@@ -368,7 +368,7 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
     }
 }
 
-__global__ void __launch_bounds__(GBK_THREADS, 3) gbk_team_kernel(gb_kargs_t a)
+__global__ void __launch_bounds__(GBK_TEAM_THREADS, 2) gbk_team_kernel(gb_kargs_t a)
 {
     if (blockIdx.x == 0)
         team_reader(a);
@@ -392,13 +392,13 @@ extern "C" uint32_t gbk_team_workers(int device, uint32_t slot_size)
         return 1;
     if (smem > 48 * 1024)
         cudaFuncSetAttribute(gbk_team_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gbk_team_kernel, GBK_THREADS, smem) != cudaSuccess)
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gbk_team_kernel, GBK_TEAM_THREADS, smem) != cudaSuccess)
         per_sm = 1;
     cudaGetLastError();
     /* Every block must be resident at once, for this kernel and for the other
      * team kernel of the family, with room left for the one-block ring
-     * kernels: use at most a third of what the device can hold. */
-    long fit = (long)per_sm * sms / 3 - 1;
+     * kernels (two SMs' worth of slack). */
+    long fit = ((long)per_sm * sms - 2 * per_sm) / 2 - 1;
     long w = sms - 1 < fit ? sms - 1 : fit;
     return w >= 1 ? (uint32_t)w : 1;
 }
@@ -417,7 +417,7 @@ extern "C" cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stre
     cudaError_t err = team_prepare(args, &smem);
     if (err != cudaSuccess)
         return err;
-    gbk_team_kernel<<<1 + args->team_workers, GBK_THREADS, smem, stream>>>(*args);
+    gbk_team_kernel<<<1 + args->team_workers, GBK_TEAM_THREADS, smem, stream>>>(*args);
     return cudaGetLastError();
 }
 
@@ -433,7 +433,7 @@ extern "C" cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t grap
     cudaKernelNodeParams p = {};
     p.func = (void *)gbk_team_kernel;
     p.gridDim = dim3(1 + args->team_workers, 1, 1);
-    p.blockDim = dim3(GBK_THREADS, 1, 1);
+    p.blockDim = dim3(GBK_TEAM_THREADS, 1, 1);
     p.sharedMemBytes = (unsigned)smem;
     p.kernelParams = kp;
     return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);

@@ -56,7 +56,7 @@ static const char usage_text[] =
     "  -E, --edgefactor N      Kronecker edges per vertex (default 16)\n"
     "  -S, --seed S            Kronecker seed (default 1)\n"
     "  -e, --endpoint E        bridge endpoint (default tcp://127.0.0.1:5555)\n"
-    "  -p, --partitions P      grains per type, at most the vertex count (default: 1024 on\n"
+    "  -p, --partitions P      grains per type, at most the vertex count (default: 128 on\n"
     "                          a GPU, where each runs on a thread block; 4 in cpu mode)\n"
     "  -d, --damping D         damping factor (default 0.85)\n"
     "  -t, --tolerance T       stop when the summed L1 delta is below T (default 1e-6)\n"
@@ -587,7 +587,9 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(mode, sizeof mode, "%s", gs.mode);
-    uint32_t parts = o.partitions ? o.partitions : strcmp(mode, "cpu") == 0 ? 4 : 1024;
+    /* cpu: a few per core; GPU: about one per worker block (one per SM), so
+     * that each iteration is two rounds of ~128 messages */
+    uint32_t parts = o.partitions ? o.partitions : strcmp(mode, "cpu") == 0 ? 4 : 128;
     if (parts > pg.n)
         parts = pg.n;
     uint64_t *first = partition(&pg, parts);
