@@ -171,7 +171,7 @@ static uint32_t rec_chunk(unsigned char *rec, uint64_t first, uint32_t count, co
     memcpy(rec, &first, 8);
     memcpy(rec + 8, &count, 4);
     memcpy(rec + 12, &zero, 4);
-    if (count)
+    if (count && esz)
         memcpy(rec + 16, data, (size_t)count * esz);
     return 16 + count * esz;
 }
