@@ -13,6 +13,7 @@
 #include "detect.h"
 #include "engine.h"
 #include "server.h"
+#include "supervisor.h"
 #include "error.h"
 #include "log.h"
 
@@ -27,6 +28,7 @@ typedef struct gbi_cli {
     gb_log_level log_level;
     bool has_mode;
     gb_mode mode; /* --mode: beats the config, its hosts and GPUBRIDGE_MODE */
+    bool supervise;
 } gbi_cli;
 
 static void usage(FILE *out, const char *prog)
@@ -44,6 +46,10 @@ static void usage(FILE *out, const char *prog)
             "  -m, --mode MODE         auto, persistent, relaunch or cpu (overrides the file,\n"
             "                          its hosts entries and GPUBRIDGE_MODE)\n"
             "      --detect            print the detected host facts and mode decision, exit\n"
+            "      --supervise         keep the socket in a supervisor process and run the GPU\n"
+            "                          side in a worker process, restarted when it crashes or\n"
+            "                          hits a CUDA error (its unanswered requests then get\n"
+            "                          STATUS_GPU_ERROR)\n"
             "  -h, --help              print this help and exit\n"
             "  -V, --version           print the version and exit\n"
             "\n"
@@ -54,13 +60,14 @@ static void usage(FILE *out, const char *prog)
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, gbi_cli *cli)
 {
-    enum { OPT_CHECK = 256, OPT_DETECT };
+    enum { OPT_CHECK = 256, OPT_DETECT, OPT_SUPERVISE };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"check-config", no_argument, NULL, OPT_CHECK},
         {"log-level", required_argument, NULL, 'l'},
         {"mode", required_argument, NULL, 'm'},
         {"detect", no_argument, NULL, OPT_DETECT},
+        {"supervise", no_argument, NULL, OPT_SUPERVISE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -72,6 +79,7 @@ static int parse_args(int argc, char **argv, gbi_cli *cli)
         case 'c': cli->config_path = optarg; break;
         case OPT_CHECK: cli->check_config = true; break;
         case OPT_DETECT: cli->detect = true; break;
+        case OPT_SUPERVISE: cli->supervise = true; break;
         case 'l':
             if (gb_log_level_parse(optarg, &cli->log_level) != 0) {
                 fprintf(stderr, "%s: unknown log level '%s' (valid: error, warn, info, "
@@ -131,8 +139,20 @@ static void on_signal(int sig)
 /* The daemon: decide the mode, start every grain type's ring kernel, serve
  * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
  * kernels and exit 0. */
-static int run_bridge(const gb_config_t *cfg, const gb_mode *mode_override)
+static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override)
 {
+    /* A supervised worker (GPUBRIDGE_WORKER_ENDPOINT, set by the supervisor)
+     * serves only the supervisor's private endpoint; CURVE is the
+     * supervisor's business. */
+    gb_config_t wcfg = *cfg_in;
+    const char *wep = getenv("GPUBRIDGE_WORKER_ENDPOINT");
+    const bool worker = wep && *wep;
+    if (worker) {
+        wcfg.n_endpoints = 1;
+        snprintf(wcfg.endpoints[0], sizeof wcfg.endpoints[0], "%s", wep);
+        wcfg.curve.enabled = false;
+    }
+    const gb_config_t *cfg = &wcfg;
     gb_facts_t facts;
     gb_selection_t sel;
     char err[512];
@@ -168,8 +188,15 @@ static int run_bridge(const gb_config_t *cfg, const gb_mode *mode_override)
         gb_engine_destroy(&engine, 2000);
         return e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
+    gb_server_exit_on_gpu_failure(server, worker);
     e = gb_server_run(server, &g_stop, 10000);
     gb_server_destroy(&server);
+    if (e == GB_ERR_CUDA) {
+        /* The context is poisoned: stopping kernels could hang; the process
+         * exit frees everything, and the supervisor starts a fresh one. */
+        GB_INFO("bye (GPU side failed)");
+        return GB_EXIT_GPU_FAILED;
+    }
     gb_engine_destroy(&engine, 2000);
     GB_INFO("bye");
     return e == GB_OK ? GBI_EXIT_OK : GBI_EXIT_FAIL;
@@ -209,5 +236,25 @@ int main(int argc, char **argv)
         return run_detect(&cfg, mode_override);
     if (cli.check_config)
         return GBI_EXIT_OK;
+    if (cli.supervise) {
+        /* The worker gets our own arguments, without --supervise. */
+        char **wargv = calloc((size_t)argc + 1, sizeof *wargv);
+        int wn = 0;
+        for (int i = 0; wargv && i < argc; i++)
+            if (strcmp(argv[i], "--supervise") != 0)
+                wargv[wn++] = argv[i];
+        if (!wargv)
+            return GBI_EXIT_FAIL;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        gb_err e = gb_supervise(&cfg, wargv, &g_stop);
+        free(wargv);
+        return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
+    }
     return run_bridge(&cfg, mode_override);
 }

@@ -190,6 +190,13 @@ static void check_health(gb_server_t *s)
             GB_ERROR("grain type '%s' stopped: %s%s%s; %llu request(s) in flight get an error reply", r->t->name,
                      gb_rk_state_name(st.state), st.last_error_name[0] ? ", " : "", st.last_error_name,
                      (unsigned long long)gb_rk_in_flight(r->t->rk));
+            if (st.state == GB_RK_FAILED && s->exit_on_gpu_failure && !s->gpu_failed) {
+                /* A supervised worker: the CUDA context is likely poisoned
+                 * (sticky error); answer what we can and let the supervisor
+                 * start a fresh process. */
+                GB_ERROR("GPU side failed: shutting this worker down for a restart");
+                s->gpu_failed = 1;
+            }
         }
     }
 }
@@ -200,7 +207,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     uint64_t spin_until = 0; /* end of the current no-sleep polling spell */
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
     for (;;) {
-        if (*stop && !s->shutting_down) {
+        if ((*stop || s->gpu_failed) && !s->shutting_down) {
             /* Stop reading; frames already read (held ones too) still go
              * through, until the drain deadline. */
             GB_INFO("shutting down: no new requests; %llu in flight, %zu bytes of frames held",
@@ -299,8 +306,10 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors)", (unsigned long long)s->frames_in,
             (unsigned long long)s->requests, (unsigned long long)s->replies,
             (unsigned long long)s->error_replies);
-    return GB_OK;
+    return s->gpu_failed ? GB_ERR_CUDA : GB_OK;
 }
+
+void gb_server_exit_on_gpu_failure(gb_server_t *s, int on) { s->exit_on_gpu_failure = on; }
 
 gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
                      const gb_selection_t *sel, gb_server_t **out, char *err, size_t errlen)

@@ -29,8 +29,12 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
 
 /* Serves until *stop becomes non-zero (a signal handler sets it), then stops
  * reading, lets in-flight requests finish (up to drain_ms), answers whatever
- * is left with an error reply, and returns GB_OK. */
+ * is left with an error reply, and returns GB_OK. With exit-on-GPU-failure
+ * set (a supervised worker), a failed ring kernel ends it the same way and it
+ * returns GB_ERR_CUDA. */
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
+
+void gb_server_exit_on_gpu_failure(gb_server_t *s, int on);
 
 /* Closes the socket (lingering briefly so the last replies go out); takes NULL. */
 void gb_server_destroy(gb_server_t **s);

@@ -75,6 +75,8 @@ struct gb_server {
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
     gbi_held_t *resuming; /* the held frame being fed, if any */
     int shutting_down;   /* no more reading from the socket */
+    int exit_on_gpu_failure; /* supervised worker: a failed kernel ends the process (gb_server_run) */
+    int gpu_failed;
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
 };

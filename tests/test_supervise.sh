@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Supervision (gpubridge --supervise), cpu mode: a worker killed by SIGKILL
+# under load from several clients. Every request must get exactly one reply
+# (a right result or STATUS_GPU_ERROR), a new worker must start by itself and
+# serve new requests, and SIGTERM must stop both processes with exit 0.
+#   test_supervise.sh BUILD_DIR [MODE]
+set -uo pipefail
+BUILD=$1 MODE=${2:-cpu}
+if [ "$MODE" != cpu ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GPU"; exit 77; fi
+T=$(mktemp -d /tmp/gbsup.XXXXXX)
+EP="ipc://$T/bridge.sock"
+printf 'endpoints = [ "%s" ];\nmode = "%s";\n' "$EP" "$MODE" > "$T/bridge.cfg"
+"$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" --supervise 2> "$T/sup.log" &
+SUP=$!
+trap 'kill -KILL $SUP 2>/dev/null; pkill -KILL -P $SUP 2>/dev/null; rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+up() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 300 list >/dev/null 2>&1; }
+for _ in $(seq 100); do up && break; sleep 0.1; done
+up || { cat "$T/sup.log"; echo "FAIL: not serving"; exit 1; }
+worker() { cat /proc/$SUP/task/$SUP/children 2>/dev/null | tr -d ' '; }
+W1=$(worker)
+[ -n "$W1" ] || fail "no worker process"
+
+"$BUILD/bench/soak" --endpoint "$EP" --clients 4 --seconds 6 --probe 1 --expect-restart > "$T/soak.out" 2>&1 &
+SOAK=$!
+sleep 3
+t0=$(date +%s.%N)
+kill -KILL "$W1"
+until up; do sleep 0.02; done
+t1=$(date +%s.%N)
+W2=$(worker)
+wait $SOAK; src=$?
+tail -2 "$T/soak.out" | head -1
+[ $src = 0 ] || { cat "$T/soak.out"; fail "requests lost or wrong across the restart"; }
+[ -n "$W2" ] && [ "$W2" != "$W1" ] || fail "worker not replaced ($W1 -> $W2)"
+echo "worker $W1 killed, $W2 serving after $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s"
+"$BUILD/examples/message_passing" --endpoint "$EP" -n 20 > "$T/mp.out" 2>&1 || { cat "$T/mp.out"; fail "new requests fail"; }
+tail -1 "$T/mp.out"
+grep -q "STATUS_GPU_ERROR" "$T/sup.log" || fail "the supervisor did not say what it answered"
+
+kill -TERM $SUP
+wait $SUP; rc=$?
+[ $rc = 0 ] || { tail -5 "$T/sup.log"; fail "supervisor exit $rc"; }
+[ -z "$(worker)" ] || fail "worker left behind"
+if [ $fails = 0 ]; then echo "PASS: supervision"; exit 0; fi
+exit 1
