@@ -5,6 +5,7 @@
 
 #include "grain.h"
 #include "log.h"
+#include "server.h"
 
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
 {
@@ -44,6 +45,8 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
         gb_rk_params_t p;
         gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);
         p.device = device;
+        if (gb_test_faults_enabled())
+            p.test_flags |= GB_TEST_ALLOW_FAULT;
         if (gb_grain_is_team(t->kind)) {
             p.arena = e->arena;
             p.arena_size = e->arena_size;

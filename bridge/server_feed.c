@@ -104,8 +104,16 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     if (env->payload.len > cap + 64u && env->payload.len > sizeof rec)
         FAIL(GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "payload of %zu bytes exceeds the '%s' slot (%u bytes)",
              env->payload.len, t->name, cap);
-    int status = gbi_codec_request(t->kind, env->message_type, env->payload.data, env->payload.len, rec, cap,
+    int status;
+    if (s->test_faults && env->message_type == GB_MSG_TEST_FAULT) {
+        /* Test hook (GPUBRIDGE_TEST_FAULTS=1): the kernel writes through a bad
+         * pointer, a sticky CUDA error; supervision tests recover from it. */
+        slot_type = GB_MSG_TEST_FAULT;
+        status = GPUBRIDGE__STATUS__STATUS_OK;
+    } else {
+        status = gbi_codec_request(t->kind, env->message_type, env->payload.data, env->payload.len, rec, cap,
                                    &rec_len, &slot_type, err, sizeof err);
+    }
     if (status != GPUBRIDGE__STATUS__STATUS_OK) {
         if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))
             gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);

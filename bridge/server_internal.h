@@ -77,6 +77,7 @@ struct gb_server {
     int shutting_down;   /* no more reading from the socket */
     int exit_on_gpu_failure; /* supervised worker: a failed kernel ends the process (gb_server_run) */
     int gpu_failed;
+    int test_faults; /* GPUBRIDGE_TEST_FAULTS=1: message type GB_MSG_TEST_FAULT reaches the kernel */
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
 };

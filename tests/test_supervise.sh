@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Supervision (gpubridge --supervise), cpu mode: a worker killed by SIGKILL
-# under load from several clients. Every request must get exactly one reply
-# (a right result or STATUS_GPU_ERROR), a new worker must start by itself and
-# serve new requests, and SIGTERM must stop both processes with exit 0.
+# Supervision (gpubridge --supervise): a worker killed by SIGKILL under load
+# from several clients (every mode), and on a GPU a sticky CUDA error (an
+# illegal address from the test-only fault hook) under load. Every request
+# must get exactly one reply (a right result or STATUS_GPU_ERROR), a new
+# worker must start by itself and serve new requests, and SIGTERM must stop
+# both processes with exit 0.
 #   test_supervise.sh BUILD_DIR [MODE]
 set -uo pipefail
 BUILD=$1 MODE=${2:-cpu}
@@ -10,7 +12,7 @@ if [ "$MODE" != cpu ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GP
 T=$(mktemp -d /tmp/gbsup.XXXXXX)
 EP="ipc://$T/bridge.sock"
 printf 'endpoints = [ "%s" ];\nmode = "%s";\n' "$EP" "$MODE" > "$T/bridge.cfg"
-"$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" --supervise 2> "$T/sup.log" &
+GPUBRIDGE_TEST_FAULTS=1 "$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" --supervise 2> "$T/sup.log" &
 SUP=$!
 trap 'kill -KILL $SUP 2>/dev/null; pkill -KILL -P $SUP 2>/dev/null; rm -rf "$T"' EXIT
 fails=0
@@ -38,6 +40,26 @@ echo "worker $W1 killed, $W2 serving after $(awk "BEGIN { printf \"%.2f\", $t1 -
 "$BUILD/examples/message_passing" --endpoint "$EP" -n 20 > "$T/mp.out" 2>&1 || { cat "$T/mp.out"; fail "new requests fail"; }
 tail -1 "$T/mp.out"
 grep -q "STATUS_GPU_ERROR" "$T/sup.log" || fail "the supervisor did not say what it answered"
+
+if [ "$MODE" != cpu ]; then
+  # A sticky CUDA error (700) in the pagerank.sender kernel, under load on vecadd.
+  "$BUILD/bench/soak" --endpoint "$EP" --clients 4 --seconds 6 --probe 1 --expect-restart > "$T/soak2.out" 2>&1 &
+  SOAK=$!
+  sleep 3
+  W3=$(worker)
+  t0=$(date +%s.%N)
+  "$BUILD/client/gbctl" --endpoint "$EP" --timeout 5000 send pagerank.sender 1 65407 > "$T/fault.out" 2>&1
+  grep -q "GPU_ERROR" "$T/fault.out" || { cat "$T/fault.out"; fail "the faulting request did not get STATUS_GPU_ERROR"; }
+  for _ in $(seq 500); do [ "$(worker)" != "$W3" ] && [ -n "$(worker)" ] && up && break; sleep 0.02; done
+  t1=$(date +%s.%N)
+  wait $SOAK; src=$?
+  tail -2 "$T/soak2.out" | head -1
+  [ $src = 0 ] || { cat "$T/soak2.out"; fail "requests lost or wrong across the CUDA-error restart"; }
+  echo "sticky CUDA error: worker $W3 replaced by $(worker) in $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s"
+  grep -E "cudaError|a CUDA error|illegal" "$T/sup.log" | head -3
+  "$BUILD/examples/message_passing" --endpoint "$EP" -n 20 > "$T/mp2.out" 2>&1 || { cat "$T/mp2.out"; fail "new requests fail after the CUDA error"; }
+  tail -1 "$T/mp2.out"
+fi
 
 kill -TERM $SUP
 wait $SUP; rc=$?
