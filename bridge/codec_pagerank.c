@@ -33,10 +33,12 @@ static int too_many(const char *what, size_t n, size_t max, char *err, size_t er
     return ST_TOO_LARGE;
 }
 
-#define UNPACK(T, fn, var)                                                   \
-    T *var = fn##__unpack(NULL, len, pb);                                   \
+/* Decodes message Name (its C type Gpubridge__Name) into var, or answers
+ * that the payload is not one. */
+#define UNPACK(Name, fn, var)                                                \
+    Gpubridge__##Name *var = fn##__unpack(NULL, len, pb);                   \
     if (!var) {                                                             \
-        snprintf(err, errlen, "payload is not a %s", #T + sizeof "Gpubridge__" - 1); \
+        snprintf(err, errlen, "payload is not a %s", #Name);                \
         return ST_MALFORMED;                                                \
     }
 
@@ -47,7 +49,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     int st = ST_OK;
     switch (mt) {
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION: {
-        UNPACK(Gpubridge__StartIterationCommand, gpubridge__start_iteration_command, m);
+        UNPACK(StartIterationCommand, gpubridge__start_iteration_command, m);
         if (!(m->damping >= 0.0 && m->damping <= 1.0)) {
             snprintf(err, errlen, "damping %g is outside [0, 1]", m->damping);
             st = ST_MALFORMED;
@@ -74,7 +76,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT: {
         if (!sender)
             break;
-        UNPACK(Gpubridge__GraphInit, gpubridge__graph_init, m);
+        UNPACK(GraphInit, gpubridge__graph_init, m);
         if (m->node_count == 0 || m->node_count > 0xffffffffull) {
             snprintf(err, errlen, "node_count %llu is outside 1..4294967295", (unsigned long long)m->node_count);
             st = ST_MALFORMED;
@@ -88,7 +90,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         return st;
     }
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT: {
-        UNPACK(Gpubridge__PartitionInit, gpubridge__partition_init, m);
+        UNPACK(PartitionInit, gpubridge__partition_init, m);
         put64(rec, m->first_node);
         put64(rec + 8, m->node_count);
         *rec_len = 16;
@@ -99,7 +101,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES: {
         if (!sender)
             break;
-        UNPACK(Gpubridge__OutDegreeChunk, gpubridge__out_degree_chunk, m);
+        UNPACK(OutDegreeChunk, gpubridge__out_degree_chunk, m);
         size_t max = (cap - GB_PR_CHUNK_HDR) / 4;
         if (m->n_out_degrees > max) {
             st = too_many("OutDegreeChunk", m->n_out_degrees, max, err, errlen);
@@ -116,7 +118,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS: {
         if (sender)
             break;
-        UNPACK(Gpubridge__InOffsetChunk, gpubridge__in_offset_chunk, m);
+        UNPACK(InOffsetChunk, gpubridge__in_offset_chunk, m);
         size_t max = (cap - GB_PR_CHUNK_HDR) / 8;
         if (m->n_offsets > max) {
             st = too_many("InOffsetChunk", m->n_offsets, max, err, errlen);
@@ -133,7 +135,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES: {
         if (sender)
             break;
-        UNPACK(Gpubridge__InEdgeChunk, gpubridge__in_edge_chunk, m);
+        UNPACK(InEdgeChunk, gpubridge__in_edge_chunk, m);
         size_t max = (cap - GB_PR_CHUNK_HDR) / 4;
         if (m->n_sources > max) {
             st = too_many("InEdgeChunk", m->n_sources, max, err, errlen);
@@ -150,7 +152,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY: {
         if (sender)
             break;
-        UNPACK(Gpubridge__RankQuery, gpubridge__rank_query, m);
+        UNPACK(RankQuery, gpubridge__rank_query, m);
         size_t max = gbi_codec_pr_max_query(cap);
         if (m->count > max) {
             st = too_many("RankQuery", m->count, max, err, errlen);
