@@ -273,6 +273,9 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
     const uint64_t n = gb_pr_u64(in + 24);
     if (n != d.n || !(damping >= 0.0 && damping <= 1.0) || !(dangling >= 0.0 && dangling <= 2.0))
         return GB_SLOT_HANDLER_ERROR;
+    /* A partition set up for an earlier, larger graph: re-check its range. */
+    if (st->first > d.n || st->count > d.n - st->first)
+        return GB_SLOT_HANDLER_ERROR;
     const uint64_t first = st->first, end = st->first + st->count;
     float *rank = (float *)(c->arena + d.off_rank), *x = (float *)(c->arena + d.off_x);
     double a = 0.0, sum = 0.0;

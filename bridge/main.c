@@ -236,7 +236,10 @@ int main(int argc, char **argv)
         return run_detect(&cfg, mode_override);
     if (cli.check_config)
         return GBI_EXIT_OK;
-    if (cli.supervise) {
+    /* A worker started by a supervisor never supervises (getopt also takes
+     * abbreviations of --supervise, which the supervisor cannot filter out). */
+    const char *wep = getenv("GPUBRIDGE_WORKER_ENDPOINT");
+    if (cli.supervise && !(wep && *wep)) {
         /* The worker gets our own arguments, without --supervise. */
         char **wargv = calloc((size_t)argc + 1, sizeof *wargv);
         int wn = 0;

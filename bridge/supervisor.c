@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,7 @@ typedef struct peer {
     size_t id_len;
     uint8_t delim;  /* the client frames with an empty delimiter (REQ style) */
     void *dealer;   /* towards the worker; NULL until the next request */
+    uint64_t last_ns; /* last frame either way: idle peers with nothing pending are dropped */
     uint64_t *ids;  /* correlation ids awaiting a reply (open addressing; 0 = empty, ~0 = deleted) */
     size_t cap, n, used;
 } peer_t;
@@ -59,7 +61,16 @@ typedef struct gbi_sup {
     peer_t *peers;
     size_t n_peers;
     char *const *worker_argv;
+    /* Backpressure: a frame the worker's side would not take yet (its DEALER
+     * is at its high-water mark). While one is held, the ROUTER is not read,
+     * so ZeroMQ pushes back on the clients. */
+    peer_t *stall_peer;
+    zmq_msg_t stall_msg;
+    uint8_t stall_delim;
 } gbi_sup_t;
+
+#define DEALER_HWM 256 /* frames queued towards the worker per client */
+#define PEER_IDLE_NS (10ull * 1000000000ull)
 
 /* ---- the pending-id set of a peer --------------------------------------- */
 
@@ -71,23 +82,23 @@ static uint64_t mix(uint64_t k)
     return k;
 }
 
-static int set_grow(peer_t *p)
+/* Rehashes into newcap slots (a power of two), dropping the tombstones. */
+static int set_rehash(peer_t *p, size_t newcap)
 {
-    size_t nc = p->cap ? p->cap * 2 : 256;
-    uint64_t *old = p->ids, oc = p->cap;
-    p->ids = calloc(nc, sizeof *p->ids);
-    if (!p->ids) {
-        p->ids = old;
+    uint64_t *old = p->ids;
+    size_t oc = p->cap;
+    uint64_t *ids = calloc(newcap, sizeof *ids);
+    if (!ids)
         return -1;
-    }
-    p->cap = nc;
+    p->ids = ids;
+    p->cap = newcap;
     p->n = p->used = 0;
     for (size_t i = 0; i < oc; i++) {
         uint64_t v = old[i];
         if (v && v != ~0ull) {
-            size_t j = mix(v) & (nc - 1);
+            size_t j = mix(v) & (newcap - 1);
             while (p->ids[j])
-                j = (j + 1) & (nc - 1);
+                j = (j + 1) & (newcap - 1);
             p->ids[j] = v;
             p->n++;
             p->used++;
@@ -101,17 +112,25 @@ static void set_add(peer_t *p, uint64_t id)
 {
     if (id == 0 || id == ~0ull)
         return; /* unanswerable ids: the worker answers them itself, if at all */
-    if ((p->used + 1) * 2 > p->cap && set_grow(p) != 0)
-        return;
-    size_t j = mix(id) & (p->cap - 1);
-    while (p->ids[j] && p->ids[j] != ~0ull) {
-        if (p->ids[j] == id)
+    if ((p->used + 1) * 2 > p->cap) {
+        /* Mostly tombstones: clean up in place; else grow. Memory follows
+         * what is in flight, not what was ever sent. */
+        size_t nc = p->cap < 256 ? 256 : (p->n + 1) * 4 > p->cap ? p->cap * 2 : p->cap;
+        if (set_rehash(p, nc) != 0)
             return;
-        j = (j + 1) & (p->cap - 1);
     }
-    if (!p->ids[j])
+    size_t j = mix(id) & (p->cap - 1), slot = SIZE_MAX;
+    for (; p->ids[j]; j = (j + 1) & (p->cap - 1)) {
+        if (p->ids[j] == id)
+            return; /* already waiting (a client reusing an id) */
+        if (p->ids[j] == ~0ull && slot == SIZE_MAX)
+            slot = j;
+    }
+    if (slot == SIZE_MAX) {
+        slot = j;
         p->used++;
-    p->ids[j] = id;
+    }
+    p->ids[slot] = id;
     p->n++;
 }
 
@@ -225,7 +244,7 @@ static int spawn_worker(gbi_sup_t *s)
         return -1;
     }
     if (pid == 0) {
-        setenv("GPUBRIDGE_WORKER_ENDPOINT", s->worker_ep, 1);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its worker along */
         execv("/proc/self/exe", s->worker_argv);
         _exit(127);
     }
@@ -236,12 +255,44 @@ static int spawn_worker(gbi_sup_t *s)
     return 0;
 }
 
+static void peer_drop(gbi_sup_t *s, size_t i)
+{
+    peer_t *p = &s->peers[i];
+    if (p->dealer)
+        zmq_close(p->dealer);
+    free(p->ids);
+    s->n_peers--;
+    if (i != s->n_peers) {
+        s->peers[i] = s->peers[s->n_peers]; /* the last one moves into the hole */
+        if (s->stall_peer == &s->peers[s->n_peers])
+            s->stall_peer = &s->peers[i];
+    }
+    memset(&s->peers[s->n_peers], 0, sizeof s->peers[s->n_peers]);
+}
+
+/* Drops peers with nothing pending that have been quiet for a while (each
+ * holds a DEALER; clients come and go with fresh routing ids). */
+static void peers_evict(gbi_sup_t *s, uint64_t now)
+{
+    for (size_t i = 0; i < s->n_peers;) {
+        peer_t *p = &s->peers[i];
+        if (p->n == 0 && p != s->stall_peer && now - p->last_ns > PEER_IDLE_NS)
+            peer_drop(s, i);
+        else
+            i++;
+    }
+}
+
 static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
 {
     for (size_t i = 0; i < s->n_peers; i++)
         if (s->peers[i].id_len == len && memcmp(s->peers[i].id, id, len) == 0)
             return &s->peers[i];
-    if (s->n_peers == MAX_PEERS || len > ID_MAX)
+    if (len > ID_MAX)
+        return NULL;
+    if (s->n_peers == MAX_PEERS)
+        peers_evict(s, gb_now_ns() + PEER_IDLE_NS); /* any idle one will do */
+    if (s->n_peers == MAX_PEERS)
         return NULL;
     peer_t *p = &s->peers[s->n_peers++];
     memset(p, 0, sizeof *p);
@@ -255,13 +306,13 @@ static void *dealer_of(gbi_sup_t *s, peer_t *p)
     if (p->dealer)
         return p->dealer;
     void *d = zmq_socket(s->zctx, ZMQ_DEALER);
-    int linger = 0, hwm = 0;
+    int linger = 0, hwm = DEALER_HWM, rhwm = 0;
     if (!d)
         return NULL;
     zmq_setsockopt(d, ZMQ_ROUTING_ID, p->id, p->id_len);
     zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(d, ZMQ_RCVHWM, &rhwm, sizeof rhwm); /* replies: bounded by the requests taken */
     if (zmq_connect(d, s->worker_ep) != 0) {
         zmq_close(d);
         return NULL;
@@ -270,40 +321,176 @@ static void *dealer_of(gbi_sup_t *s, peer_t *p)
     return d;
 }
 
-/* Forwards everything the worker already sent, then answers the rest. */
-static void worker_gone(gbi_sup_t *s, int status)
+/* An error frame (correlation id 0) for a frame the supervisor refuses. */
+static void refuse_frame(gbi_sup_t *s, const peer_t *p, int status, const char *why)
 {
-    char why[200];
+    Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
+    r.status = status;
+    r.error = (char *)why;
+    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
+    f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
+    f.reply = &r;
+    uint8_t buf[512];
+    size_t len = gpubridge__server_frame__get_packed_size(&f);
+    if (len <= sizeof buf) {
+        gpubridge__server_frame__pack(&f, buf);
+        to_client(s, p, buf, len);
+    }
+}
+
+/* Forwards whatever replies the worker's side has for p right now. */
+static int forward_replies(gbi_sup_t *s, peer_t *p)
+{
+    int n = 0;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    while (p->dealer && n < 1024 && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
+            continue; /* the delimiter: to_client adds it back */
+        note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
+        to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
+        p->last_ns = gb_now_ns();
+        n++;
+    }
+    zmq_msg_close(&m);
+    return n;
+}
+
+/* After the worker exited: its last replies may still be on their way
+ * through the ipc sockets; forward until they stay quiet, then answer the
+ * rest, and close the DEALERs (what they still queued was just answered). */
+static size_t worker_gone(gbi_sup_t *s, int status, bool final)
+{
+    char why[220];
     if (WIFSIGNALED(status))
-        snprintf(why, sizeof why, "the GPU worker was killed by signal %d; the request was not processed, retry it",
-                 WTERMSIG(status));
+        snprintf(why, sizeof why, "the GPU worker was killed by signal %d before answering; the request may not "
+                 "have been processed", WTERMSIG(status));
     else
-        snprintf(why, sizeof why, "the GPU worker stopped (exit %d%s); the request was not processed, retry it",
-                 WEXITSTATUS(status), WEXITSTATUS(status) == GB_EXIT_GPU_FAILED ? ": a CUDA error" : "");
+        snprintf(why, sizeof why, "the GPU worker stopped (exit %d%s) before answering; the request may not have "
+                 "been processed", WEXITSTATUS(status), WEXITSTATUS(status) == GB_EXIT_GPU_FAILED ? ": a CUDA error" : "");
+    uint64_t quiet_since = gb_now_ns(), give_up = quiet_since + 1000000000ull;
+    while (gb_now_ns() - quiet_since < 50000000ull && gb_now_ns() < give_up) {
+        int moved = 0;
+        for (size_t i = 0; i < s->n_peers; i++)
+            moved += forward_replies(s, &s->peers[i]);
+        if (moved)
+            quiet_since = gb_now_ns();
+        else {
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (s->stall_peer) { /* its ids are pending: answered below */
+        zmq_msg_close(&s->stall_msg);
+        s->stall_peer = NULL;
+    }
     size_t answered = 0;
     for (size_t i = 0; i < s->n_peers; i++) {
         peer_t *p = &s->peers[i];
-        if (!p->dealer)
-            continue;
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        while (zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
-            if (zmq_msg_size(&m) > 0) { /* skip a delimiter */
-                note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
-                to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
-            }
-        }
-        zmq_msg_close(&m);
         answered += answer_pending(s, p, why);
-        zmq_close(p->dealer);
-        p->dealer = NULL;
+        if (p->dealer) {
+            zmq_close(p->dealer);
+            p->dealer = NULL;
+        }
     }
     s->worker = 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    if (final && WIFEXITED(status) && WEXITSTATUS(status) == 0)
         GB_INFO("supervisor: the worker exited cleanly (%zu request(s) left unanswered, now answered)", answered);
     else
-        GB_WARN("supervisor: %s; answered %zu waiting request(s) with STATUS_GPU_ERROR; restarting it", why,
-                answered);
+        GB_WARN("supervisor: %s; answered %zu waiting request(s) with STATUS_GPU_ERROR%s", why, answered,
+                final ? "" : "; restarting it");
+    return answered;
+}
+
+/* Tries to hand the held frame to its DEALER. Returns 1 once nothing is held. */
+static int unstall(gbi_sup_t *s)
+{
+    if (!s->stall_peer)
+        return 1;
+    void *d = dealer_of(s, s->stall_peer);
+    if (!d)
+        return 0;
+    if (s->stall_delim && zmq_send(d, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return 0;
+    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
+        if (s->stall_delim) {
+            /* the delimiter went out alone: finish the message blocking (the
+             * pipe took one part, it takes the next) */
+            zmq_msg_send(&s->stall_msg, d, 0);
+        } else {
+            return 0;
+        }
+    }
+    s->stall_peer = NULL;
+    return 1;
+}
+
+/* Reads one client frame from the ROUTER and forwards it. Returns 0 when
+ * nothing was there. */
+static int from_client(gbi_sup_t *s)
+{
+    zmq_msg_t idm, m;
+    zmq_msg_init(&idm);
+    if (zmq_msg_recv(&idm, s->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&idm);
+        return 0;
+    }
+    peer_t *p = peer_of(s, zmq_msg_data(&idm), zmq_msg_size(&idm));
+    peer_t tmp; /* a client we cannot take: answer it anyway */
+    if (!p) {
+        memset(&tmp, 0, sizeof tmp);
+        tmp.id_len = zmq_msg_size(&idm) <= ID_MAX ? zmq_msg_size(&idm) : 0;
+        memcpy(tmp.id, zmq_msg_data(&idm), tmp.id_len);
+    }
+    zmq_msg_close(&idm);
+    zmq_msg_init(&m);
+    zmq_msg_recv(&m, s->router, 0);
+    uint8_t delim = 0;
+    if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m)) {
+        delim = 1;
+        zmq_msg_close(&m);
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, s->router, 0);
+    }
+    int extra = 0;
+    while (zmq_msg_more(&m)) { /* extra parts: refused below, as the worker would */
+        extra = 1;
+        zmq_msg_close(&m);
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, s->router, 0);
+    }
+    if (p && extra) {
+        p->delim = delim;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                     "a request is one message part holding an encoded ClientFrame");
+        zmq_msg_close(&m);
+        return 1;
+    }
+    if (!p) {
+        tmp.delim = delim;
+        if (tmp.id_len)
+            refuse_frame(s, &tmp, GPUBRIDGE__STATUS__STATUS_BUSY, "the supervisor serves too many clients at once");
+        zmq_msg_close(&m);
+        return 1;
+    }
+    p->delim = delim;
+    p->last_ns = gb_now_ns();
+    if (zmq_msg_size(&m) > s->cfg->max_message_size) {
+        char why[160];
+        snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u bytes)", zmq_msg_size(&m),
+                 s->cfg->max_message_size);
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
+        zmq_msg_close(&m);
+        return 1;
+    }
+    note_requests(p, zmq_msg_data(&m), zmq_msg_size(&m));
+    s->stall_peer = p;
+    s->stall_delim = delim;
+    zmq_msg_init(&s->stall_msg);
+    zmq_msg_move(&s->stall_msg, &m); /* unstall sends (and so releases) it */
+    zmq_msg_close(&m);
+    unstall(s);
+    return 1;
 }
 
 gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile sig_atomic_t *stop)
@@ -314,14 +501,19 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
     s.worker_argv = worker_argv;
     s.peers = calloc(MAX_PEERS, sizeof *s.peers);
     snprintf(s.worker_ep, sizeof s.worker_ep, "ipc:///tmp/gpubridge-worker-%d.sock", (int)getpid());
+    setenv("GPUBRIDGE_WORKER_ENDPOINT", s.worker_ep, 1); /* inherited by every worker */
     s.zctx = zmq_ctx_new();
+    if (s.zctx)
+        zmq_ctx_set(s.zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
     s.router = s.zctx ? zmq_socket(s.zctx, ZMQ_ROUTER) : NULL;
     if (!s.peers || !s.router) {
         GB_ERROR("supervisor: cannot create its socket");
         return GB_ERR_IO;
     }
     int linger = 1000, hwm = 0, mandatory = 0;
-    int64_t hard = (int64_t)cfg->max_message_size + 4096;
+    /* As the worker does: a hard cap well above max_message_size, so that
+     * frames between the two get a TOO_LARGE reply (from_client). */
+    int64_t hard = (int64_t)cfg->max_message_size * 2 + 4096;
     zmq_setsockopt(s.router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s.router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s.router, ZMQ_RCVHWM, &hwm, sizeof hwm);
@@ -348,27 +540,28 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
             return GB_ERR_IO;
         }
     }
-    GB_INFO("supervisor: serving %zu endpoint(s); the GPU side runs in a worker process it restarts", cfg->n_endpoints);
+    GB_INFO("supervisor: serving %zu endpoint(s); the GPU side runs in a worker process it restarts",
+            cfg->n_endpoints);
     if (spawn_worker(&s) != 0)
         return GB_ERR_IO;
 
-    uint64_t next_spawn = 0, stop_sent = 0;
+    uint64_t next_spawn = 0, stop_sent_ns = 0, last_evict = gb_now_ns();
     int backoff_ms = 0;
     zmq_pollitem_t *items = calloc(MAX_PEERS + 1, sizeof *items);
     peer_t **owner = calloc(MAX_PEERS + 1, sizeof *owner);
     gb_err result = GB_OK;
     for (;;) {
+        const uint64_t now = gb_now_ns();
         /* The worker's fate. */
         int status;
         if (s.worker > 0 && waitpid(s.worker, &status, WNOHANG) == s.worker) {
-            bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            if (*stop || (clean && stop_sent)) {
-                worker_gone(&s, status);
+            const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            worker_gone(&s, status, *stop || stop_sent_ns);
+            if (*stop || stop_sent_ns) {
                 if (!clean)
                     result = GB_ERR_STATE;
                 break;
             }
-            worker_gone(&s, status);
             /* quick restarts, slower when it keeps dying young */
             uint64_t lived_ms = (gb_now_ns() - s.started_ns) / 1000000;
             backoff_ms = lived_ms > 10000 ? 0 : (backoff_ms ? backoff_ms * 2 : 200);
@@ -376,87 +569,68 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
                 backoff_ms = 5000;
             next_spawn = gb_now_ns() + (uint64_t)backoff_ms * 1000000;
         }
-        if (s.worker == 0 && !*stop && gb_now_ns() >= next_spawn && spawn_worker(&s) != 0)
-            next_spawn = gb_now_ns() + 1000000000ull;
-        if (*stop && !stop_sent) {
+        if (s.worker == 0 && !*stop && now >= next_spawn && spawn_worker(&s) != 0)
+            next_spawn = now + 1000000000ull;
+        if (*stop && !stop_sent_ns) {
             GB_INFO("supervisor: stopping; the worker drains and answers what is in flight");
+            stop_sent_ns = now;
             if (s.worker > 0)
                 kill(s.worker, SIGTERM);
-            stop_sent = 1;
-            if (s.worker == 0)
+            else
                 break;
         }
+        if (stop_sent_ns && s.worker > 0 && now - stop_sent_ns > 20000000000ull) {
+            /* It drains for at most 10 s; past that it is stuck (e.g. in a CUDA call). */
+            GB_WARN("supervisor: the worker did not stop within 20 s; killing it");
+            kill(s.worker, SIGKILL);
+            stop_sent_ns = now; /* the next check reaps it */
+        }
+        if (now - last_evict > 1000000000ull) {
+            peers_evict(&s, now);
+            last_evict = now;
+        }
+        const int held = !unstall(&s);
 
         size_t n = 0;
         items[n].socket = s.router;
-        items[n].events = ZMQ_POLLIN;
+        items[n].events = held || stop_sent_ns ? 0 : ZMQ_POLLIN; /* backpressure: read no more */
         owner[n++] = NULL;
         for (size_t i = 0; i < s.n_peers; i++) {
             if (!s.peers[i].dealer)
                 continue;
             items[n].socket = s.peers[i].dealer;
-            items[n].events = ZMQ_POLLIN;
+            items[n].events = ZMQ_POLLIN | (&s.peers[i] == s.stall_peer ? ZMQ_POLLOUT : 0);
             owner[n++] = &s.peers[i];
         }
-        if (zmq_poll(items, (int)n, 50) < 0 && zmq_errno() != EINTR)
+        if (zmq_poll(items, (int)n, held ? 5 : 50) < 0 && zmq_errno() != EINTR) {
+            GB_ERROR("supervisor: zmq_poll: %s", zmq_strerror(zmq_errno()));
+            result = GB_ERR_IO;
             break;
-        if (items[0].revents & ZMQ_POLLIN) {
-            /* One client frame: [id][delim?][payload]. */
-            for (int k = 0; k < 256; k++) {
-                zmq_msg_t idm, m;
-                zmq_msg_init(&idm);
-                if (zmq_msg_recv(&idm, s.router, ZMQ_DONTWAIT) < 0) {
-                    zmq_msg_close(&idm);
-                    break;
-                }
-                peer_t *p = peer_of(&s, zmq_msg_data(&idm), zmq_msg_size(&idm));
-                zmq_msg_close(&idm);
-                zmq_msg_init(&m);
-                zmq_msg_recv(&m, s.router, 0);
-                uint8_t delim = 0;
-                if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m)) {
-                    delim = 1;
-                    zmq_msg_close(&m);
-                    zmq_msg_init(&m);
-                    zmq_msg_recv(&m, s.router, 0);
-                }
-                while (zmq_msg_more(&m)) { /* extra parts: the worker never takes them; drop */
-                    zmq_msg_close(&m);
-                    zmq_msg_init(&m);
-                    zmq_msg_recv(&m, s.router, 0);
-                }
-                void *d = p ? dealer_of(&s, p) : NULL;
-                if (d) {
-                    p->delim = delim;
-                    note_requests(p, zmq_msg_data(&m), zmq_msg_size(&m));
-                    if (delim)
-                        zmq_send(d, "", 0, ZMQ_SNDMORE);
-                    zmq_msg_send(&m, d, 0);
-                }
-                zmq_msg_close(&m);
-            }
         }
-        for (size_t i = 1; i < n; i++) {
-            if (!(items[i].revents & ZMQ_POLLIN))
-                continue;
-            peer_t *p = owner[i];
-            zmq_msg_t m;
-            zmq_msg_init(&m);
-            for (int k = 0; k < 1024 && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0; k++) {
-                if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
-                    continue; /* the delimiter: to_client adds it back */
-                note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
-                to_client(&s, p, zmq_msg_data(&m), zmq_msg_size(&m));
-            }
-            zmq_msg_close(&m);
-        }
+        for (size_t i = 1; i < n; i++)
+            if (items[i].revents & ZMQ_POLLIN)
+                forward_replies(&s, owner[i]);
+        if (items[0].revents & ZMQ_POLLIN)
+            for (int k = 0; k < 256 && !s.stall_peer && from_client(&s); k++)
+                ;
+    }
+    /* Whatever is still waiting gets its one reply. */
+    size_t left = 0;
+    if (s.stall_peer) {
+        zmq_msg_close(&s.stall_msg);
+        s.stall_peer = NULL;
+    }
+    for (size_t i = 0; i < s.n_peers; i++)
+        left += answer_pending(&s, &s.peers[i], "the bridge is shutting down; the request was not processed");
+    if (left)
+        GB_WARN("supervisor: answered %zu request(s) left at shutdown with STATUS_GPU_ERROR", left);
+    if (s.worker > 0) {
+        kill(s.worker, SIGKILL);
+        waitpid(s.worker, NULL, 0);
     }
     GB_INFO("supervisor: bye (%llu restart(s) of the worker)", (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
-    for (size_t i = 0; i < s.n_peers; i++) {
-        if (s.peers[i].dealer)
-            zmq_close(s.peers[i].dealer);
-        free(s.peers[i].ids);
-    }
+    while (s.n_peers)
+        peer_drop(&s, s.n_peers - 1);
     free(items);
     free(owner);
     free(s.peers);

@@ -74,7 +74,11 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     if (pid == 0) {
         FILE *lg = freopen(b->log, "w", stderr);
         (void)lg;
-        execl(bin, bin, "--config", b->cfg, "--mode", e2e_mode(), (char *)NULL);
+        const char *sup = getenv("GB_E2E_SUPERVISE"); /* the same suite through gpubridge --supervise */
+        if (sup && *sup == '1')
+            execl(bin, bin, "--config", b->cfg, "--mode", e2e_mode(), "--supervise", (char *)NULL);
+        else
+            execl(bin, bin, "--config", b->cfg, "--mode", e2e_mode(), (char *)NULL);
         _exit(127);
     }
     b->pid = pid;

@@ -240,6 +240,10 @@ static void test_pr_bad_input(void **state)
         memcpy(&r, out + 8 + 4 * i, 4);
         assert_true(r == 0.125f);
     }
+    /* A smaller graph laid out over it: partition 2 still says [0, 8). */
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 4, 2), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 4), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
 }
 
 /* ---- a full run against a double-precision reference ---------------------- */
