@@ -67,6 +67,7 @@ typedef struct gbi_sup {
     peer_t *stall_peer;
     zmq_msg_t stall_msg;
     uint8_t stall_delim;
+    uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
@@ -171,18 +172,24 @@ static void note_requests(peer_t *p, const uint8_t *buf, size_t len)
     gpubridge__client_frame__free_unpacked(f, NULL);
 }
 
-static void note_replies(peer_t *p, const uint8_t *buf, size_t len)
+/* Strikes the frame's replies off p's pending set; returns how many it held. */
+static size_t note_replies(peer_t *p, const uint8_t *buf, size_t len)
 {
     Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, buf);
+    size_t n = 0;
     if (!f)
-        return;
-    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY && f->reply)
+        return 0;
+    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY && f->reply) {
         set_del(p, f->reply->correlation_id);
-    else if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH && f->batch)
+        n = 1;
+    } else if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH && f->batch) {
         for (size_t i = 0; i < f->batch->n_replies; i++)
             if (f->batch->replies[i])
                 set_del(p, f->batch->replies[i]->correlation_id);
+        n = f->batch->n_replies;
+    }
     gpubridge__server_frame__free_unpacked(f, NULL);
+    return n;
 }
 
 /* Sends [id][delim?][payload] on the ROUTER; a vanished client is skipped. */
@@ -196,7 +203,7 @@ static void to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len
 }
 
 /* Answers every id p still waits for with STATUS_GPU_ERROR. */
-static size_t answer_pending(gbi_sup_t *s, peer_t *p, const char *why)
+static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *why)
 {
     size_t done = 0;
     while (p->n > 0) {
@@ -209,7 +216,7 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, const char *why)
                 continue;
             gpubridge__reply__init(&rs[k]);
             rs[k].correlation_id = v;
-            rs[k].status = GPUBRIDGE__STATUS__STATUS_GPU_ERROR;
+            rs[k].status = status;
             rs[k].error = (char *)why;
             rp[k] = &rs[k];
             p->ids[j] = ~0ull;
@@ -230,6 +237,7 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, const char *why)
         to_client(s, p, buf, len);
         free(buf);
         done += k;
+        s->replies_own += k;
     }
     return done;
 }
@@ -347,7 +355,7 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
     while (p->dealer && n < 1024 && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
             continue; /* the delimiter: to_client adds it back */
-        note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
+        s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
         to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
         p->last_ns = gb_now_ns();
         n++;
@@ -384,18 +392,25 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
         zmq_msg_close(&s->stall_msg);
         s->stall_peer = NULL;
     }
+    /* At shutdown what the worker did not take is refused as shutting down
+     * (as the bridge itself does); otherwise it hit a dead GPU side. */
+    const bool stopping = final && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (stopping)
+        snprintf(why, sizeof why, "the bridge is shutting down; the request was not processed");
     size_t answered = 0;
     for (size_t i = 0; i < s->n_peers; i++) {
         peer_t *p = &s->peers[i];
-        answered += answer_pending(s, p, why);
+        answered += answer_pending(s, p, stopping ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN
+                                                  : GPUBRIDGE__STATUS__STATUS_GPU_ERROR, why);
         if (p->dealer) {
             zmq_close(p->dealer);
             p->dealer = NULL;
         }
     }
     s->worker = 0;
-    if (final && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        GB_INFO("supervisor: the worker exited cleanly (%zu request(s) left unanswered, now answered)", answered);
+    if (stopping)
+        GB_INFO("supervisor: the worker exited cleanly; %zu request(s) it had not taken answered STATUS_SHUTTING_DOWN",
+                answered);
     else
         GB_WARN("supervisor: %s; answered %zu waiting request(s) with STATUS_GPU_ERROR%s", why, answered,
                 final ? "" : "; restarting it");
@@ -461,6 +476,7 @@ static int from_client(gbi_sup_t *s)
     }
     if (p && extra) {
         p->delim = delim;
+        s->replies_own++;
         refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                      "a request is one message part holding an encoded ClientFrame");
         zmq_msg_close(&m);
@@ -468,8 +484,10 @@ static int from_client(gbi_sup_t *s)
     }
     if (!p) {
         tmp.delim = delim;
-        if (tmp.id_len)
+        if (tmp.id_len) {
+            s->replies_own++;
             refuse_frame(s, &tmp, GPUBRIDGE__STATUS__STATUS_BUSY, "the supervisor serves too many clients at once");
+        }
         zmq_msg_close(&m);
         return 1;
     }
@@ -479,6 +497,7 @@ static int from_client(gbi_sup_t *s)
         char why[160];
         snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u bytes)", zmq_msg_size(&m),
                  s->cfg->max_message_size);
+        s->replies_own++;
         refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
         zmq_msg_close(&m);
         return 1;
@@ -621,14 +640,17 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
         s.stall_peer = NULL;
     }
     for (size_t i = 0; i < s.n_peers; i++)
-        left += answer_pending(&s, &s.peers[i], "the bridge is shutting down; the request was not processed");
+        left += answer_pending(&s, &s.peers[i], GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
+                               "the bridge is shutting down; the request was not processed");
     if (left)
-        GB_WARN("supervisor: answered %zu request(s) left at shutdown with STATUS_GPU_ERROR", left);
+        GB_WARN("supervisor: answered %zu request(s) left at shutdown with STATUS_SHUTTING_DOWN", left);
     if (s.worker > 0) {
         kill(s.worker, SIGKILL);
         waitpid(s.worker, NULL, 0);
     }
-    GB_INFO("supervisor: bye (%llu restart(s) of the worker)", (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
+    GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here); %llu restart(s) "
+            "of the worker", (unsigned long long)(s.replies_fwd + s.replies_own), (unsigned long long)s.replies_fwd,
+            (unsigned long long)s.replies_own, (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
     while (s.n_peers)
         peer_drop(&s, s.n_peers - 1);
     free(items);
