@@ -525,9 +525,11 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
     if (s.zctx)
         zmq_ctx_set(s.zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
     s.router = s.zctx ? zmq_socket(s.zctx, ZMQ_ROUTER) : NULL;
+    gb_err err = GB_OK;
     if (!s.peers || !s.router) {
         GB_ERROR("supervisor: cannot create its socket");
-        return GB_ERR_IO;
+        err = GB_ERR_IO;
+        goto fail;
     }
     int linger = 1000, hwm = 0, mandatory = 0;
     /* As the worker does: a hard cap well above max_message_size, so that
@@ -539,30 +541,40 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
     zmq_setsockopt(s.router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     zmq_setsockopt(s.router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
-        char err[512];
+        char msg[512];
         s.curve = calloc(1, sizeof *s.curve);
-        if (!s.curve)
-            return GB_ERR_NOMEM;
+        if (!s.curve) {
+            err = GB_ERR_NOMEM;
+            goto fail;
+        }
         s.curve->cfg = cfg;
         s.curve->zctx = s.zctx;
         s.curve->sock = s.router;
-        if (gbi_curve_setup(s.curve, err, sizeof err) != GB_OK) {
-            GB_ERROR("supervisor: %s", err);
-            return GB_ERR_CONFIG;
+        if (gbi_curve_setup(s.curve, msg, sizeof msg) != GB_OK) {
+            GB_ERROR("supervisor: %s", msg);
+            if (s.curve->zap_running)
+                gbi_curve_stop(s.curve); /* the handler thread owns (and closes) its socket */
+            else if (s.curve->zap_sock)
+                zmq_close(s.curve->zap_sock);
+            free(s.curve);
+            s.curve = NULL;
+            err = GB_ERR_CONFIG;
+            goto fail;
         }
     }
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
         if (zmq_bind(s.router, cfg->endpoints[i]) != 0) {
             GB_ERROR("supervisor: cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(zmq_errno()));
-            zmq_close(s.router);
-            zmq_ctx_term(s.zctx);
-            return GB_ERR_IO;
+            err = GB_ERR_IO;
+            goto fail;
         }
     }
     GB_INFO("supervisor: serving %zu endpoint(s); the GPU side runs in a worker process it restarts",
             cfg->n_endpoints);
-    if (spawn_worker(&s) != 0)
-        return GB_ERR_IO;
+    if (spawn_worker(&s) != 0) {
+        err = GB_ERR_IO;
+        goto fail;
+    }
 
     uint64_t next_spawn = 0, stop_sent_ns = 0, last_evict = gb_now_ns();
     int backoff_ms = 0;
@@ -663,4 +675,15 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
     }
     zmq_ctx_term(s.zctx);
     return result;
+fail:
+    if (s.router)
+        zmq_close(s.router);
+    if (s.curve) {
+        gbi_curve_stop(s.curve);
+        free(s.curve);
+    }
+    if (s.zctx)
+        zmq_ctx_term(s.zctx);
+    free(s.peers);
+    return err;
 }
