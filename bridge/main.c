@@ -136,6 +136,18 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
+/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); no SIGPIPE. */
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
 /* The daemon: decide the mode, start every grain type's ring kernel, serve
  * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
  * kernels and exit 0. */
@@ -166,13 +178,7 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override)
     if (sel.warning[0])
         GB_WARN("%s", sel.warning);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    install_signals();
 
     gb_engine_t *engine = NULL;
     e = gb_engine_new(cfg, sel.mode, sel.device, &engine);
@@ -248,13 +254,7 @@ int main(int argc, char **argv)
                 wargv[wn++] = argv[i];
         if (!wargv)
             return GBI_EXIT_FAIL;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        signal(SIGPIPE, SIG_IGN);
+        install_signals();
         gb_err e = gb_supervise(&cfg, wargv, &g_stop);
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;

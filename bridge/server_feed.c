@@ -132,15 +132,8 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
 int gbi_feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
                       uint8_t delim, size_t bytes, gbi_held_t *h)
 {
-    Gpubridge__Envelope **envs = NULL;
     size_t n = 0;
-    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
-        envs = &f->envelope;
-        n = 1;
-    } else if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
-        envs = f->batch->envelopes;
-        n = f->batch->n_envelopes;
-    }
+    Gpubridge__Envelope **envs = gbi_frame_envelopes(f, &n);
     s->resuming = h;
     for (size_t i = from; i < n; i++) {
         if (handle_envelope(s, id, id_len, delim, envs[i]) != NEEDS_ROOM)

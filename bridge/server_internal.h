@@ -13,6 +13,21 @@
 #include "server.h"
 
 #define GBI_ID_MAX 255        /* ZeroMQ routing ids are at most 255 bytes */
+
+/* The envelopes a ClientFrame carries (one, a batch's, or none); sets *n. */
+static inline Gpubridge__Envelope **gbi_frame_envelopes(const Gpubridge__ClientFrame *f, size_t *n)
+{
+    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
+        *n = 1;
+        return (Gpubridge__Envelope **)&f->envelope;
+    }
+    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
+        *n = f->batch->n_envelopes;
+        return f->batch->envelopes;
+    }
+    *n = 0;
+    return NULL;
+}
 #define GBI_BATCH_MAX 256     /* replies per ReplyBatch frame */
 #define GBI_ARENA_SIZE (1u << 20)
 

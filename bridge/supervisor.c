@@ -157,15 +157,8 @@ static void note_requests(peer_t *p, const uint8_t *buf, size_t len)
     Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, len, buf);
     if (!f)
         return; /* the worker answers undecodable frames (correlation id 0) */
-    Gpubridge__Envelope **envs = NULL;
     size_t n = 0;
-    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
-        envs = &f->envelope;
-        n = 1;
-    } else if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
-        envs = f->batch->envelopes;
-        n = f->batch->n_envelopes;
-    }
+    Gpubridge__Envelope **envs = gbi_frame_envelopes(f, &n);
     for (size_t i = 0; i < n; i++)
         if (envs[i] && envs[i]->kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
             set_add(p, envs[i]->correlation_id);

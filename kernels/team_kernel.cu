@@ -30,19 +30,11 @@
 #include <cuda_runtime.h>
 
 #include "dispatch.h"
+#include "ldst.cuh"
 #include "ring_kernel.h"
 
 extern __shared__ uint4 gbk_team_dsmem[];
 
-static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
-{
-    uint4 v;
-    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p)
-                 : "memory");
-    return v;
-}
 
 template <typename T> static __device__ __forceinline__ T ldv(const volatile T *p) { return *p; }
 template <typename T> static __device__ __forceinline__ void stv(volatile T *p, T v) { *p = v; }
