@@ -667,6 +667,7 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
         free(s.curve);
     }
     zmq_ctx_term(s.zctx);
+    unlink(s.worker_ep + strlen("ipc://")); /* a killed worker leaves its socket file behind */
     return result;
 fail:
     if (s.router)
