@@ -6,6 +6,7 @@
 #include "codec_pagerank.h"
 #include "echo.pb-c.h"
 #include "grain.h"
+#include "pb_wire.h"
 #include "vecadd.pb-c.h"
 
 /* echo: the request's protobuf bytes are the record; the reply appends field
@@ -100,17 +101,6 @@ size_t gbi_codec_reply_bound(int kind, uint32_t rec_len)
     return (size_t)rec_len + 32; /* tag + length prefixes, and echo's grain_count */
 }
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
                     size_t *out_len, uint32_t *message_type)
 {
@@ -122,7 +112,7 @@ int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec
         if (n)
             memcpy(out, rec, n);
         out[n++] = (4u << 3) | 0; /* field 4, varint */
-        n += put_varint(out + n, hdr->aux);
+        n += gb_pb_varint_put(out + n, hdr->aux);
         *out_len = n;
         *message_type = GPUBRIDGE__ECHO_MESSAGE_TYPE__ECHO_MESSAGE_TYPE_RESPONSE;
         return 0;

@@ -5,7 +5,6 @@
 
 #include "grain.h"
 #include "log.h"
-#include "server.h"
 
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
 {

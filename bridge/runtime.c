@@ -57,6 +57,12 @@ int gb_grain_kind_of(const char *type)
     return GB_GRAIN_NONE;
 }
 
+int gb_test_faults_enabled(void)
+{
+    const char *v = getenv("GPUBRIDGE_TEST_FAULTS");
+    return v && strcmp(v, "1") == 0;
+}
+
 gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out)
 {
     *out = NULL;

@@ -311,11 +311,6 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 
 void gb_server_exit_on_gpu_failure(gb_server_t *s, int on) { s->exit_on_gpu_failure = on; }
 
-int gb_test_faults_enabled(void)
-{
-    const char *v = getenv("GPUBRIDGE_TEST_FAULTS");
-    return v && strcmp(v, "1") == 0;
-}
 
 gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
                      const gb_selection_t *sel, gb_server_t **out, char *err, size_t errlen)

@@ -36,10 +36,6 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
 
 void gb_server_exit_on_gpu_failure(gb_server_t *s, int on);
 
-/* Test hook: GPUBRIDGE_TEST_FAULTS=1 lets requests of message type
- * GB_MSG_TEST_FAULT (65407) make a GPU kernel fault (a sticky CUDA error).
- * Never set it in production. */
-int gb_test_faults_enabled(void);
 
 /* Closes the socket (lingering briefly so the last replies go out); takes NULL. */
 void gb_server_destroy(gb_server_t **s);

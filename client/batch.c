@@ -10,43 +10,23 @@
 #include <string.h>
 
 #include "client_internal.h"
+#include "pb_wire.h"
 
 #define TAG_ENVELOPE 0x0a /* field 1, length-delimited */
 #define TAG_BATCH 0x12    /* field 2, length-delimited */
 
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static size_t varint_put(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 size_t gbci_batch_frame_len_with(const gbci_batch_t *b, size_t env_len)
 {
-    size_t rec = 1 + varint_len(env_len) + env_len;
+    size_t rec = 1 + gb_pb_varint_len(env_len) + env_len;
     size_t records = b->len + rec;
     if (b->count == 0)
         return records;
-    return 1 + varint_len(records) + records;
+    return 1 + gb_pb_varint_len(records) + records;
 }
 
 gbc_err gbci_batch_append(gbci_batch_t *b, const Gpubridge__Envelope *env, size_t env_len)
 {
-    size_t rec = 1 + varint_len(env_len) + env_len;
+    size_t rec = 1 + gb_pb_varint_len(env_len) + env_len;
     size_t need = GBCI_PREFIX + b->len + rec;
     if (need > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -60,7 +40,7 @@ gbc_err gbci_batch_append(gbci_batch_t *b, const Gpubridge__Envelope *env, size_
     }
     uint8_t *p = b->buf + GBCI_PREFIX + b->len;
     *p++ = TAG_ENVELOPE;
-    p += varint_put(p, env_len);
+    p += gb_pb_varint_put(p, env_len);
     gpubridge__envelope__pack(env, p);
     b->len += rec;
     b->count++;
@@ -77,7 +57,7 @@ void gbci_batch_frame(gbci_batch_t *b, const uint8_t **data, size_t *len)
     }
     uint8_t hdr[GBCI_PREFIX];
     hdr[0] = TAG_BATCH;
-    size_t h = 1 + varint_put(hdr + 1, b->len);
+    size_t h = 1 + gb_pb_varint_put(hdr + 1, b->len);
     memcpy(records - h, hdr, h);
     *data = records - h;
     *len = h + b->len;

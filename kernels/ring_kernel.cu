@@ -343,17 +343,39 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size)
     return w ? w : 1;
 }
 
+extern "C" cudaError_t gbk_allow_smem(const void *func, size_t smem)
+{
+    if (smem <= 48 * 1024)
+        return cudaSuccess; /* the default limit: no opt-in needed */
+    return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+}
+
+extern "C" cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                    size_t ndeps, const void *func, unsigned blocks, unsigned threads, size_t smem,
+                                    const gb_kargs_t *args)
+{
+    cudaError_t err = gbk_allow_smem(func, smem);
+    if (err != cudaSuccess)
+        return err;
+    gb_kargs_t a = *args; /* the node copies its parameters when added */
+    void *kp[1] = {&a};
+    cudaKernelNodeParams p = {};
+    p.func = (void *)func;
+    p.gridDim = dim3(blocks, 1, 1);
+    p.blockDim = dim3(threads, 1, 1);
+    p.sharedMemBytes = (unsigned)smem;
+    p.kernelParams = kp;
+    return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
+}
+
 extern "C" cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream)
 {
     if (args->team_workers)
         return gbk_team_launch(args, stream);
-    size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
-    if (smem > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute(gbk_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)smem);
-        if (err != cudaSuccess)
-            return err;
-    }
+    const size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
+    cudaError_t err = gbk_allow_smem((const void *)gbk_ring_kernel, smem);
+    if (err != cudaSuccess)
+        return err;
     gbk_ring_kernel<<<1, GBK_THREADS, smem, stream>>>(*args);
     return cudaGetLastError();
 }
@@ -363,20 +385,6 @@ extern "C" cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t grap
 {
     if (args->team_workers)
         return gbk_team_add_node(node, graph, deps, ndeps, args);
-    size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
-    if (smem > 48 * 1024) {
-        cudaError_t err = cudaFuncSetAttribute(gbk_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)smem);
-        if (err != cudaSuccess)
-            return err;
-    }
-    gb_kargs_t a = *args; /* the node copies its parameters when added */
-    void *kp[1] = {&a};
-    cudaKernelNodeParams p = {};
-    p.func = (void *)gbk_ring_kernel;
-    p.gridDim = dim3(1, 1, 1);
-    p.blockDim = dim3(GBK_THREADS, 1, 1);
-    p.sharedMemBytes = (unsigned)smem;
-    p.kernelParams = kp;
-    return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
+    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_ring_kernel, 1, GBK_THREADS,
+                        gbk_ring_smem(args->window, args->geom.slot_size), args);
 }

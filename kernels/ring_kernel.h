@@ -94,6 +94,13 @@ cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cu
  * forever. Called before the first ring kernel is created. */
 cudaError_t gbk_preload(void);
 
+/* Shared by the launchers: opts func in to smem bytes of dynamic shared
+ * memory when past the default 48 KiB, and adds a kernel node of
+ * blocks x threads to graph (relaunch mode). */
+cudaError_t gbk_allow_smem(const void *func, size_t smem);
+cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                         const void *func, unsigned blocks, unsigned threads, size_t smem, const gb_kargs_t *args);
+
 /* team_kernel.cu */
 cudaError_t gbk_team_preload(void);
 size_t gbk_team_smem(uint32_t slot_size);

@@ -382,8 +382,7 @@ extern "C" uint32_t gbk_team_workers(int device, uint32_t slot_size)
     size_t smem = gbk_team_smem(slot_size);
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 2)
         return 1;
-    if (smem > 48 * 1024)
-        cudaFuncSetAttribute(gbk_team_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    gbk_allow_smem((const void *)gbk_team_kernel, smem);
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gbk_team_kernel, GBK_TEAM_THREADS, smem) != cudaSuccess)
         per_sm = 1;
     cudaGetLastError();
@@ -395,18 +394,10 @@ extern "C" uint32_t gbk_team_workers(int device, uint32_t slot_size)
     return w >= 1 ? (uint32_t)w : 1;
 }
 
-static cudaError_t team_prepare(const gb_kargs_t *args, size_t *smem)
-{
-    *smem = gbk_team_smem(args->geom.slot_size);
-    if (*smem > 48 * 1024)
-        return cudaFuncSetAttribute(gbk_team_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem);
-    return cudaSuccess;
-}
-
 extern "C" cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream)
 {
-    size_t smem;
-    cudaError_t err = team_prepare(args, &smem);
+    const size_t smem = gbk_team_smem(args->geom.slot_size);
+    cudaError_t err = gbk_allow_smem((const void *)gbk_team_kernel, smem);
     if (err != cudaSuccess)
         return err;
     gbk_team_kernel<<<1 + args->team_workers, GBK_TEAM_THREADS, smem, stream>>>(*args);
@@ -416,17 +407,6 @@ extern "C" cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stre
 extern "C" cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
                                          size_t ndeps, const gb_kargs_t *args)
 {
-    size_t smem;
-    cudaError_t err = team_prepare(args, &smem);
-    if (err != cudaSuccess)
-        return err;
-    gb_kargs_t a = *args;
-    void *kp[1] = {&a};
-    cudaKernelNodeParams p = {};
-    p.func = (void *)gbk_team_kernel;
-    p.gridDim = dim3(1 + args->team_workers, 1, 1);
-    p.blockDim = dim3(GBK_TEAM_THREADS, 1, 1);
-    p.sharedMemBytes = (unsigned)smem;
-    p.kernelParams = kp;
-    return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
+    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_team_kernel, 1 + args->team_workers,
+                        GBK_TEAM_THREADS, gbk_team_smem(args->geom.slot_size), args);
 }

@@ -21,6 +21,7 @@
 
 #include "graph.h"
 #include "grain.h"
+#include "rk_wait.h"
 #include "runtime.h"
 
 static gb_mode g_mode = GB_MODE_CPU;
@@ -82,27 +83,6 @@ static int pr_teardown(void **state)
     return 0;
 }
 
-static uint64_t pr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void pr_recv(gb_rk_t *rk, gb_reply_t *r, void *buf, uint32_t cap)
-{
-    uint64_t end = pr_now_ms() + 20000;
-    for (;;) {
-        gb_err err = gb_rk_recv(rk, r, buf, cap);
-        if (err == GB_OK)
-            return;
-        assert_int_equal(err, GB_ERR_EMPTY);
-        assert_int_equal(gb_rk_poll(rk), GB_OK);
-        if (pr_now_ms() > end)
-            fail_msg("no reply within 20 s");
-    }
-}
-
 /* Pipelined requests: sends, taking replies (in order) whenever the ring is
  * full. Each reply's status is checked against want; payloads go to sink. */
 typedef struct pr_batch {
@@ -117,7 +97,7 @@ static void pr_take(pr_batch_t *b)
 {
     static unsigned char buf[PR_SLOT];
     gb_reply_t r;
-    pr_recv(b->rk, &r, buf, sizeof buf);
+    recv_one(b->rk, &r, buf, sizeof buf, 20000);
     assert_int_equal(r.corr, b->got);
     if (r.status != b->want)
         fail_msg("reply %llu: status %u, want %u", (unsigned long long)r.corr, r.status, b->want);
@@ -149,7 +129,7 @@ static uint16_t pr_call(gb_rk_t *rk, uint64_t key, uint16_t type, const void *re
     static unsigned char buf[PR_SLOT];
     assert_int_equal(gb_rk_send(rk, key, ++corr, type, rec, len), GB_OK);
     gb_reply_t r;
-    pr_recv(rk, &r, buf, sizeof buf);
+    recv_one(rk, &r, buf, sizeof buf, 20000);
     assert_int_equal(r.corr, corr);
     if (out)
         memcpy(out, buf, r.len);
