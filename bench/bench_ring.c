@@ -106,8 +106,7 @@ static int wait_reply(gb_rk_t *rk, uint64_t i)
 
 static int g_window = 256;
 
-static int bench_backend(const char *label, gb_mode mode, int fallback, int warmup, int iters,
-                         double seconds)
+static gb_rk_t *start_ring(const char *label, gb_mode mode, int fallback)
 {
     gb_rk_params_t p;
     memset(&p, 0, sizeof p);
@@ -131,15 +130,75 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     if (err != GB_OK) {
         fprintf(stderr, "bench: %s: %s\n", label, gb_strerror(err));
         gb_rk_destroy(&rk);
-        return -1;
     }
+    return rk;
+}
+
+/* Checks the kernel's counters against what was sent, stops it, prints where
+ * its time went (GPU modes) and destroys it. */
+static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mode mode, uint64_t sent, int rc)
+{
+    gb_rk_t *rk = *rkp;
+    gb_rk_status_t st;
+    /* Counters are written with the replies; allow the last window's to land. */
+    for (int w = 0; w < 1000; w++) {
+        gb_rk_status(rk, &st);
+        if (st.processed >= sent)
+            break;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    if (rc == 0 && (st.processed != sent || st.errors != 0)) {
+        fprintf(stderr, "bench: %s: processed %llu of %llu, errors %llu\n", name, (unsigned long long)st.processed,
+                (unsigned long long)sent, (unsigned long long)st.errors);
+        rc = -1;
+    }
+#ifdef GB_HAVE_CUDA
+    if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK) {
+        gb_kstate_t ks;
+        double khz = gbi_cuda_clock_khz(0);
+        if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_windows && khz > 0) {
+            double w = (double)ks.prof_windows, us = 1e3 / khz;
+            printf("profile %s %s: %llu busy windows, %.1f msgs/window; per window us: read %.2f "
+                   "dispatch %.2f write %.2f; idle total %.1f ms\n",
+                   name, phase, (unsigned long long)ks.prof_windows, (double)ks.prof_msgs / w,
+                   (double)ks.prof_read / w * us, (double)ks.prof_dispatch / w * us,
+                   (double)ks.prof_write / w * us, (double)ks.prof_idle * us / 1e3);
+            if (ks.prof_big_windows) {
+                w = (double)ks.prof_big_windows;
+                printf("profile %s %s: %llu windows of >= 64, %.1f msgs/window; per window us: read %.2f "
+                       "dispatch %.2f write %.2f\n",
+                       name, phase, (unsigned long long)ks.prof_big_windows, (double)ks.prof_big_msgs / w,
+                       (double)ks.prof_big_read / w * us, (double)ks.prof_big_dispatch / w * us,
+                       (double)ks.prof_big_write / w * us);
+            }
+        }
+    }
+#else
+    (void)mode;
+    (void)phase;
+#endif
+    gb_rk_destroy(rkp);
+    return rc;
+}
+
+static int bench_backend(const char *label, gb_mode mode, int fallback, int warmup, int iters,
+                         double seconds, int lat_only)
+{
+    gb_rk_t *rk = start_ring(label, mode, fallback);
+    if (!rk)
+        return -1;
     gb_rk_status_t st;
     gb_rk_status(rk, &st);
     char name[48];
-    snprintf(name, sizeof name, "%s (%s)", label, gb_placement_name(st.placement));
+    const char *kflags = getenv("GPUBRIDGE_KERNEL_FLAGS");
+    if (kflags && mode != GB_MODE_CPU)
+        snprintf(name, sizeof name, "%s (%s) flags %s", label, gb_placement_name(st.placement), kflags);
+    else
+        snprintf(name, sizeof name, "%s (%s)", label, gb_placement_name(st.placement));
     row_t *row = add_row(name);
 
-    /* Round trip. */
+    /* Round trip, on a ring of its own so that its kernel profile is its own. */
     double *samples = calloc((size_t)iters, sizeof *samples);
     uint64_t i = 0;
     int rc = 0;
@@ -157,8 +216,14 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
         row->has_lat = 1;
     }
     free(samples);
+    rc = finish_ring(&rk, name, "round trip", mode, i, rc);
+    if (rc != 0 || lat_only)
+        return rc;
 
     /* Throughput per batch size. */
+    if (!(rk = start_ring(label, mode, fallback)))
+        return -1;
+    i = 0;
     for (int b = 0; b < 4 && rc == 0; b++) {
         uint32_t batch = BATCHES[b];
         double t0 = now_us(), t1, send_us = 0;
@@ -178,48 +243,11 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
             t1 = now_us();
         } while (rc == 0 && t1 - t0 < seconds * 1e6);
         row->batch_rate[b] = (double)done / ((t1 - t0) / 1e6);
-        if (batch == 4096)
-            printf("host %s batch 4096: %.0f ns/msg writing requests, %.0f ns/msg waiting+reading replies\n",
-                   label, send_us * 1e3 / (double)done, (t1 - t0 - send_us) * 1e3 / (double)done);
+        printf("host %s batch %u: %.1f ns/msg writing requests, %.1f ns/msg waiting+reading replies\n", label,
+               batch, send_us * 1e3 / (double)done, (t1 - t0 - send_us) * 1e3 / (double)done);
     }
     row->has_tput = rc == 0;
-    /* Counters are written with the replies; allow the last window's to land. */
-    for (int w = 0; w < 1000; w++) {
-        gb_rk_status(rk, &st);
-        if (st.processed >= i)
-            break;
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-    if (rc == 0 && (st.processed != i || st.errors != 0)) {
-        fprintf(stderr, "bench: %s: processed %llu of %llu, errors %llu\n", label,
-                (unsigned long long)st.processed, (unsigned long long)i, (unsigned long long)st.errors);
-        rc = -1;
-    }
-#ifdef GB_HAVE_CUDA
-    if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK) {
-        gb_kstate_t ks;
-        double khz = gbi_cuda_clock_khz(0);
-        if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_windows && khz > 0) {
-            double w = (double)ks.prof_windows, us = 1e3 / khz;
-            printf("profile %s: %llu busy windows, %.1f msgs/window; per window us: read %.2f "
-                   "dispatch %.2f write %.2f; idle total %.1f ms\n",
-                   name, (unsigned long long)ks.prof_windows, (double)ks.prof_msgs / w,
-                   (double)ks.prof_read / w * us, (double)ks.prof_dispatch / w * us,
-                   (double)ks.prof_write / w * us, (double)ks.prof_idle * us / 1e3);
-            if (ks.prof_big_windows) {
-                w = (double)ks.prof_big_windows;
-                printf("profile %s: %llu windows of >= 64, %.1f msgs/window; per window us: read %.2f "
-                       "dispatch %.2f write %.2f\n",
-                       name, (unsigned long long)ks.prof_big_windows, (double)ks.prof_big_msgs / w,
-                       (double)ks.prof_big_read / w * us, (double)ks.prof_big_dispatch / w * us,
-                       (double)ks.prof_big_write / w * us);
-            }
-        }
-    }
-#endif
-    gb_rk_destroy(&rk);
-    return rc;
+    return finish_ring(&rk, name, "throughput", mode, i, rc);
 }
 
 /* CPU the host side spends on an idle ring kernel over one second, when an
@@ -291,19 +319,20 @@ static void bench_floors(int warmup, int iters)
 static void usage(void)
 {
     printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
-           "                  [--fallback]\n"
+           "                  [--fallback] [--variants F1,F2]\n"
            "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
            "  --window    requests per dispatch window (default 256)\n"
-           "  --fallback  also measure the fallback placements (device memory + staging)\n");
+           "  --fallback  also measure the fallback placements (device memory + staging)\n"
+           "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n");
 }
 
 int main(int argc, char **argv)
 {
     int iters = 20000, warmup = 2000, fallback = 0;
     double seconds = 0.5;
-    const char *modes = NULL;
+    const char *modes = NULL, *variants = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--iters") && a + 1 < argc)
             iters = atoi(argv[++a]);
@@ -315,6 +344,8 @@ int main(int argc, char **argv)
             modes = argv[++a];
         else if (!strcmp(argv[a], "--window") && a + 1 < argc)
             g_window = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--variants") && a + 1 < argc)
+            variants = argv[++a];
         else if (!strcmp(argv[a], "--fallback"))
             fallback = 1;
         else {
@@ -342,21 +373,34 @@ int main(int argc, char **argv)
         bench_floors(warmup, iters);
 #endif
     if (strstr(modes, "cpu"))
-        rc |= bench_backend("cpu", GB_MODE_CPU, 0, warmup, iters, seconds);
+        rc |= bench_backend("cpu", GB_MODE_CPU, 0, warmup, iters, seconds, 0);
     if (strstr(modes, "persistent")) {
-        rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds);
+        rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds, 0);
         if (fallback)
-            rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 1, warmup, iters / 10, seconds);
+            rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 1, warmup, iters / 10, seconds, 0);
     }
     if (strstr(modes, "relaunch")) {
-        rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 0, warmup, iters, seconds);
+        rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 0, warmup, iters, seconds, 0);
         if (fallback) {
-            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup, iters / 4, seconds);
+            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup, iters / 4, seconds, 0);
             setenv("GPUBRIDGE_FORCE_MALLOC_STAGING", "1", 1);
-            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup / 4, iters / 20, seconds);
+            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup / 4, iters / 20, seconds, 0);
             unsetenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
         }
         printf("idle host CPU, relaunch, polled every ms: %.2f%% of a core\n", idle_cpu_percent(GB_MODE_RELAUNCH));
+    }
+    /* Kernel switches (GBK_F_* in ring_kernel.h), round trip only, side by side. */
+    for (const char *v = variants; v && *v && have_gpu;) {
+        char f[16];
+        size_t len = strcspn(v, ",");
+        snprintf(f, sizeof f, "%.*s", (int)(len < 15 ? len : 15), v);
+        setenv("GPUBRIDGE_KERNEL_FLAGS", f, 1);
+        if (strstr(modes, "persistent"))
+            rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds, 1);
+        if (strstr(modes, "relaunch"))
+            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 0, warmup, iters, seconds, 1);
+        unsetenv("GPUBRIDGE_KERNEL_FLAGS");
+        v += len + (v[len] == ',');
     }
     if (strstr(modes, "cpu"))
         printf("idle host CPU, cpu backend (its worker backs off), polled every ms: %.2f%% of a core\n",
@@ -399,7 +443,7 @@ int main(int argc, char **argv)
             continue;
         if (floor_echo > 0 && !strncmp(w->name, "persistent", 10))
             printf("ratio %s / echo floor: %.3f\n", w->name, w->median_us / floor_echo);
-        if (floor_graph > 0 && !strcmp(w->name, "relaunch (mapped)"))
+        if (floor_graph > 0 && !strncmp(w->name, "relaunch (mapped)", 17))
             printf("ratio %s / empty-graph floor: %.3f\n", w->name, w->median_us / floor_graph);
         if (floor_copy > 0 && !strncmp(w->name, "relaunch (device", 16))
             printf("ratio %s / copy-graph floor: %.3f\n", w->name, w->median_us / floor_copy);

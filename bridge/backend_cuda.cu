@@ -257,6 +257,8 @@ static gb_err cuda_create(gb_rk_t *rk)
     b->args.idle_spin_polls = rk->p.idle_spin_polls;
     b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
     b->args.budget = 0; /* persistent; relaunch sets its budget in gbi_relaunch_setup */
+    /* benchmark switches (ring_kernel.h) */
+    b->args.flags = getenv("GPUBRIDGE_KERNEL_FLAGS") ? (uint32_t)strtoul(getenv("GPUBRIDGE_KERNEL_FLAGS"), NULL, 0) : 0;
     if (gb_grain_is_team(rk->kind)) {
         if (!rk->p.arena) {
             GB_ERROR("ring kernel '%s': team grains need an arena (arena_mb > 0)", rk->type_name);

@@ -1,14 +1,20 @@
 /* The ring kernel: one block whose threads are the grain type's owner lanes.
  *
- * Each iteration is one dispatch window:
- *   A. read, in one PCIe round: the request slots, in_head and the control
- *      word. When in_head shows published requests the block reads exactly
- *      those (up to a window, coalesced, 16 bytes a thread, 4 adjacent threads
- *      per 64-byte line); otherwise it polls the single next slot, whose stamp
- *      says whether it is written: a lone message costs one PCIe read. Slots
- *      ahead of the producer are never read, since each such read pulls a line
- *      out of the writing CPU's cache. (Staging placement: in_head is read
- *      first; device memory makes that cheap, and stamps are not needed.)
+ * Poll phase (mapped placement, nothing known to be pending): warp 0 alone
+ * polls, the other warps wait at a barrier. One PCIe round reads the next
+ * slot's first 64-byte line (its stamp says whether it is written), in_head
+ * and the control line. A lone request is then handled by warp 0 itself --
+ * read, dispatch, reply, fence, stamp -- with no block-wide barrier on the
+ * way: that is the round-trip path, and it is the bare echo floor plus the
+ * handler. When in_head shows more than one request, the block takes over.
+ *
+ * Window phase: each iteration is one dispatch window of the whole block:
+ *   A. read, in one PCIe round: the request slots (up to a window, coalesced,
+ *      16 bytes a thread, 4 adjacent threads per 64-byte line), in_head and the
+ *      control line. Slots ahead of the producer are never read, since each
+ *      such read pulls a line out of the writing CPU's cache. (Staging
+ *      placement: in_head is read first; device memory makes that cheap, and
+ *      stamps are not needed. Staging always runs windows.)
  *   B. dispatch, in rounds by rank within each owner lane (see below),
  *      writing replies into shared memory.
  *   C. write: the block copies the replies out coalesced, with the stamp left
@@ -16,9 +22,9 @@
  *      store per reply sets its stamp. A host that sees the stamp sees the
  *      reply.
  *
- * Idle: spin `idle_spin_polls` windows, then __nanosleep with a doubling
+ * Idle: spin `idle_spin_polls` polls, then __nanosleep with a doubling
  * back-off up to `idle_backoff_max_ns`. A relaunched kernel (budget > 0)
- * exits instead of idling. */
+ * exits instead of idling, and as soon as in_head shows nothing more. */
 #include <cuda_runtime.h>
 
 #include "dispatch.h"
@@ -33,6 +39,158 @@ template <typename T> static __device__ __forceinline__ void st_volatile(volatil
 
 extern __shared__ uint4 gbk_smem[];
 
+#define FULL_MASK 0xffffffffu
+
+/* Warp 0's poll loop and single-message path (see the header comment). Runs
+ * until the block must take over (more than one request pending), or the
+ * kernel must exit: returns GB_EXIT_NONE or the exit reason. Only lane 0's
+ * *ks and *beat are kept (as thread 0's are in the window phase); the
+ * positions are the same in every lane. */
+static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ctl, gb_ring_indices_t *idx,
+                                              const unsigned char *in, unsigned char *out, unsigned char *s_in,
+                                              unsigned char *s_out, uint32_t nthreads, uint64_t *tailp,
+                                              uint64_t *known_headp, uint64_t *donep, uint32_t *idle_pollsp,
+                                              uint32_t *sleep_nsp, uint64_t *beatp, gb_kstate_t *ks)
+{
+    const uint32_t lane = threadIdx.x;
+    const gb_ring_geom_t g = a.geom;
+    const uint32_t S = g.slot_size, C16 = S / 16, mask = g.cap - 1;
+    uint64_t tail = *tailp, known_head = *known_headp, done = *donep, beat = *beatp;
+    uint32_t idle_polls = *idle_pollsp, sleep_ns = *sleep_nsp;
+    int why = GB_EXIT_NONE;
+    for (;;) {
+        const long long t0 = clock64();
+        const unsigned char *slot = in + (size_t)(tail & mask) * S;
+        uint4 v = make_uint4(0, 0, 0, 0), cw = v;
+        uint64_t head = 0;
+        /* One PCIe round: the slot's first line (lanes 0-3), in_head, control. */
+        if (lane < GB_SNAPSHOT / 16)
+            v = ld_volatile_v4(slot + lane * 16);
+        else if (lane == 31)
+            cw = ld_volatile_v4((const void *)&ctl->is_active);
+        else if (lane == 30)
+            head = ld_volatile(&idx->in_head);
+        /* Header bytes 16..31 are lane 1's: type|status, len, aux, seq. */
+        const uint32_t seq = __shfl_sync(FULL_MASK, v.w, 1), len = __shfl_sync(FULL_MASK, v.y, 1);
+        const uint32_t active = __shfl_sync(FULL_MASK, cw.x, 31), term = __shfl_sync(FULL_MASK, cw.y, 31);
+        const uint32_t test = __shfl_sync(FULL_MASK, cw.z, 31);
+        head = __shfl_sync(FULL_MASK, head, 30);
+        known_head = max(known_head, head);
+        if (lane == 0 && beat == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+            st_volatile(&ctl->heartbeat, ++beat); /* first beat: the start-up deadline waits for it */
+        if (term) {
+            why = GB_EXIT_TERMINATED;
+            break;
+        }
+        if (lane == 0 && (int32_t)active != ks->active_seen) {
+            ks->active_seen = (int32_t)active;
+            st_volatile(&ctl->active_seen, (int32_t)active);
+            __threadfence_system();
+        }
+        const bool ready = active && seq == gb_stamp(tail);
+        if (ready && known_head <= tail + 1) {
+            /* A lone request: warp 0 handles it. Lines past the first are
+             * read now that the stamp (written after them) was seen. */
+            const long long t1 = clock64();
+            if (lane < GB_SNAPSHOT / 16)
+                *(uint4 *)(s_in + lane * 16) = v;
+            const uint32_t in_chunks = min(C16, (GB_SLOT_HDR_SIZE + min(len, S) + 15) / 16);
+            if (in_chunks > GB_SNAPSHOT / 16) {
+                __threadfence_system();
+                for (uint32_t c = GB_SNAPSHOT / 16 + lane; c < in_chunks; c += 32)
+                    *(uint4 *)(s_in + c * 16) = ld_volatile_v4(slot + c * 16);
+            }
+            __syncwarp();
+            uint32_t out_len = 0;
+            if (lane == 0) {
+                const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)s_in;
+                const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
+                gb_slot_hdr_t oh;
+                int bad = gbi_dispatch_one(a.kind, &ctx, &a.tab, gb_grain_lane(h->key, nthreads), h,
+                                           s_in + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
+                                           S - GB_SLOT_HDR_SIZE, test);
+                oh.seq = gb_stamp(tail - g.cap); /* "not yet" until the stamp store below */
+                *(gb_slot_hdr_t *)s_out = oh;
+                out_len = oh.len;
+                ks->processed++;
+                ks->errors += (uint64_t)bad;
+                ks->iterations++;
+                if (!(a.flags & GBK_F_LATE_COUNTERS)) {
+                    /* Before the fence: a host that sees the stamp sees counters that include it. */
+                    st_volatile(&ctl->processed, ks->processed);
+                    st_volatile(&ctl->errors, ks->errors);
+                    st_volatile(&ctl->iterations, ks->iterations);
+                    st_volatile(&ctl->consumed, tail + 1);
+                }
+            }
+            __syncwarp();
+            out_len = __shfl_sync(FULL_MASK, out_len, 0);
+            const long long t2 = clock64();
+            unsigned char *oslot = out + (size_t)(tail & mask) * S;
+            const uint32_t out_chunks = min(C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
+            for (uint32_t c = lane; c < out_chunks; c += 32)
+                *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
+            __threadfence_system();
+            __syncwarp();
+            if (lane == 0) {
+                st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(tail));
+                if (a.flags & GBK_F_LATE_COUNTERS) {
+                    st_volatile(&ctl->processed, ks->processed);
+                    st_volatile(&ctl->errors, ks->errors);
+                    st_volatile(&ctl->iterations, ks->iterations);
+                    st_volatile(&ctl->consumed, tail + 1);
+                }
+                if (!(test & GB_TEST_SKIP_HEARTBEAT))
+                    st_volatile(&ctl->heartbeat, ++beat);
+                const long long t3 = clock64();
+                ks->prof_read += (uint64_t)(t1 - t0);
+                ks->prof_dispatch += (uint64_t)(t2 - t1);
+                ks->prof_write += (uint64_t)(t3 - t2);
+                ks->prof_windows++;
+                ks->prof_msgs++;
+            }
+            tail++;
+            done++;
+            idle_polls = 0;
+            sleep_ns = 0;
+            if (a.budget && done >= a.budget) {
+                why = GB_EXIT_BUDGET_SPENT;
+                break;
+            }
+            if (a.budget && known_head <= tail) {
+                /* in_head was read in this launch: everything the host had
+                 * published when it launched is done, and it launches again
+                 * for anything later. No extra poll to find the ring empty. */
+                why = GB_EXIT_INPUT_EMPTY;
+                break;
+            }
+            continue;
+        }
+        if (active && (ready || known_head > tail))
+            break; /* more than one request: the block's window phase */
+        if (a.budget) {
+            why = GB_EXIT_INPUT_EMPTY; /* nothing (or deactivated): leave it queued */
+            break;
+        }
+        if (++idle_polls > a.idle_spin_polls) {
+            sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
+            __nanosleep(sleep_ns);
+        }
+        if (lane == 0) {
+            if ((idle_polls & 63) == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+                st_volatile(&ctl->heartbeat, ++beat);
+            ks->prof_idle += (uint64_t)(clock64() - t0);
+        }
+    }
+    *tailp = tail;
+    *known_headp = known_head;
+    *donep = done;
+    *idle_pollsp = idle_polls;
+    *sleep_nsp = sleep_ns;
+    *beatp = beat;
+    return why;
+}
+
 __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
 {
     const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
@@ -45,7 +203,8 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     __shared__ uint16_t s_cnt[GBK_THREADS];
     __shared__ uint32_t s_rounds;
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
-    __shared__ uint64_t s_head;
+    __shared__ uint64_t s_head, s_known, s_done;
+    __shared__ int s_reason;
 
     gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
     gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
@@ -62,15 +221,33 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
     s_cnt[tid] = 0;
-    if (tid == 0) {
-        s_test = ld_volatile(&ctl->test_flags);
-        /* First beat at once: the host's start-up deadline waits for it. */
-        if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
-            st_volatile(&ctl->heartbeat, ++beat);
-    }
+    if (tid == 0)
+        s_test = 0; /* the control line's test_flags arrive with the first read */
     __syncthreads();
 
     for (;;) {
+        if (!a.staging && !(a.flags & GBK_F_NO_FAST) && known_head <= tail) {
+            /* Poll phase (warp 0), see the header comment. */
+            if (tid < 32) {
+                int why = poll_phase(a, ctl, idx, in, out, s_in, s_out, nthreads, &tail, &known_head,
+                                     &launch_done, &idle_polls, &sleep_ns, &beat, &ks);
+                if (tid == 0) {
+                    s_head = tail;
+                    s_known = known_head;
+                    s_done = launch_done;
+                    s_reason = why;
+                }
+            }
+            __syncthreads();
+            tail = s_head;
+            known_head = s_known;
+            launch_done = s_done;
+            if (s_reason != GB_EXIT_NONE) {
+                reason = s_reason;
+                break;
+            }
+            __syncthreads(); /* s_head is rewritten below */
+        }
         /* What to read. Mapped: when in_head says requests are published, read
          * exactly those (a window's worth); otherwise poll the one next slot.
          * Never read slots ahead of the producer: each such read pulls a line
@@ -97,10 +274,11 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         /* A. One PCIe round: the slots (up to 4 chunks of 16 bytes a thread,
          * all loads issued before any is used), in_head and the control word. */
         const uint32_t total = want * C16;
-        uint64_t cword = 0, head = 0;
+        uint4 cword = make_uint4(0, 0, 0, 0);
+        uint64_t head = 0;
         if (tid == ctl_thread) {
-            /* is_active (low) and should_terminate (high) in one 8-byte load */
-            cword = ld_volatile((const volatile uint64_t *)&ctl->is_active);
+            /* is_active, should_terminate and test_flags in one 16-byte load */
+            cword = ld_volatile_v4((const void *)&ctl->is_active);
             if (!a.staging)
                 head = ld_volatile(&idx->in_head);
         }
@@ -124,8 +302,9 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             }
         }
         if (tid == ctl_thread) {
-            s_active = (uint32_t)cword;
-            s_term = (uint32_t)(cword >> 32);
+            s_active = cword.x;
+            s_term = cword.y;
+            s_test = cword.z;
             if (!a.staging)
                 s_head = head;
         }
@@ -164,7 +343,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
                 __nanosleep(sleep_ns);
             }
-            if (tid == 0 && (idle_polls & 63) == 0 && !(s_test & GB_TEST_SKIP_HEARTBEAT))
+            if (tid == 0 && ((idle_polls & 63) == 0 || beat == 0) && !(s_test & GB_TEST_SKIP_HEARTBEAT))
                 st_volatile(&ctl->heartbeat, ++beat);
             ks.prof_idle += (uint64_t)(clock64() - t0);
             __syncthreads(); /* s_* are rewritten by thread 0 next iteration */
@@ -298,6 +477,10 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         }
         if (a.budget && launch_done >= a.budget) {
             reason = GB_EXIT_BUDGET_SPENT;
+            break;
+        }
+        if (a.budget && known_head <= tail) {
+            reason = GB_EXIT_INPUT_EMPTY; /* all this launch was issued for (see poll_phase) */
             break;
         }
         __syncthreads();

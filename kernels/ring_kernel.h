@@ -70,7 +70,13 @@ typedef struct gb_kargs {
     gb_team_state_t *team;  /* device memory, GBK_TEAM_STATE_SIZE(team_workers), zeroed */
     unsigned char *arena;   /* the family's arena (device memory) */
     uint64_t arena_size;
+    uint32_t flags;         /* GBK_F_*: benchmark switches, 0 in production */
+    uint32_t _pad;
 } gb_kargs_t;
+
+/* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them). */
+#define GBK_F_NO_FAST 1u        /* no warp-0 poll and single-message path: every window on the block */
+#define GBK_F_LATE_COUNTERS 2u  /* single-message path writes counters after the stamp, outside the fence */
 
 /* Shared memory the kernel needs for a window (input and output copies). */
 size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
