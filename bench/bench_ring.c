@@ -7,7 +7,9 @@
  *
  * Round trip: one request published, its reply awaited, N times after a
  * warm-up (median, p99). Throughput: batches of B requests published together,
- * then their replies drained, for about S seconds; every result is checked. */
+ * then their replies drained, for about S seconds; then streaming (batches
+ * published while earlier ones are in flight, as far as the ring allows).
+ * Every result is checked. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,8 @@ typedef struct row {
     char name[48];
     double median_us, p99_us;      /* latency rows */
     double batch_rate[4];          /* throughput rows: msg/s at batch 1,16,256,4096 */
-    int has_lat, has_tput;
+    double stream_rate[2];         /* streaming: batches of 256 / 4096 kept in flight */
+    int has_lat, has_tput, has_stream;
 } row_t;
 
 static const uint32_t BATCHES[4] = {1, 16, 256, 4096};
@@ -105,6 +108,56 @@ static int wait_reply(gb_rk_t *rk, uint64_t i)
 }
 
 static int g_window = 256;
+static const uint32_t STREAM_BATCHES[2] = {256, 4096};
+
+/* Streaming throughput, as libzmq's remote_thr measures: the producer never
+ * waits for a batch's replies before sending the next while the ring has
+ * room; one host thread publishes batches and drains every reply that is
+ * there, checking each. */
+static int stream_run(gb_rk_t *rk, uint32_t batch, double seconds, uint64_t *ip, double *rate)
+{
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    uint64_t first = *ip, sent = first, recvd = first;
+    double t0 = now_us(), t1 = t0, last_progress = t0;
+    int rc = 0;
+    for (;;) {
+        t1 = now_us();
+        int sending = t1 - t0 < seconds * 1e6;
+        if (!sending && recvd == sent)
+            break;
+        if (sending && st.capacity - (sent - recvd) >= batch) {
+            for (uint32_t k = 0; k < batch; k++)
+                fill_request(gb_rk_claim(rk), sent + k);
+            gb_rk_publish(rk);
+            sent += batch;
+        }
+        const gb_slot_hdr_t *r;
+        uint64_t before = recvd;
+        while ((r = gb_rk_peek(rk))) {
+            if (!check_reply(r, recvd)) {
+                fprintf(stderr, "bench: wrong reply for request %llu (streaming)\n", (unsigned long long)recvd);
+                rc = -1;
+                break;
+            }
+            gb_rk_consume(rk);
+            recvd++;
+        }
+        if (rc)
+            break;
+        if (recvd != before) {
+            last_progress = t1;
+        } else if (gb_rk_poll(rk) != GB_OK || t1 - last_progress > 5e6) {
+            fprintf(stderr, "bench: streaming stalled at reply %llu of %llu\n", (unsigned long long)recvd,
+                    (unsigned long long)sent);
+            rc = -1;
+            break;
+        }
+    }
+    *rate = (double)(recvd - first) / ((t1 - t0) / 1e6);
+    *ip = recvd;
+    return rc;
+}
 
 static gb_rk_t *start_ring(const char *label, gb_mode mode, int fallback)
 {
@@ -157,8 +210,12 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
     if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK) {
         gb_kstate_t ks;
         double khz = gbi_cuda_clock_khz(0);
+        if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_ns > 0)
+            khz = (double)ks.prof_clk / (double)ks.prof_ns * 1e6; /* the SM clock it really ran at */
         if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_windows && khz > 0) {
             double w = (double)ks.prof_windows, us = 1e3 / khz;
+            printf("profile %s %s: SM clock %.0f MHz (rated %d); handler %.2f us per window (single-message path)\n", name,
+                   phase, khz / 1e3, gbi_cuda_clock_khz(0) / 1000, (double)ks.prof_handler / w * us);
             printf("profile %s %s: %llu busy windows, %.1f msgs/window; per window us: read %.2f "
                    "dispatch %.2f write %.2f; idle total %.1f ms\n",
                    name, phase, (unsigned long long)ks.prof_windows, (double)ks.prof_msgs / w,
@@ -247,6 +304,9 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
                batch, send_us * 1e3 / (double)done, (t1 - t0 - send_us) * 1e3 / (double)done);
     }
     row->has_tput = rc == 0;
+    for (int b = 0; b < 2 && rc == 0; b++)
+        rc = stream_run(rk, STREAM_BATCHES[b], seconds, &i, &row->stream_rate[b]);
+    row->has_stream = rc == 0;
     return finish_ring(&rk, name, "throughput", mode, i, rc);
 }
 
@@ -406,8 +466,8 @@ int main(int argc, char **argv)
         printf("idle host CPU, cpu backend (its worker backs off), polled every ms: %.2f%% of a core\n",
                idle_cpu_percent(GB_MODE_CPU));
 
-    printf("\n%-36s %10s %10s %12s %12s %12s %12s\n", "path", "median us", "p99 us", "b=1 M/s",
-           "b=16 M/s", "b=256 M/s", "b=4096 M/s");
+    printf("\n%-36s %10s %10s %12s %12s %12s %12s %12s %12s\n", "path", "median us", "p99 us", "b=1 M/s",
+           "b=16 M/s", "b=256 M/s", "b=4096 M/s", "s256 M/s", "s4096 M/s");
     for (int r = 0; r < g_nrows; r++) {
         row_t *w = &g_rows[r];
         printf("%-36s", w->name);
@@ -418,6 +478,12 @@ int main(int argc, char **argv)
         for (int b = 0; b < 4; b++) {
             if (w->has_tput)
                 printf(" %12.2f", w->batch_rate[b] / 1e6);
+            else
+                printf(" %12s", "-");
+        }
+        for (int b = 0; b < 2; b++) {
+            if (w->has_stream)
+                printf(" %12.2f", w->stream_rate[b] / 1e6);
             else
                 printf(" %12s", "-");
         }
@@ -458,6 +524,9 @@ int main(int argc, char **argv)
         if (w->has_tput)
             for (int b = 0; b < 4; b++)
                 printf(",\"batch_%u_msgs_per_s\":%.0f", BATCHES[b], w->batch_rate[b]);
+        if (w->has_stream)
+            for (int b = 0; b < 2; b++)
+                printf(",\"stream_%u_msgs_per_s\":%.0f", STREAM_BATCHES[b], w->stream_rate[b]);
         printf("}");
     }
     printf("]}\n");

@@ -40,6 +40,9 @@ template <typename T> static __device__ __forceinline__ void st_volatile(volatil
 extern __shared__ uint4 gbk_smem[];
 
 #define FULL_MASK 0xffffffffu
+/* 16-byte loads a thread issues before it uses any: one PCIe round reads
+ * GBK_READ_UNROLL * 16 bytes a thread (a window of 512 64-byte slots). */
+#define GBK_READ_UNROLL 8
 
 /* Warp 0's poll loop and single-message path (see the header comment). Runs
  * until the block must take over (more than one request pending), or the
@@ -106,9 +109,11 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)s_in;
                 const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
                 gb_slot_hdr_t oh;
+                const long long h0 = clock64();
                 int bad = gbi_dispatch_one(a.kind, &ctx, &a.tab, gb_grain_lane(h->key, nthreads), h,
                                            s_in + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
                                            S - GB_SLOT_HDR_SIZE, test);
+                ks->prof_handler += (uint64_t)(clock64() - h0);
                 oh.seq = gb_stamp(tail - g.cap); /* "not yet" until the stamp store below */
                 *(gb_slot_hdr_t *)s_out = oh;
                 out_len = oh.len;
@@ -130,10 +135,16 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             const uint32_t out_chunks = min(C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
             for (uint32_t c = lane; c < out_chunks; c += 32)
                 *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
-            __threadfence_system();
+            if (!(a.flags & GBK_F_RELEASE_STAMP))
+                __threadfence_system();
             __syncwarp();
             if (lane == 0) {
-                st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(tail));
+                if (a.flags & GBK_F_RELEASE_STAMP) /* orders the warp's stores (synced above) before it */
+                    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&((gb_slot_hdr_t *)oslot)->seq),
+                                 "r"(gb_stamp(tail))
+                                 : "memory");
+                else
+                    st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(tail));
                 if (a.flags & GBK_F_LATE_COUNTERS) {
                     st_volatile(&ctl->processed, ks->processed);
                     st_volatile(&ctl->errors, ks->errors);
@@ -221,8 +232,13 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
     s_cnt[tid] = 0;
-    if (tid == 0)
+    long long clk0 = 0;
+    uint64_t ns0 = 0;
+    if (tid == 0) {
         s_test = 0; /* the control line's test_flags arrive with the first read */
+        clk0 = clock64();
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns0));
+    }
     __syncthreads();
 
     for (;;) {
@@ -271,7 +287,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             want = (uint32_t)min((uint64_t)want, (uint64_t)a.budget - launch_done);
 
         long long t0 = clock64();
-        /* A. One PCIe round: the slots (up to 4 chunks of 16 bytes a thread,
+        /* A. One PCIe round: the slots (up to GBK_READ_UNROLL chunks of 16 bytes a thread,
          * all loads issued before any is used), in_head and the control word. */
         const uint32_t total = want * C16;
         uint4 cword = make_uint4(0, 0, 0, 0);
@@ -282,10 +298,10 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             if (!a.staging)
                 head = ld_volatile(&idx->in_head);
         }
-        for (uint32_t base = 0; base < total; base += 4 * nthreads) {
-            uint4 v[4];
+        for (uint32_t base = 0; base < total; base += GBK_READ_UNROLL * nthreads) {
+            uint4 v[GBK_READ_UNROLL];
 #pragma unroll
-            for (uint32_t k = 0; k < 4; k++) {
+            for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
                 uint32_t c = base + k * nthreads + tid;
                 if (c < total) {
                     uint32_t i = c / C16, off = (c - i * C16) * 16;
@@ -293,7 +309,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 }
             }
 #pragma unroll
-            for (uint32_t k = 0; k < 4; k++) {
+            for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
                 uint32_t c = base + k * nthreads + tid;
                 if (c < total) {
                     uint32_t i = c / C16, off = (c - i * C16) * 16;
@@ -363,9 +379,16 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 *(uint4 *)(s_in + (size_t)i * S + off) = ld_volatile_v4(src);
             }
         }
-        for (uint32_t i = tid; i < n; i += nthreads)
-            s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key,
-                                                nthreads);
+        for (uint32_t i = tid; i < n; i += nthreads) {
+            const uint64_t key = ((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key;
+            const uint32_t lane = gb_grain_lane(key, nthreads);
+            s_lane[i] = (uint16_t)lane;
+            /* Start every request's table lookup now, all in parallel: the
+             * rounds below then find their entries in L1 instead of paying
+             * an L2 round trip each, one round after another. */
+            if (!(a.flags & GBK_F_NO_PREFETCH))
+                asm volatile("prefetch.global.L1 [%0];" ::"l"(gb_grain_home(&a.tab, lane, key)));
+        }
         __syncthreads();
         long long t1 = clock64();
 
@@ -487,6 +510,10 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     }
 
     if (tid == 0) {
+        uint64_t ns1;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns1));
+        ks.prof_clk += (uint64_t)(clock64() - clk0);
+        ks.prof_ns += ns1 - ns0;
         ks.tail = tail;
         *a.kstate = ks;
         /* All counters again: in staging relaunch the control line is

@@ -31,6 +31,10 @@ typedef struct gb_kstate {
     /* The same for windows of 64 requests or more. */
     uint64_t prof_big_read, prof_big_dispatch, prof_big_write, prof_big_windows, prof_big_msgs;
     uint64_t epoch; /* team kernel: launches completed (see team_kernel.cu) */
+    /* Cycles inside handlers on the single-message path, and per launch the
+     * SM cycles and global-timer ns the kernel ran (their ratio is the SM
+     * clock the profile's cycles were counted at). */
+    uint64_t prof_handler, prof_clk, prof_ns;
 } gb_kstate_t;
 
 /* Team kernel bookkeeping, in device memory (team_kernel.cu): block 0 copies
@@ -77,6 +81,8 @@ typedef struct gb_kargs {
 /* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them). */
 #define GBK_F_NO_FAST 1u        /* no warp-0 poll and single-message path: every window on the block */
 #define GBK_F_LATE_COUNTERS 2u  /* single-message path writes counters after the stamp, outside the fence */
+#define GBK_F_RELEASE_STAMP 4u  /* single-message path: st.release.sys stamp instead of fence + store */
+#define GBK_F_NO_PREFETCH 8u    /* window path: no L1 prefetch of grain entries before dispatch */
 
 /* Shared memory the kernel needs for a window (input and output copies). */
 size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
