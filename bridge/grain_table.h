@@ -72,13 +72,6 @@ GB_HD uint32_t gb_grain_per_lane(uint32_t max_grains, uint32_t lanes)
     return p;
 }
 
-/* The entry a lookup of key probes first: where its search starts. */
-GB_HD const gb_grain_entry_t *gb_grain_home(const gb_grain_table_t *t, uint32_t lane, uint64_t key)
-{
-    uint64_t e = (uint64_t)lane * t->per_lane + ((uint32_t)gb_key_mix(key) & (t->per_lane - 1));
-    return (const gb_grain_entry_t *)(t->entries + (size_t)e * t->entry_size);
-}
-
 /* Finds key in lane's partition; activates it (zeroed state) when absent and
  * create is set. Returns the entry index, or -1 (absent, or partition full). */
 GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, int create)

@@ -41,8 +41,9 @@ extern __shared__ uint4 gbk_smem[];
 
 #define FULL_MASK 0xffffffffu
 /* 16-byte loads a thread issues before it uses any: one PCIe round reads
- * GBK_READ_UNROLL * 16 bytes a thread (a window of 512 64-byte slots). */
-#define GBK_READ_UNROLL 8
+ * GBK_READ_UNROLL * 16 bytes a thread (a window of 256 64-byte slots; 8
+ * spills registers). */
+#define GBK_READ_UNROLL 4
 
 /* Warp 0's poll loop and single-message path (see the header comment). Runs
  * until the block must take over (more than one request pending), or the
@@ -379,16 +380,9 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 *(uint4 *)(s_in + (size_t)i * S + off) = ld_volatile_v4(src);
             }
         }
-        for (uint32_t i = tid; i < n; i += nthreads) {
-            const uint64_t key = ((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key;
-            const uint32_t lane = gb_grain_lane(key, nthreads);
-            s_lane[i] = (uint16_t)lane;
-            /* Start every request's table lookup now, all in parallel: the
-             * rounds below then find their entries in L1 instead of paying
-             * an L2 round trip each, one round after another. */
-            if (!(a.flags & GBK_F_NO_PREFETCH))
-                asm volatile("prefetch.global.L1 [%0];" ::"l"(gb_grain_home(&a.tab, lane, key)));
-        }
+        for (uint32_t i = tid; i < n; i += nthreads)
+            s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key,
+                                                nthreads);
         __syncthreads();
         long long t1 = clock64();
 
