@@ -65,6 +65,8 @@ static row_t *add_row(const char *name)
     return r;
 }
 
+static uint64_t g_keys = 4096; /* distinct grain keys the requests cycle over */
+
 /* A 64-byte slot's vecadd request: op add, n = 3. */
 static void fill_request(gb_slot_hdr_t *s, uint64_t i)
 {
@@ -74,7 +76,7 @@ static void fill_request(gb_slot_hdr_t *s, uint64_t i)
     memcpy(p, &op, 4);
     memcpy(p + 4, &n, 4);
     memcpy(p + 8, ab, sizeof ab);
-    s->key = i & 4095;
+    s->key = i % g_keys;
     s->corr = i;
     s->type = GB_VECADD_MSG_REQUEST;
     s->len = gb_vecadd_request_len(3);
@@ -379,12 +381,13 @@ static void bench_floors(int warmup, int iters)
 static void usage(void)
 {
     printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
-           "                  [--fallback] [--variants F1,F2]\n"
+           "                  [--fallback] [--variants F1,F2] [--keys N]\n"
            "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
            "  --window    requests per dispatch window (default 256)\n"
            "  --fallback  also measure the fallback placements (device memory + staging)\n"
+           "  --keys      distinct grain keys the requests cycle over (default 4096)\n"
            "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n");
 }
 
@@ -404,6 +407,8 @@ int main(int argc, char **argv)
             modes = argv[++a];
         else if (!strcmp(argv[a], "--window") && a + 1 < argc)
             g_window = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--keys") && a + 1 < argc)
+            g_keys = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--variants") && a + 1 < argc)
             variants = argv[++a];
         else if (!strcmp(argv[a], "--fallback"))
@@ -413,8 +418,9 @@ int main(int argc, char **argv)
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
-    if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096) {
-        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096\n");
+    if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096 || g_keys < 1 ||
+        g_keys > 65536) {
+        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096, --keys 1..65536\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
@@ -425,8 +431,8 @@ int main(int argc, char **argv)
 #endif
     if (!modes)
         modes = have_gpu ? "cpu,persistent,relaunch" : "cpu";
-    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d\n", gpu,
-           iters, warmup, seconds, g_window);
+    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d, %llu keys\n",
+           gpu, iters, warmup, seconds, g_window, (unsigned long long)g_keys);
     int rc = 0;
 #ifdef GB_HAVE_CUDA
     if (have_gpu)
