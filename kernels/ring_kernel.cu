@@ -121,13 +121,11 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                 ks->processed++;
                 ks->errors += (uint64_t)bad;
                 ks->iterations++;
-                if (!(a.flags & GBK_F_LATE_COUNTERS)) {
-                    /* Before the fence: a host that sees the stamp sees counters that include it. */
-                    st_volatile(&ctl->processed, ks->processed);
-                    st_volatile(&ctl->errors, ks->errors);
-                    st_volatile(&ctl->iterations, ks->iterations);
-                    st_volatile(&ctl->consumed, tail + 1);
-                }
+                /* Before the fence: a host that sees the stamp sees counters that include it. */
+                st_volatile(&ctl->processed, ks->processed);
+                st_volatile(&ctl->errors, ks->errors);
+                st_volatile(&ctl->iterations, ks->iterations);
+                st_volatile(&ctl->consumed, tail + 1);
             }
             __syncwarp();
             out_len = __shfl_sync(FULL_MASK, out_len, 0);
@@ -136,22 +134,10 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             const uint32_t out_chunks = min(C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
             for (uint32_t c = lane; c < out_chunks; c += 32)
                 *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
-            if (!(a.flags & GBK_F_RELEASE_STAMP))
-                __threadfence_system();
+            __threadfence_system();
             __syncwarp();
             if (lane == 0) {
-                if (a.flags & GBK_F_RELEASE_STAMP) /* orders the warp's stores (synced above) before it */
-                    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&((gb_slot_hdr_t *)oslot)->seq),
-                                 "r"(gb_stamp(tail))
-                                 : "memory");
-                else
-                    st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(tail));
-                if (a.flags & GBK_F_LATE_COUNTERS) {
-                    st_volatile(&ctl->processed, ks->processed);
-                    st_volatile(&ctl->errors, ks->errors);
-                    st_volatile(&ctl->iterations, ks->iterations);
-                    st_volatile(&ctl->consumed, tail + 1);
-                }
+                st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(tail));
                 if (!(test & GB_TEST_SKIP_HEARTBEAT))
                     st_volatile(&ctl->heartbeat, ++beat);
                 const long long t3 = clock64();
