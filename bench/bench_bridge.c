@@ -42,6 +42,10 @@ static int cmp_d(const void *a, const void *b)
 
 /* ---- the floor: a raw ROUTER echo ------------------------------------- */
 
+/* The echo has a ZeroMQ context (and so an I/O thread) of its own, as the
+ * bridge has: sharing the client's context would let one I/O thread serve
+ * both ends of the connection, sparing the floor the cross-thread wake-ups
+ * every real server (libzmq's local_lat in its own process) pays. */
 typedef struct echo_srv {
     void *ctx;
     char endpoint[256];
@@ -280,7 +284,7 @@ int main(int argc, char **argv)
     echo_srv_t echo[2];
     pthread_t et[2];
     for (int k = 0; k < 2; k++) {
-        echo[k].ctx = ctx;
+        echo[k].ctx = zmq_ctx_new();
         echo[k].stop = 0;
         snprintf(echo[k].endpoint, sizeof echo[k].endpoint, "%s", ep_echo[k]);
         pthread_create(&et[k], NULL, echo_main, &echo[k]);
@@ -301,6 +305,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         echo[k].stop = 1;
         pthread_join(et[k], NULL);
+        zmq_ctx_term(echo[k].ctx);
     }
     gb_server_destroy(&b.server);
     gb_engine_destroy(&b.engine, 2000);
