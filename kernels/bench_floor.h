@@ -5,7 +5,10 @@
  *    system fence before the reply's stamp;
  *  - graph: a captured CUDA graph of one empty kernel, launched and
  *    synchronized; and of copy-in -> empty kernel -> copy-out of `slots`
- *    64-byte slots. */
+ *    64-byte slots.
+ * And one probe (not a floor): the cycles of one gbi_dispatch_one call for a
+ * vecadd request, outside any ring, to take the handler's share of a round
+ * trip apart. */
 #ifndef GB_BENCH_FLOOR_H
 #define GB_BENCH_FLOOR_H
 
@@ -24,6 +27,10 @@ typedef struct gbk_lat {
 /* Returns 0 on success. samples[] must hold `iters` doubles (microseconds). */
 int gbk_floor_echo(int device, int fence, int warmup, int iters, double *samples);
 int gbk_floor_graph(int device, int copy_slots, int warmup, int iters, double *samples);
+/* gbi_dispatch_one on one thread against a real activation table, `iters`
+ * calls over `keys` keys, idle for gap_ns before each (0: back to back).
+ * Writes the median cycles and the SM clock in MHz. Returns 0 on success. */
+int gbk_probe_dispatch(int device, int keys, int gap_ns, int iters, double *median_cycles, double *mhz);
 /* The device's name, for the benchmark's header. */
 int gbk_device_name(int device, char *buf, int len);
 
