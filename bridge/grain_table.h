@@ -73,8 +73,14 @@ GB_HD uint32_t gb_grain_per_lane(uint32_t max_grains, uint32_t lanes)
 }
 
 /* Finds key in lane's partition; activates it (zeroed state) when absent and
- * create is set. Returns the entry index, or -1 (absent, or partition full). */
-GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, int create)
+ * create is set. Returns the entry index, or -1 (absent, or partition full).
+ *
+ * copy16, for tables of 32-byte entries (states of up to 16 bytes), may ask
+ * for the state as well: it is loaded with the probe and copied out (zero for
+ * a new activation), so that a GPU lookup costs one memory round trip rather
+ * than three dependent ones (used, then key, then the handler's state: about
+ * 0.8 us on an H200). The caller writes the copy back. NULL: no copy. */
+GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, int create, uint64_t *copy16)
 {
     uint64_t base = (uint64_t)lane * t->per_lane;
     uint32_t mask = t->per_lane - 1, h = (uint32_t)gb_key_mix(key);
@@ -82,9 +88,31 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     for (uint32_t i = 0; i < t->per_lane; i++) {
         uint64_t e = base + ((h + i) & mask);
         const gb_grain_entry_t *en = gb_grain_entry(t, e);
-        uint32_t u = en->used;
-        if (u == GB_ENTRY_USED && en->key == key)
+        uint64_t k, st[2] = {0, 0};
+        uint32_t u;
+#if defined(__CUDA_ARCH__)
+        /* 16-byte loads (entries are 16-byte aligned), issued before either is used */
+        const uint4 hd = ((const uint4 *)en)[0];
+        if (copy16) {
+            const uint4 sv = ((const uint4 *)en)[1];
+            st[0] = (uint64_t)sv.x | (uint64_t)sv.y << 32;
+            st[1] = (uint64_t)sv.z | (uint64_t)sv.w << 32;
+        }
+        k = (uint64_t)hd.x | (uint64_t)hd.y << 32;
+        u = hd.z;
+#else
+        k = en->key;
+        u = en->used;
+        if (copy16)
+            memcpy(st, en + 1, sizeof st);
+#endif
+        if (u == GB_ENTRY_USED && k == key) {
+            if (copy16) {
+                copy16[0] = st[0];
+                copy16[1] = st[1];
+            }
             return (int64_t)e;
+        }
         if (u == GB_ENTRY_TOMB && tomb < 0)
             tomb = (int64_t)e;
         if (u == GB_ENTRY_EMPTY) {
@@ -99,6 +127,8 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     en->key = key;
     en->used = GB_ENTRY_USED;
     memset(en + 1, 0, t->state_size);
+    if (copy16)
+        copy16[0] = copy16[1] = 0;
     return tomb;
 }
 
@@ -110,7 +140,7 @@ GB_HD void *gb_grain_state(gb_grain_table_t *t, int64_t entry)
 /* Deactivates key: frees its entry. Returns 1 if it was active. */
 GB_HD int gb_grain_remove(gb_grain_table_t *t, uint32_t lane, uint64_t key)
 {
-    int64_t e = gb_grain_find(t, lane, key, 0);
+    int64_t e = gb_grain_find(t, lane, key, 0, NULL);
     if (e < 0)
         return 0;
     gb_grain_entry(t, (uint64_t)e)->used = GB_ENTRY_TOMB;

@@ -259,7 +259,7 @@ static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos
     if (tid == 0) {
         void *state = NULL;
         gb_grain_table_t tab = a.tab;
-        s_pre = gbi_dispatch_pre(&tab, w, h, cap_pl, test, &state);
+        s_pre = gbi_dispatch_pre(&tab, w, h, cap_pl, test, &state, NULL);
         s_state = state;
     }
     __syncthreads();
