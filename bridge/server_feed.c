@@ -125,6 +125,16 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
 #undef FAIL
 }
 
+/* Appends h to ring r's FIFO of held frames. */
+static void push_held(gbi_ring_t *r, gbi_held_t *h)
+{
+    if (r->held_tail)
+        r->held_tail->next = h;
+    else
+        r->held_head = h;
+    r->held_tail = h;
+}
+
 /* Feeds a frame's envelopes from index `from`. When a ring has no room, a new
  * frame (h NULL) is held at the tail of that ring's FIFO; a held frame (h)
  * only records where it stopped, and resume_held moves it. Returns HANDLED
@@ -159,12 +169,7 @@ int gbi_feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const
         nh->id_len = id_len;
         nh->delim = delim;
         s->held_bytes += bytes;
-        gbi_ring_t *r = s->blocked;
-        if (r->held_tail)
-            r->held_tail->next = nh;
-        else
-            r->held_head = nh;
-        r->held_tail = nh;
+        push_held(s->blocked, nh);
         return NEEDS_ROOM;
     }
     s->resuming = NULL;
@@ -201,12 +206,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
             break; /* full again: it stays at the head */
         /* Now it waits on another ring: move it to the tail of that FIFO. */
         pop_held(r);
-        gbi_ring_t *r2 = s->blocked;
-        if (r2->held_tail)
-            r2->held_tail->next = h;
-        else
-            r2->held_head = h;
-        r2->held_tail = h;
+        push_held(s->blocked, h);
         progress++;
     }
     return progress;

@@ -37,6 +37,33 @@ template <typename T> static __device__ __forceinline__ T ld_volatile(const vola
 
 template <typename T> static __device__ __forceinline__ void st_volatile(volatile T *p, T v) { *p = v; }
 
+/* The kernel's counters on the control line (consumed = next request position). */
+static __device__ __forceinline__ void put_counters(gb_control_t *ctl, const gb_kstate_t &ks, uint64_t consumed)
+{
+    st_volatile(&ctl->processed, ks.processed);
+    st_volatile(&ctl->errors, ks.errors);
+    st_volatile(&ctl->iterations, ks.iterations);
+    st_volatile(&ctl->consumed, consumed);
+}
+
+/* Profile of one busy window of n requests: read, dispatch, write cycles. */
+static __device__ __forceinline__ void prof_window(gb_kstate_t &ks, long long read, long long dispatch,
+                                                   long long write, uint32_t n)
+{
+    ks.prof_read += (uint64_t)read;
+    ks.prof_dispatch += (uint64_t)dispatch;
+    ks.prof_write += (uint64_t)write;
+    ks.prof_windows++;
+    ks.prof_msgs += n;
+    if (n >= 64) {
+        ks.prof_big_read += (uint64_t)read;
+        ks.prof_big_dispatch += (uint64_t)dispatch;
+        ks.prof_big_write += (uint64_t)write;
+        ks.prof_big_windows++;
+        ks.prof_big_msgs += n;
+    }
+}
+
 extern __shared__ uint4 gbk_smem[];
 
 #define FULL_MASK 0xffffffffu
@@ -45,26 +72,34 @@ extern __shared__ uint4 gbk_smem[];
  * spills registers). */
 #define GBK_READ_UNROLL 4
 
+/* Where the dispatch loop stands; every thread holds the same copy, except
+ * beat, which only thread 0 keeps. */
+typedef struct gbk_progress {
+    uint64_t tail;       /* next request position */
+    uint64_t known_head; /* highest in_head seen: slots below it are published */
+    uint64_t done;       /* requests handled in this launch */
+    uint64_t beat;       /* heartbeats written */
+    uint32_t idle_polls; /* empty polls since the last request */
+    uint32_t sleep_ns;   /* current idle back-off */
+} gbk_progress_t;
+
 /* Warp 0's poll loop and single-message path (see the header comment). Runs
  * until the block must take over (more than one request pending), or the
  * kernel must exit: returns GB_EXIT_NONE or the exit reason. Only lane 0's
- * *ks and *beat are kept (as thread 0's are in the window phase); the
+ * *ks and P.beat are kept (as thread 0's are in the window phase); the
  * positions are the same in every lane. */
 static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ctl, gb_ring_indices_t *idx,
                                               const unsigned char *in, unsigned char *out, unsigned char *s_in,
-                                              unsigned char *s_out, uint32_t nthreads, uint64_t *tailp,
-                                              uint64_t *known_headp, uint64_t *donep, uint32_t *idle_pollsp,
-                                              uint32_t *sleep_nsp, uint64_t *beatp, gb_kstate_t *ks)
+                                              unsigned char *s_out, uint32_t nthreads, gbk_progress_t &P,
+                                              gb_kstate_t *ks)
 {
     const uint32_t lane = threadIdx.x;
     const gb_ring_geom_t g = a.geom;
     const uint32_t S = g.slot_size, C16 = S / 16, mask = g.cap - 1;
-    uint64_t tail = *tailp, known_head = *known_headp, done = *donep, beat = *beatp;
-    uint32_t idle_polls = *idle_pollsp, sleep_ns = *sleep_nsp;
     int why = GB_EXIT_NONE;
     for (;;) {
         const long long t0 = clock64();
-        const unsigned char *slot = in + (size_t)(tail & mask) * S;
+        const unsigned char *slot = in + (size_t)(P.tail & mask) * S;
         uint4 v = make_uint4(0, 0, 0, 0), cw = v;
         uint64_t head = 0;
         /* One PCIe round: the slot's first line (lanes 0-3), in_head, control. */
@@ -79,9 +114,9 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
         const uint32_t active = __shfl_sync(FULL_MASK, cw.x, 31), term = __shfl_sync(FULL_MASK, cw.y, 31);
         const uint32_t test = __shfl_sync(FULL_MASK, cw.z, 31);
         head = __shfl_sync(FULL_MASK, head, 30);
-        known_head = max(known_head, head);
-        if (lane == 0 && beat == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
-            st_volatile(&ctl->heartbeat, ++beat); /* first beat: the start-up deadline waits for it */
+        P.known_head = max(P.known_head, head);
+        if (lane == 0 && P.beat == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+            st_volatile(&ctl->heartbeat, ++P.beat); /* first beat: the start-up deadline waits for it */
         if (term) {
             why = GB_EXIT_TERMINATED;
             break;
@@ -91,8 +126,8 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             st_volatile(&ctl->active_seen, (int32_t)active);
             __threadfence_system();
         }
-        const bool ready = active && seq == gb_stamp(tail);
-        if (ready && known_head <= tail + 1) {
+        const bool ready = active && seq == gb_stamp(P.tail);
+        if (ready && P.known_head <= P.tail + 1) {
             /* A lone request: warp 0 handles it. Lines past the first are
              * read now that the stamp (written after them) was seen. */
             const long long t1 = clock64();
@@ -115,47 +150,39 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                                            s_in + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
                                            S - GB_SLOT_HDR_SIZE, test);
                 ks->prof_handler += (uint64_t)(clock64() - h0);
-                oh.seq = gb_stamp(tail - g.cap); /* "not yet" until the stamp store below */
+                oh.seq = gb_stamp(P.tail - g.cap); /* "not yet" until the stamp store below */
                 *(gb_slot_hdr_t *)s_out = oh;
                 out_len = oh.len;
                 ks->processed++;
                 ks->errors += (uint64_t)bad;
                 ks->iterations++;
                 /* Before the fence: a host that sees the stamp sees counters that include it. */
-                st_volatile(&ctl->processed, ks->processed);
-                st_volatile(&ctl->errors, ks->errors);
-                st_volatile(&ctl->iterations, ks->iterations);
-                st_volatile(&ctl->consumed, tail + 1);
+                put_counters(ctl, *ks, P.tail + 1);
             }
             __syncwarp();
             out_len = __shfl_sync(FULL_MASK, out_len, 0);
             const long long t2 = clock64();
-            unsigned char *oslot = out + (size_t)(tail & mask) * S;
+            unsigned char *oslot = out + (size_t)(P.tail & mask) * S;
             const uint32_t out_chunks = min(C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
             for (uint32_t c = lane; c < out_chunks; c += 32)
                 *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
             __threadfence_system();
             __syncwarp();
             if (lane == 0) {
-                st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(tail));
+                st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(P.tail));
                 if (!(test & GB_TEST_SKIP_HEARTBEAT))
-                    st_volatile(&ctl->heartbeat, ++beat);
-                const long long t3 = clock64();
-                ks->prof_read += (uint64_t)(t1 - t0);
-                ks->prof_dispatch += (uint64_t)(t2 - t1);
-                ks->prof_write += (uint64_t)(t3 - t2);
-                ks->prof_windows++;
-                ks->prof_msgs++;
+                    st_volatile(&ctl->heartbeat, ++P.beat);
+                prof_window(*ks, t1 - t0, t2 - t1, clock64() - t2, 1);
             }
-            tail++;
-            done++;
-            idle_polls = 0;
-            sleep_ns = 0;
-            if (a.budget && done >= a.budget) {
+            P.tail++;
+            P.done++;
+            P.idle_polls = 0;
+            P.sleep_ns = 0;
+            if (a.budget && P.done >= a.budget) {
                 why = GB_EXIT_BUDGET_SPENT;
                 break;
             }
-            if (a.budget && known_head <= tail) {
+            if (a.budget && P.known_head <= P.tail) {
                 /* in_head was read in this launch: everything the host had
                  * published when it launched is done, and it launches again
                  * for anything later. No extra poll to find the ring empty. */
@@ -164,28 +191,22 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             }
             continue;
         }
-        if (active && (ready || known_head > tail))
+        if (active && (ready || P.known_head > P.tail))
             break; /* more than one request: the block's window phase */
         if (a.budget) {
             why = GB_EXIT_INPUT_EMPTY; /* nothing (or deactivated): leave it queued */
             break;
         }
-        if (++idle_polls > a.idle_spin_polls) {
-            sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
-            __nanosleep(sleep_ns);
+        if (++P.idle_polls > a.idle_spin_polls) {
+            P.sleep_ns = P.sleep_ns ? min(P.sleep_ns * 2, a.idle_backoff_max_ns) : 64;
+            __nanosleep(P.sleep_ns);
         }
         if (lane == 0) {
-            if ((idle_polls & 63) == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
-                st_volatile(&ctl->heartbeat, ++beat);
+            if ((P.idle_polls & 63) == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+                st_volatile(&ctl->heartbeat, ++P.beat);
             ks->prof_idle += (uint64_t)(clock64() - t0);
         }
     }
-    *tailp = tail;
-    *known_headp = known_head;
-    *donep = done;
-    *idle_pollsp = idle_polls;
-    *sleep_nsp = sleep_ns;
-    *beatp = beat;
     return why;
 }
 
@@ -211,10 +232,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
 
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;
-    uint64_t tail = ks.tail, launch_done = 0;
-    uint64_t known_head = tail; /* highest in_head seen: slots below it are published */
-    uint32_t idle_polls = 0, sleep_ns = 0;
-    uint64_t beat = 0;
+    gbk_progress_t P = {ks.tail, ks.tail, 0, 0, 0, 0};
     int reason = GB_EXIT_NONE;
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
@@ -229,22 +247,21 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     __syncthreads();
 
     for (;;) {
-        if (!a.staging && !(a.flags & GBK_F_NO_FAST) && known_head <= tail) {
+        if (!a.staging && !(a.flags & GBK_F_NO_FAST) && P.known_head <= P.tail) {
             /* Poll phase (warp 0), see the header comment. */
             if (tid < 32) {
-                int why = poll_phase(a, ctl, idx, in, out, s_in, s_out, nthreads, &tail, &known_head,
-                                     &launch_done, &idle_polls, &sleep_ns, &beat, &ks);
+                int why = poll_phase(a, ctl, idx, in, out, s_in, s_out, nthreads, P, &ks);
                 if (tid == 0) {
-                    s_head = tail;
-                    s_known = known_head;
-                    s_done = launch_done;
+                    s_head = P.tail;
+                    s_known = P.known_head;
+                    s_done = P.done;
                     s_reason = why;
                 }
             }
             __syncthreads();
-            tail = s_head;
-            known_head = s_known;
-            launch_done = s_done;
+            P.tail = s_head;
+            P.known_head = s_known;
+            P.done = s_done;
             if (s_reason != GB_EXIT_NONE) {
                 reason = s_reason;
                 break;
@@ -264,14 +281,14 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             if (tid == 0)
                 s_head = ld_volatile(&idx->in_head);
             __syncthreads();
-            known_head = s_head;
+            P.known_head = s_head;
             __threadfence();
-            want = (uint32_t)min((uint64_t)a.window, known_head - tail);
+            want = (uint32_t)min((uint64_t)a.window, P.known_head - P.tail);
         } else {
-            want = known_head > tail ? (uint32_t)min((uint64_t)a.window, known_head - tail) : 1u;
+            want = P.known_head > P.tail ? (uint32_t)min((uint64_t)a.window, P.known_head - P.tail) : 1u;
         }
         if (a.budget)
-            want = (uint32_t)min((uint64_t)want, (uint64_t)a.budget - launch_done);
+            want = (uint32_t)min((uint64_t)want, (uint64_t)a.budget - P.done);
 
         long long t0 = clock64();
         /* A. One PCIe round: the slots (up to GBK_READ_UNROLL chunks of 16 bytes a thread,
@@ -292,7 +309,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 uint32_t c = base + k * nthreads + tid;
                 if (c < total) {
                     uint32_t i = c / C16, off = (c - i * C16) * 16;
-                    v[k] = ld_volatile_v4(in + (size_t)((tail + i) & mask) * S + off);
+                    v[k] = ld_volatile_v4(in + (size_t)((P.tail + i) & mask) * S + off);
                 }
             }
 #pragma unroll
@@ -318,11 +335,11 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             /* The window is the stamped prefix (a polled slot may not be written yet). */
             for (uint32_t i = tid; i < want; i += nthreads) {
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * S);
-                if (h->seq != gb_stamp(tail + i))
+                if (h->seq != gb_stamp(P.tail + i))
                     atomicMin(&s_n, i);
             }
             __syncthreads();
-            known_head = max(known_head, s_head);
+            P.known_head = max(P.known_head, s_head);
         }
         uint32_t n = s_n;
         const uint32_t term = s_term, active = s_active;
@@ -342,18 +359,18 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 reason = GB_EXIT_INPUT_EMPTY;
                 break;
             }
-            if (++idle_polls > a.idle_spin_polls) {
-                sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
-                __nanosleep(sleep_ns);
+            if (++P.idle_polls > a.idle_spin_polls) {
+                P.sleep_ns = P.sleep_ns ? min(P.sleep_ns * 2, a.idle_backoff_max_ns) : 64;
+                __nanosleep(P.sleep_ns);
             }
-            if (tid == 0 && ((idle_polls & 63) == 0 || beat == 0) && !(s_test & GB_TEST_SKIP_HEARTBEAT))
-                st_volatile(&ctl->heartbeat, ++beat);
+            if (tid == 0 && ((P.idle_polls & 63) == 0 || P.beat == 0) && !(s_test & GB_TEST_SKIP_HEARTBEAT))
+                st_volatile(&ctl->heartbeat, ++P.beat);
             ks.prof_idle += (uint64_t)(clock64() - t0);
             __syncthreads(); /* s_* are rewritten by thread 0 next iteration */
             continue;
         }
-        idle_polls = 0;
-        sleep_ns = 0;
+        P.idle_polls = 0;
+        P.sleep_ns = 0;
         if (!a.staging && S > GB_SNAPSHOT) {
             /* Only the first line came with the stamp; re-read the rest now
              * that the stamp (written after them) has been seen. */
@@ -362,7 +379,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 uint32_t i = c / C16, off = (c - i * C16) * 16;
                 if (off < GB_SNAPSHOT)
                     continue;
-                const unsigned char *src = in + (size_t)((tail + i) & mask) * S + off;
+                const unsigned char *src = in + (size_t)((P.tail + i) & mask) * S + off;
                 *(uint4 *)(s_in + (size_t)i * S + off) = ld_volatile_v4(src);
             }
         }
@@ -414,7 +431,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 bad += gbi_dispatch_one(a.kind, &ctx, &a.tab, s_lane[i], h, s_in + (size_t)i * S + GB_SLOT_HDR_SIZE,
                                         &oh, s_out + (size_t)i * S + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
                                         s_test);
-                oh.seq = gb_stamp(tail + i - g.cap); /* "not yet" until step C's stamp store */
+                oh.seq = gb_stamp(P.tail + i - g.cap); /* "not yet" until step C's stamp store */
                 *(gb_slot_hdr_t *)(s_out + (size_t)i * S) = oh;
             }
             if (rounds > 1)
@@ -434,55 +451,41 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         ks.iterations++;
         bool wrote = false;
         if (tid == 0) {
-            st_volatile(&ctl->processed, ks.processed);
-            st_volatile(&ctl->errors, ks.errors);
-            st_volatile(&ctl->iterations, ks.iterations);
-            st_volatile(&ctl->consumed, tail + n);
+            put_counters(ctl, ks, P.tail + n);
             wrote = true;
         }
         for (uint32_t c = tid; c < n * C16; c += nthreads) {
             uint32_t i = c / C16, off = (c - i * C16) * 16;
             /* Plain stores, which the memory system may combine; the system
              * fence below orders them before the stamps. */
-            *(uint4 *)(out + (size_t)((tail + i) & mask) * S + off) = *(const uint4 *)(s_out + (size_t)i * S + off);
+            *(uint4 *)(out + (size_t)((P.tail + i) & mask) * S + off) = *(const uint4 *)(s_out + (size_t)i * S + off);
             wrote = true;
         }
         if (wrote)
             __threadfence_system();
         __syncthreads();
         for (uint32_t i = tid; i < n; i += nthreads) {
-            gb_slot_hdr_t *o = (gb_slot_hdr_t *)(out + (size_t)((tail + i) & mask) * S);
-            st_volatile(&o->seq, gb_stamp(tail + i));
+            gb_slot_hdr_t *o = (gb_slot_hdr_t *)(out + (size_t)((P.tail + i) & mask) * S);
+            st_volatile(&o->seq, gb_stamp(P.tail + i));
         }
         if (a.staging)
             __syncthreads(); /* every stamp before out_head, which the host copies first */
-        tail += n;
-        launch_done += n;
+        P.tail += n;
+        P.done += n;
         if (tid == 0) {
             if (a.staging) {
                 __threadfence();
-                st_volatile(&idx->out_head, tail);
+                st_volatile(&idx->out_head, P.tail);
             }
             if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
-                st_volatile(&ctl->heartbeat, ++beat);
-            ks.prof_read += (uint64_t)(t1 - t0);
-            ks.prof_dispatch += (uint64_t)(t2 - t1);
-            ks.prof_write += (uint64_t)(clock64() - t2);
-            ks.prof_windows++;
-            ks.prof_msgs += n;
-            if (n >= 64) {
-                ks.prof_big_read += (uint64_t)(t1 - t0);
-                ks.prof_big_dispatch += (uint64_t)(t2 - t1);
-                ks.prof_big_write += (uint64_t)(clock64() - t2);
-                ks.prof_big_windows++;
-                ks.prof_big_msgs += n;
-            }
+                st_volatile(&ctl->heartbeat, ++P.beat);
+            prof_window(ks, t1 - t0, t2 - t1, clock64() - t2, n);
         }
-        if (a.budget && launch_done >= a.budget) {
+        if (a.budget && P.done >= a.budget) {
             reason = GB_EXIT_BUDGET_SPENT;
             break;
         }
-        if (a.budget && known_head <= tail) {
+        if (a.budget && P.known_head <= P.tail) {
             reason = GB_EXIT_INPUT_EMPTY; /* all this launch was issued for (see poll_phase) */
             break;
         }
@@ -494,14 +497,11 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns1));
         ks.prof_clk += (uint64_t)(clock64() - clk0);
         ks.prof_ns += ns1 - ns0;
-        ks.tail = tail;
+        ks.tail = P.tail;
         *a.kstate = ks;
         /* All counters again: in staging relaunch the control line is
          * refreshed from the host before each launch. */
-        st_volatile(&ctl->processed, ks.processed);
-        st_volatile(&ctl->errors, ks.errors);
-        st_volatile(&ctl->iterations, ks.iterations);
-        st_volatile(&ctl->consumed, tail);
+        put_counters(ctl, ks, P.tail);
         st_volatile(&ctl->exit_reason, (int32_t)reason);
         if (reason == GB_EXIT_TERMINATED) {
             __threadfence_system();
