@@ -33,6 +33,24 @@ static int too_many(const char *what, size_t n, size_t max, char *err, size_t er
     return ST_TOO_LARGE;
 }
 
+/* A chunk record of slot type `type`: header, then count entries of size
+ * bytes each. Returns ST_OK, or ST_TOO_LARGE (with err) when they would not
+ * fit in cap bytes. */
+static int put_chunk(unsigned char *rec, size_t cap, const char *what, uint64_t first, const void *entries,
+                     size_t count, size_t size, uint16_t type, uint32_t *rec_len, uint16_t *slot_type, char *err,
+                     size_t errlen)
+{
+    size_t max = (cap - GB_PR_CHUNK_HDR) / size;
+    if (count > max)
+        return too_many(what, count, max, err, errlen);
+    chunk_hdr(rec, first, (uint32_t)count);
+    if (count)
+        memcpy(rec + GB_PR_CHUNK_HDR, entries, size * count);
+    *rec_len = GB_PR_CHUNK_HDR + (uint32_t)(size * count);
+    *slot_type = type;
+    return ST_OK;
+}
+
 /* Decodes message Name (its C type Gpubridge__Name) into var, or answers
  * that the payload is not one. */
 #define UNPACK(Name, fn, var)                                                \
@@ -102,16 +120,8 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         if (!sender)
             break;
         UNPACK(OutDegreeChunk, gpubridge__out_degree_chunk, m);
-        size_t max = (cap - GB_PR_CHUNK_HDR) / 4;
-        if (m->n_out_degrees > max) {
-            st = too_many("OutDegreeChunk", m->n_out_degrees, max, err, errlen);
-        } else {
-            chunk_hdr(rec, m->first_node, (uint32_t)m->n_out_degrees);
-            if (m->n_out_degrees)
-                memcpy(rec + GB_PR_CHUNK_HDR, m->out_degrees, 4 * m->n_out_degrees);
-            *rec_len = GB_PR_CHUNK_HDR + 4 * (uint32_t)m->n_out_degrees;
-            *slot_type = GB_PR_MSG_OUT_DEGREES;
-        }
+        st = put_chunk(rec, cap, "OutDegreeChunk", m->first_node, m->out_degrees, m->n_out_degrees, 4,
+                       GB_PR_MSG_OUT_DEGREES, rec_len, slot_type, err, errlen);
         gpubridge__out_degree_chunk__free_unpacked(m, NULL);
         return st;
     }
@@ -119,16 +129,8 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         if (sender)
             break;
         UNPACK(InOffsetChunk, gpubridge__in_offset_chunk, m);
-        size_t max = (cap - GB_PR_CHUNK_HDR) / 8;
-        if (m->n_offsets > max) {
-            st = too_many("InOffsetChunk", m->n_offsets, max, err, errlen);
-        } else {
-            chunk_hdr(rec, m->first_node, (uint32_t)m->n_offsets);
-            if (m->n_offsets)
-                memcpy(rec + GB_PR_CHUNK_HDR, m->offsets, 8 * m->n_offsets);
-            *rec_len = GB_PR_CHUNK_HDR + 8 * (uint32_t)m->n_offsets;
-            *slot_type = GB_PR_MSG_IN_OFFSETS;
-        }
+        st = put_chunk(rec, cap, "InOffsetChunk", m->first_node, m->offsets, m->n_offsets, 8, GB_PR_MSG_IN_OFFSETS,
+                       rec_len, slot_type, err, errlen);
         gpubridge__in_offset_chunk__free_unpacked(m, NULL);
         return st;
     }
@@ -136,16 +138,8 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         if (sender)
             break;
         UNPACK(InEdgeChunk, gpubridge__in_edge_chunk, m);
-        size_t max = (cap - GB_PR_CHUNK_HDR) / 4;
-        if (m->n_sources > max) {
-            st = too_many("InEdgeChunk", m->n_sources, max, err, errlen);
-        } else {
-            chunk_hdr(rec, m->first_edge, (uint32_t)m->n_sources);
-            if (m->n_sources)
-                memcpy(rec + GB_PR_CHUNK_HDR, m->sources, 4 * m->n_sources);
-            *rec_len = GB_PR_CHUNK_HDR + 4 * (uint32_t)m->n_sources;
-            *slot_type = GB_PR_MSG_IN_EDGES;
-        }
+        st = put_chunk(rec, cap, "InEdgeChunk", m->first_edge, m->sources, m->n_sources, 4, GB_PR_MSG_IN_EDGES,
+                       rec_len, slot_type, err, errlen);
         gpubridge__in_edge_chunk__free_unpacked(m, NULL);
         return st;
     }

@@ -47,51 +47,18 @@ void print_top(const gb_graph_t *g, const double *ranks, uint32_t k)
     free(top);
 }
 
-int write_ranks(const char *path, const gb_graph_t *g, const double *ranks)
+/* Opens path for writing, or says why not. */
+static FILE *open_out(const char *path, const char *mode)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
+    FILE *f = fopen(path, mode);
+    if (!f)
         fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    fprintf(f, "# vertex pagerank\n");
-    for (uint32_t v = 0; v < g->n; v++)
-        fprintf(f, "%" PRIu64 " %.9g\n", g->orig_id[v], ranks[v]);
-    if (fclose(f) != 0) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return f;
 }
 
-int write_edges(const char *path, const gb_graph_t *g)
+/* Closes f; ok is whether every write succeeded. Returns 0, or -1 (said). */
+static int close_out(FILE *f, const char *path, bool ok)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    fprintf(f, "# %u vertices, %" PRIu64 " edges (as generated; duplicates included)\n", g->n, g->m);
-    for (uint64_t e = 0; e < g->m; e++)
-        fprintf(f, "%" PRIu64 " %" PRIu64 "\n", g->orig_id[g->src[e]], g->orig_id[g->dst[e]]);
-    if (fclose(f) != 0) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int write_csr(const char *path, const gb_pull_t *g)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    const uint64_t n = g->n, m = g->m;
-    bool ok = fwrite("GBPRCSR1", 8, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1 && fwrite(&m, 8, 1, f) == 1 &&
-              fwrite(g->in_off, 8, n + 1, f) == n + 1 && (m == 0 || fwrite(g->in_src, 4, m, f) == m) &&
-              fwrite(g->outdeg, 4, n, f) == n;
     if (fclose(f) != 0 || !ok) {
         fprintf(stderr, PROG ": %s: write failed: %s\n", path, strerror(errno));
         return -1;
@@ -99,3 +66,36 @@ int write_csr(const char *path, const gb_pull_t *g)
     return 0;
 }
 
+int write_ranks(const char *path, const gb_graph_t *g, const double *ranks)
+{
+    FILE *f = open_out(path, "w");
+    if (!f)
+        return -1;
+    bool ok = fprintf(f, "# vertex pagerank\n") > 0;
+    for (uint32_t v = 0; v < g->n && ok; v++)
+        ok = fprintf(f, "%" PRIu64 " %.9g\n", g->orig_id[v], ranks[v]) > 0;
+    return close_out(f, path, ok);
+}
+
+int write_edges(const char *path, const gb_graph_t *g)
+{
+    FILE *f = open_out(path, "w");
+    if (!f)
+        return -1;
+    bool ok = fprintf(f, "# %u vertices, %" PRIu64 " edges (as generated; duplicates included)\n", g->n, g->m) > 0;
+    for (uint64_t e = 0; e < g->m && ok; e++)
+        ok = fprintf(f, "%" PRIu64 " %" PRIu64 "\n", g->orig_id[g->src[e]], g->orig_id[g->dst[e]]) > 0;
+    return close_out(f, path, ok);
+}
+
+int write_csr(const char *path, const gb_pull_t *g)
+{
+    FILE *f = open_out(path, "wb");
+    if (!f)
+        return -1;
+    const uint64_t n = g->n, m = g->m;
+    bool ok = fwrite("GBPRCSR1", 8, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1 && fwrite(&m, 8, 1, f) == 1 &&
+              fwrite(g->in_off, 8, n + 1, f) == n + 1 && (m == 0 || fwrite(g->in_src, 4, m, f) == m) &&
+              fwrite(g->outdeg, 4, n, f) == n;
+    return close_out(f, path, ok);
+}
