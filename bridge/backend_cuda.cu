@@ -162,6 +162,14 @@ static void cuda_destroy(gb_rk_t *rk)
     pthread_mutex_unlock(&g_lock);
 }
 
+/* Benchmark switches for the ring kernel (GBK_F_* in ring_kernel.h), from
+ * GPUBRIDGE_KERNEL_FLAGS; 0 in production. */
+static uint32_t kernel_flags(void)
+{
+    const char *v = getenv("GPUBRIDGE_KERNEL_FLAGS");
+    return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
+}
+
 static gb_err cuda_create(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)calloc(1, sizeof *b);
@@ -257,8 +265,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     b->args.idle_spin_polls = rk->p.idle_spin_polls;
     b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
     b->args.budget = 0; /* persistent; relaunch sets its budget in gbi_relaunch_setup */
-    /* benchmark switches (ring_kernel.h) */
-    b->args.flags = getenv("GPUBRIDGE_KERNEL_FLAGS") ? (uint32_t)strtoul(getenv("GPUBRIDGE_KERNEL_FLAGS"), NULL, 0) : 0;
+    b->args.flags = kernel_flags();
     if (gb_grain_is_team(rk->kind)) {
         if (!rk->p.arena) {
             GB_ERROR("ring kernel '%s': team grains need an arena (arena_mb > 0)", rk->type_name);
