@@ -54,12 +54,11 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
         /* A state of up to 16 bytes comes with the lookup's loads; the
          * handler runs on a copy in registers (a call site of its own, so the
          * copy never needs an address), written back once. */
-        uint64_t copy[2];
+        __align__(16) uint64_t copy[2];
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, copy);
         if (st == GBI_RUN_HANDLER) {
             st = gb_grain_on_message(kind, ctx, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
-            *(uint4 *)state = make_uint4((uint32_t)copy[0], (uint32_t)(copy[0] >> 32), (uint32_t)copy[1],
-                                         (uint32_t)(copy[1] >> 32));
+            *(uint4 *)state = *(const uint4 *)copy;
         }
     } else
 #endif

@@ -79,7 +79,8 @@ GB_HD uint32_t gb_grain_per_lane(uint32_t max_grains, uint32_t lanes)
  * for the state as well: it is loaded with the probe and copied out (zero for
  * a new activation), so that a GPU lookup costs one memory round trip rather
  * than three dependent ones (used, then key, then the handler's state: about
- * 0.8 us on an H200). The caller writes the copy back. NULL: no copy. */
+ * 0.8 us on an H200). The caller writes the copy back. copy16 is 16-byte
+ * aligned; NULL: no copy. */
 GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, int create, uint64_t *copy16)
 {
     uint64_t base = (uint64_t)lane * t->per_lane;
@@ -88,29 +89,28 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     for (uint32_t i = 0; i < t->per_lane; i++) {
         uint64_t e = base + ((h + i) & mask);
         const gb_grain_entry_t *en = gb_grain_entry(t, e);
-        uint64_t k, st[2] = {0, 0};
+        uint64_t k;
         uint32_t u;
 #if defined(__CUDA_ARCH__)
         /* 16-byte loads (entries are 16-byte aligned), issued before either is used */
         const uint4 hd = ((const uint4 *)en)[0];
-        if (copy16) {
-            const uint4 sv = ((const uint4 *)en)[1];
-            st[0] = (uint64_t)sv.x | (uint64_t)sv.y << 32;
-            st[1] = (uint64_t)sv.z | (uint64_t)sv.w << 32;
-        }
+        uint4 sv = make_uint4(0, 0, 0, 0);
+        if (copy16)
+            sv = ((const uint4 *)en)[1];
         k = (uint64_t)hd.x | (uint64_t)hd.y << 32;
         u = hd.z;
 #else
         k = en->key;
         u = en->used;
-        if (copy16)
-            memcpy(st, en + 1, sizeof st);
 #endif
         if (u == GB_ENTRY_USED && k == key) {
-            if (copy16) {
-                copy16[0] = st[0];
-                copy16[1] = st[1];
-            }
+#if defined(__CUDA_ARCH__)
+            if (copy16)
+                *(uint4 *)copy16 = sv;
+#else
+            if (copy16)
+                memcpy(copy16, en + 1, 2 * sizeof *copy16);
+#endif
             return (int64_t)e;
         }
         if (u == GB_ENTRY_TOMB && tomb < 0)
