@@ -49,6 +49,9 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
 {
     uint32_t out_len = 0, aux = 0, st;
     void *state = NULL;
+    out->key = in->key;
+    out->corr = in->corr;
+    out->type = in->type;
 #if defined(__CUDA_ARCH__)
     if (tab->entry_size == 32) {
         /* A state of up to 16 bytes comes with the lookup's loads; the
@@ -67,9 +70,6 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
         if (st == GBI_RUN_HANDLER)
             st = gb_grain_on_message(kind, ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
     }
-    out->key = in->key;
-    out->corr = in->corr;
-    out->type = in->type;
     out->status = (uint16_t)st;
     out->len = st == GB_SLOT_OK ? out_len : 0;
     out->aux = aux;

@@ -126,9 +126,10 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     gb_grain_entry_t *en = gb_grain_entry(t, (uint64_t)tomb);
     en->key = key;
     en->used = GB_ENTRY_USED;
-    memset(en + 1, 0, t->state_size);
     if (copy16)
-        copy16[0] = copy16[1] = 0;
+        copy16[0] = copy16[1] = 0; /* the caller's write-back zeroes the state */
+    else
+        memset(en + 1, 0, t->state_size);
     return tomb;
 }
 
