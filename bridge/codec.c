@@ -4,10 +4,23 @@
 #include <string.h>
 
 #include "codec_pagerank.h"
-#include "echo.pb-c.h"
+#include "echo.pb-c.h" /* message type numbers */
 #include "grain.h"
 #include "pb_wire.h"
-#include "vecadd.pb-c.h"
+#include "vecadd.pb-c.h" /* message type numbers */
+
+/* Walks pb as an EchoRequest (sequence 1 varint, data 2 bytes,
+ * client_time_ns 3 varint; unknown fields allowed). 0 when it is one. */
+static int echo_check(const uint8_t *pb, size_t len)
+{
+    const uint8_t *p = pb, *end = pb + len;
+    gb_pb_field_t f;
+    int r;
+    while ((r = gb_pb_next(&p, end, &f)) > 0)
+        if (((f.num == 1 || f.num == 3) && f.wt != GB_PB_VARINT) || (f.num == 2 && f.wt != GB_PB_LEN))
+            return -1;
+    return r;
+}
 
 /* echo: the request's protobuf bytes are the record; the reply appends field
  * 4 (grain_count), which turns the echoed EchoRequest into an EchoResponse
@@ -19,12 +32,10 @@ static int echo_request(uint32_t message_type, const uint8_t *pb, size_t len, un
         snprintf(err, errlen, "echo has no message type %u (EchoRequest is 1)", message_type);
         return GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE;
     }
-    Gpubridge__EchoRequest *m = gpubridge__echo_request__unpack(NULL, len, pb);
-    if (!m) {
+    if (echo_check(pb, len) != 0) {
         snprintf(err, errlen, "payload is not an EchoRequest");
         return GPUBRIDGE__STATUS__STATUS_MALFORMED;
     }
-    gpubridge__echo_request__free_unpacked(m, NULL);
     if (len > cap) {
         snprintf(err, errlen, "EchoRequest of %zu bytes exceeds the echo slot's %u payload bytes "
                               "(raise grains.slot_size)", len, cap);
@@ -37,6 +48,33 @@ static int echo_request(uint32_t message_type, const uint8_t *pb, size_t len, un
     return GPUBRIDGE__STATUS__STATUS_OK;
 }
 
+/* VectorAddRequest fields: op 1 (enum), a 2 and b 3 (repeated float, packed
+ * or not; occurrences concatenate). */
+enum { VA_OP = 1, VA_A = 2, VA_B = 3 };
+
+/* Floats of one occurrence of a repeated float field, or -1 if malformed. */
+static long float_count(const gb_pb_field_t *f)
+{
+    if (f->wt == GB_PB_I32)
+        return 1;
+    if (f->wt == GB_PB_LEN && f->len % 4 == 0)
+        return (long)(f->len / 4);
+    return -1;
+}
+
+/* Appends one occurrence's floats at *dst. */
+static void float_copy(const gb_pb_field_t *f, unsigned char **dst)
+{
+    if (f->wt == GB_PB_I32) {
+        uint32_t w = (uint32_t)f->v;
+        memcpy(*dst, &w, 4);
+        *dst += 4;
+    } else if (f->len) {
+        memcpy(*dst, f->p, f->len);
+        *dst += f->len;
+    }
+}
+
 static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec, uint32_t cap,
                           uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
 {
@@ -44,36 +82,52 @@ static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, 
         snprintf(err, errlen, "vecadd has no message type %u (VectorAddRequest is 1)", message_type);
         return GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE;
     }
-    Gpubridge__VectorAddRequest *m = gpubridge__vector_add_request__unpack(NULL, len, pb);
-    if (!m) {
+    /* First pass: validate and count; the record needs n before a and b. */
+    const uint8_t *p = pb, *end = pb + len;
+    gb_pb_field_t f;
+    size_t n_a = 0, n_b = 0;
+    uint32_t op = 0;
+    int r;
+    while ((r = gb_pb_next(&p, end, &f)) > 0) {
+        if (f.num == VA_OP) {
+            if (f.wt != GB_PB_VARINT)
+                break;
+            op = (uint32_t)f.v; /* an enum is an int32: the low 32 bits */
+        } else if (f.num == VA_A || f.num == VA_B) {
+            long c = float_count(&f);
+            if (c < 0)
+                break;
+            *(f.num == VA_A ? &n_a : &n_b) += (size_t)c;
+        }
+    }
+    if (r != 0) {
         snprintf(err, errlen, "payload is not a VectorAddRequest");
         return GPUBRIDGE__STATUS__STATUS_MALFORMED;
     }
-    int st = GPUBRIDGE__STATUS__STATUS_OK;
-    uint32_t op = (uint32_t)m->op;
-    if (m->n_a != m->n_b) {
-        snprintf(err, errlen, "vectors differ in length (a has %zu elements, b has %zu)", m->n_a, m->n_b);
-        st = GPUBRIDGE__STATUS__STATUS_MALFORMED;
-    } else if (op > GB_VECADD_DIV) {
-        snprintf(err, errlen, "unknown op %u (add 0, sub 1, mul 2, div 3)", op);
-        st = GPUBRIDGE__STATUS__STATUS_MALFORMED;
-    } else if (m->n_a > (cap - GB_VECADD_HDR) / 8) {
-        snprintf(err, errlen, "vectors of %zu elements exceed the vecadd slot (at most %u; raise grains.slot_size)",
-                 m->n_a, (cap - GB_VECADD_HDR) / 8);
-        st = GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
-    } else {
-        uint32_t n = (uint32_t)m->n_a;
-        memcpy(rec, &op, 4);
-        memcpy(rec + 4, &n, 4);
-        if (n) { /* empty vectors come without arrays */
-            memcpy(rec + 8, m->a, 4u * n);
-            memcpy(rec + 8 + 4u * n, m->b, 4u * n);
-        }
-        *rec_len = gb_vecadd_request_len(n);
-        *slot_type = GB_VECADD_MSG_REQUEST;
+    if (n_a != n_b) {
+        snprintf(err, errlen, "vectors differ in length (a has %zu elements, b has %zu)", n_a, n_b);
+        return GPUBRIDGE__STATUS__STATUS_MALFORMED;
     }
-    gpubridge__vector_add_request__free_unpacked(m, NULL);
-    return st;
+    if (op > GB_VECADD_DIV) {
+        snprintf(err, errlen, "unknown op %u (add 0, sub 1, mul 2, div 3)", op);
+        return GPUBRIDGE__STATUS__STATUS_MALFORMED;
+    }
+    if (n_a > (cap - GB_VECADD_HDR) / 8) {
+        snprintf(err, errlen, "vectors of %zu elements exceed the vecadd slot (at most %u; raise grains.slot_size)",
+                 n_a, (cap - GB_VECADD_HDR) / 8);
+        return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
+    }
+    /* Second pass: the record is op, n, a[n], b[n]. */
+    uint32_t n = (uint32_t)n_a;
+    memcpy(rec, &op, 4);
+    memcpy(rec + 4, &n, 4);
+    unsigned char *a = rec + 8, *b = rec + 8 + 4u * n;
+    for (p = pb; gb_pb_next(&p, end, &f) > 0;)
+        if (f.num == VA_A || f.num == VA_B)
+            float_copy(&f, f.num == VA_A ? &a : &b);
+    *rec_len = gb_vecadd_request_len(n);
+    *slot_type = GB_VECADD_MSG_REQUEST;
+    return GPUBRIDGE__STATUS__STATUS_OK;
 }
 
 int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
@@ -118,17 +172,18 @@ int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec
         return 0;
     }
     case GB_GRAIN_VECADD: {
+        /* VectorAddResponse { repeated float result = 1 [packed] }: the
+         * record's floats are the packed field's bytes. */
         if (hdr->len % 4)
             return -1;
-        Gpubridge__VectorAddResponse r = GPUBRIDGE__VECTOR_ADD_RESPONSE__INIT;
-        float tmp[4096];
-        r.n_result = hdr->len / 4;
-        if (r.n_result > sizeof tmp / sizeof tmp[0])
-            return -1;
-        if (hdr->len)
-            memcpy(tmp, rec, hdr->len); /* the record may be unaligned for float */
-        r.result = tmp;
-        *out_len = gpubridge__vector_add_response__pack(&r, out);
+        size_t n = 0;
+        if (hdr->len) {
+            n += gb_pb_key_put(out, 1, GB_PB_LEN);
+            n += gb_pb_varint_put(out + n, hdr->len);
+            memcpy(out + n, rec, hdr->len);
+            n += hdr->len;
+        }
+        *out_len = n;
         *message_type = GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_RESPONSE;
         return 0;
     }

@@ -26,14 +26,11 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
         gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL, 0);
         return;
     }
-    Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, size, data);
-    if (!f || f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY__NOT_SET) {
+    char err[160] = "";
+    gbi_frame_t *f = &s->scratch;
+    if (gbi_frame_decode(f, data, size, err, sizeof err) != 0 || !f->has_body) {
         gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
-                  f ? "ClientFrame has neither an envelope nor a batch"
-                    : "bytes are not a ClientFrame (protobuf decode failed)",
-                  0, NULL, 0);
-        if (f)
-            gpubridge__client_frame__free_unpacked(f, NULL);
+                  err[0] ? err : "ClientFrame has neither an envelope nor a batch", 0, NULL, 0);
         return;
     }
     gbi_feed_frame(s, f, 0, id, id_len, delim, size, NULL);
@@ -324,12 +321,12 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->engine = engine;
     s->facts = facts;
     s->sel = sel;
-    s->out.arena = malloc(GBI_ARENA_SIZE);
+    int out_ok = gbi_outbox_init(&s->out) == 0;
     /* Frames held for full rings: up to 64 frames of the largest size, at
      * least 64 MiB. Past it the socket is not read until rings drain. */
     s->held_limit = (size_t)cfg->max_message_size * 64 > (64u << 20) ? (size_t)cfg->max_message_size * 64
                                                                      : (64u << 20);
-    gb_err e = s->out.arena ? GB_OK : GB_ERR_NOMEM;
+    gb_err e = out_ok ? GB_OK : GB_ERR_NOMEM;
     for (size_t i = 0; i < engine->n_types && e == GB_OK; i++) {
         s->rings[i].t = &engine->types[i];
         if (engine->types[i].rk) {
@@ -383,8 +380,7 @@ void gb_server_destroy(gb_server_t **ps)
         while (s->rings[i].held_head) {
             gbi_held_t *h = s->rings[i].held_head;
             s->rings[i].held_head = h->next;
-            gpubridge__client_frame__free_unpacked(h->frame, NULL);
-            free(h);
+            gbi_held_free(h);
         }
     }
     if (s->sock)
@@ -394,8 +390,8 @@ void gb_server_destroy(gb_server_t **ps)
         zmq_ctx_term(s->zctx);
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
         free(s->rings[i].pending);
-    free(s->out.arena);
-    free(s->out.frame);
+    gbi_outbox_fini(&s->out);
+    gbi_frame_fini(&s->scratch);
     free(s);
     *ps = NULL;
 }

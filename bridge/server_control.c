@@ -132,18 +132,20 @@ static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
         return NULL;
     }
     gb_engine_type_t *t = gb_engine_find(c->s->engine, name);
+    char shown[100];
+    gbi_name_print(shown, sizeof shown, (const uint8_t *)name, strlen(name));
     if (!t)
-        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%.64s'", name);
+        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", shown);
     else if (!t->rk)
-        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%.64s' has no handler in this build",
-             name);
+        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' has no handler in this build",
+             shown);
     return t && t->rk ? t : NULL;
 }
 
-void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const Gpubridge__Envelope *env)
+void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,
+                 const Gpubridge__Control *op)
 {
-    const ctl_ctx_t c = {s, id, id_len, delim, env->correlation_id};
-    const Gpubridge__Control *op = env->control;
+    const ctl_ctx_t c = {s, id, id_len, delim, corr};
     gb_engine_type_t *t;
     gb_err err;
     switch (op->op_case) {

@@ -16,10 +16,20 @@ static gbi_ring_t *ring_of(gb_server_t *s, const char *type)
     return NULL;
 }
 
+/* The grain type called name (len bytes, not NUL-terminated), or NULL. */
+static gb_engine_type_t *type_named(gb_server_t *s, const uint8_t *name, size_t len)
+{
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        gb_engine_type_t *t = &s->engine->types[i];
+        if (strlen(t->name) == len && memcmp(t->name, name, len) == 0)
+            return t;
+    }
+    return NULL;
+}
+
 /* Puts one request into ring r. */
-static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim,
-                   const Gpubridge__Envelope *env, uint16_t slot_type, const unsigned char *rec,
-                   uint32_t rec_len, int one_way)
+static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,
+                   uint64_t key, uint16_t slot_type, const unsigned char *rec, uint32_t rec_len, int one_way)
 {
     gb_rk_t *rk = r->t->rk;
     /* No room, or older frames for this ring wait: queue behind them. */
@@ -29,14 +39,14 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     }
     uint64_t pos = gb_rk_next_pos(rk);
     gb_slot_hdr_t *slot = gb_rk_claim(rk);
-    slot->key = env->grain ? env->grain->key : 0;
+    slot->key = key;
     slot->corr = pos;
     slot->type = slot_type;
     slot->len = rec_len;
     if (rec_len)
         memcpy(gb_slot_payload(slot), rec, rec_len);
     gbi_pending_t *p = &r->pending[pos & (gb_rk_capacity(rk) - 1)];
-    p->corr = env->correlation_id;
+    p->corr = corr;
     p->id_len = id_len;
     p->delim = delim;
     p->one_way = (uint8_t)one_way;
@@ -46,49 +56,71 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     return HANDLED;
 }
 
-static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
-                           const Gpubridge__Envelope *env)
+/* A control envelope: decoded with protobuf-c (rare, small), answered by
+ * server_control.c, except DeactivateGrain, which goes through the grain
+ * type's ring so that it keeps its place among the key's messages. */
+static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const gbi_env_t *env)
 {
-    char err[256];
-    uint64_t corr = env->correlation_id;
+    char err[256], name[100];
+    if (!env->has_control) {
+        gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD,
+                  "control envelope without a control message", 0, NULL, 0);
+        return HANDLED;
+    }
+    Gpubridge__Control *ctl = gpubridge__control__unpack(NULL, env->control_len, env->control);
+    if (!ctl) {
+        gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                  "Envelope.control is not a Control message", 0, NULL, 0);
+        return HANDLED;
+    }
+    int ret = HANDLED;
+    if (ctl->op_case != GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN) {
+        gbi_control(s, id, id_len, delim, env->corr, ctl);
+    } else {
+        const Gpubridge__DeactivateGrain *d = ctl->deactivate_grain;
+        gbi_ring_t *r = d->grain_type ? ring_of(s, d->grain_type) : NULL;
+        if (!r || !r->t->rk) {
+            const char *n = d->grain_type ? d->grain_type : "";
+            gbi_name_print(name, sizeof name, (const uint8_t *)n, strlen(n));
+            snprintf(err, sizeof err, "unknown grain type '%s'", name);
+            gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, err, 0, NULL, 0);
+        } else {
+            ret = enqueue(s, r, id, id_len, delim, env->corr, d->key, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0);
+        }
+    }
+    gpubridge__control__free_unpacked(ctl, NULL);
+    return ret;
+}
+
+static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const gbi_env_t *env)
+{
+    char err[256], name[100];
+    uint64_t corr = env->corr;
+    int one_way = env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY;
 #define FAIL(st, ...)                                                        \
     do {                                                                     \
         snprintf(err, sizeof err, __VA_ARGS__);                              \
-        if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))      \
+        if (!(one_way && corr == 0))                                         \
             gbi_reply(s, id, id_len, delim, corr, st, err, 0, NULL, 0);      \
         return HANDLED;                                                      \
     } while (0)
 
     if (s->refusing)
         FAIL(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, "the bridge is shutting down");
-    if (env->kind == GPUBRIDGE__KIND__KIND_CONTROL) {
-        if (!env->control)
-            FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "control envelope without a control message");
-        if (env->control->op_case != GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN) {
-            gbi_control(s, id, id_len, delim, env);
-            return HANDLED;
-        }
-        const Gpubridge__DeactivateGrain *d = env->control->deactivate_grain;
-        gbi_ring_t *r = d->grain_type ? ring_of(s, d->grain_type) : NULL;
-        if (!r || !r->t->rk)
-            FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'",
-                 d->grain_type ? d->grain_type : "");
-        Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
-        g.key = d->key;
-        Gpubridge__Envelope e2 = *env;
-        e2.grain = &g;
-        return enqueue(s, r, id, id_len, delim, &e2, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0);
-    }
-    if (env->kind != GPUBRIDGE__KIND__KIND_REQUEST && env->kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
+    if (env->kind == GPUBRIDGE__KIND__KIND_CONTROL)
+        return handle_control(s, id, id_len, delim, env);
+    if (env->kind != GPUBRIDGE__KIND__KIND_REQUEST && !one_way)
         FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope kind must be REQUEST, ONE_WAY or CONTROL");
-    if (!env->grain || !env->grain->type || !env->grain->type[0])
+    if (!env->has_grain || env->type_len == 0)
         FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope has no grain type");
-    gb_engine_type_t *t = gb_engine_find(s->engine, env->grain->type);
+    gb_engine_type_t *t = type_named(s, env->type, env->type_len);
+    if (!t || !t->rk)
+        gbi_name_print(name, sizeof name, env->type, env->type_len);
     if (!t)
-        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%.64s'", env->grain->type);
+        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", name);
     if (!t->rk)
         FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE,
-             "grain type '%.64s' is configured but has no handler in this build", env->grain->type);
+             "grain type '%s' is configured but has no handler in this build", name);
     gb_rk_state state = gb_rk_state_of(t->rk);
     if (state == GB_RK_TERMINATED)
         FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
@@ -101,9 +133,9 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     unsigned char rec[65536];
     uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk);
     uint16_t slot_type = 0;
-    if (env->payload.len > cap + 64u && env->payload.len > sizeof rec)
+    if (env->payload_len > cap + 64u && env->payload_len > sizeof rec)
         FAIL(GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "payload of %zu bytes exceeds the '%s' slot (%u bytes)",
-             env->payload.len, t->name, cap);
+             env->payload_len, t->name, cap);
     int status;
     if (s->test_faults && env->message_type == GB_MSG_TEST_FAULT) {
         /* Test hook (GPUBRIDGE_TEST_FAULTS=1): the kernel writes through a bad
@@ -111,17 +143,16 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
         slot_type = GB_MSG_TEST_FAULT;
         status = GPUBRIDGE__STATUS__STATUS_OK;
     } else {
-        status = gbi_codec_request(t->kind, env->message_type, env->payload.data, env->payload.len, rec, cap,
+        status = gbi_codec_request(t->kind, env->message_type, env->payload, env->payload_len, rec, cap,
                                    &rec_len, &slot_type, err, sizeof err);
     }
     if (status != GPUBRIDGE__STATUS__STATUS_OK) {
-        if (!(env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && corr == 0))
+        if (!(one_way && corr == 0))
             gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
         return HANDLED;
     }
     gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
-    return enqueue(s, r, id, id_len, delim, env, slot_type, rec, rec_len,
-                   env->kind == GPUBRIDGE__KIND__KIND_ONE_WAY);
+    return enqueue(s, r, id, id_len, delim, corr, env->key, slot_type, rec, rec_len, one_way);
 #undef FAIL
 }
 
@@ -135,36 +166,41 @@ static void push_held(gbi_ring_t *r, gbi_held_t *h)
     r->held_tail = h;
 }
 
-/* Feeds a frame's envelopes from index `from`. When a ring has no room, a new
- * frame (h NULL) is held at the tail of that ring's FIFO; a held frame (h)
- * only records where it stopped, and resume_held moves it. Returns HANDLED
- * once every envelope is handled (the frame is then freed, h is not). */
-int gbi_feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
-                      uint8_t delim, size_t bytes, gbi_held_t *h)
+/* Refuses envelopes [from, n) of f (out of memory while holding them). */
+static void refuse_rest(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
+                        uint8_t delim)
 {
-    size_t n = 0;
-    Gpubridge__Envelope **envs = gbi_frame_envelopes(f, &n);
+    for (size_t i = from; i < f->n; i++)
+        if (!(f->envs[i].kind == GPUBRIDGE__KIND__KIND_ONE_WAY && f->envs[i].corr == 0))
+            gbi_reply(s, id, id_len, delim, f->envs[i].corr, GPUBRIDGE__STATUS__STATUS_BUSY,
+                      "the bridge is out of memory; retry later", 0, NULL, 0);
+}
+
+int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
+                   uint8_t delim, size_t bytes, gbi_held_t *h)
+{
     s->resuming = h;
-    for (size_t i = from; i < n; i++) {
-        if (handle_envelope(s, id, id_len, delim, envs[i]) != NEEDS_ROOM)
+    for (size_t i = from; i < f->n; i++) {
+        if (handle_envelope(s, id, id_len, delim, &f->envs[i]) != NEEDS_ROOM)
             continue;
         s->resuming = NULL;
         if (h) {
             h->next_env = i;
             return NEEDS_ROOM;
         }
+        /* A fresh frame's envelopes point into bytes that are about to go:
+         * the rest of the frame is copied to wait. */
         gbi_held_t *nh = calloc(1, sizeof *nh);
-        if (!nh) {
+        gbi_frame_t *copy = nh ? gbi_frame_hold(f, i) : NULL;
+        if (!copy) {
+            free(nh);
             GB_ERROR("out of memory holding a frame; its remaining requests are refused");
-            for (; i < n; i++)
-                if (!(envs[i]->kind == GPUBRIDGE__KIND__KIND_ONE_WAY && envs[i]->correlation_id == 0))
-                    gbi_reply(s, id, id_len, delim, envs[i]->correlation_id, GPUBRIDGE__STATUS__STATUS_BUSY,
-                              "the bridge is out of memory; retry later", 0, NULL, 0);
-            break;
+            refuse_rest(s, f, i, id, id_len, delim);
+            return HANDLED;
         }
-        nh->frame = f;
+        nh->frame = copy;
         nh->bytes = bytes;
-        nh->next_env = i;
+        nh->next_env = 0;
         memcpy(nh->id, id, id_len);
         nh->id_len = id_len;
         nh->delim = delim;
@@ -173,7 +209,6 @@ int gbi_feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const
         return NEEDS_ROOM;
     }
     s->resuming = NULL;
-    gpubridge__client_frame__free_unpacked(f, NULL);
     return HANDLED;
 }
 
@@ -187,6 +222,12 @@ static gbi_held_t *pop_held(gbi_ring_t *r)
     return h;
 }
 
+void gbi_held_free(gbi_held_t *h)
+{
+    free(h->frame);
+    free(h);
+}
+
 /* Feeds the frames waiting on ring r, in order, while it has room. */
 int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
 {
@@ -197,7 +238,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
         if (gbi_feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, h) == HANDLED) {
             pop_held(r);
             s->held_bytes -= h->bytes;
-            free(h);
+            gbi_held_free(h);
             progress++;
             continue;
         }
@@ -223,9 +264,8 @@ void gbi_refuse_held(gb_server_t *s)
             r->held_head = h->next;
             gbi_feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, NULL);
             s->held_bytes -= h->bytes;
-            free(h);
+            gbi_held_free(h);
         }
         r->held_tail = NULL;
     }
 }
-

@@ -11,25 +11,13 @@
 #include "control.pb-c.h"
 #include "gpubridge.pb-c.h"
 #include "server.h"
+#include "wire.h"
 
 #define GBI_ID_MAX 255        /* ZeroMQ routing ids are at most 255 bytes */
 
-/* The envelopes a ClientFrame carries (one, a batch's, or none); sets *n. */
-static inline Gpubridge__Envelope **gbi_frame_envelopes(const Gpubridge__ClientFrame *f, size_t *n)
-{
-    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
-        *n = 1;
-        return (Gpubridge__Envelope **)&f->envelope;
-    }
-    if (f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
-        *n = f->batch->n_envelopes;
-        return f->batch->envelopes;
-    }
-    *n = 0;
-    return NULL;
-}
 #define GBI_BATCH_MAX 256     /* replies per ReplyBatch frame */
-#define GBI_ARENA_SIZE (1u << 20)
+#define GBI_ARENA_SIZE (1u << 20) /* encoded replies per outbox frame */
+#define GBI_FRAME_PREFIX 16        /* room for the ReplyBatch key and length */
 
 /* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
 typedef struct gbi_pending {
@@ -45,8 +33,8 @@ typedef struct gbi_pending {
  * behind it, so requests keep their order. */
 typedef struct gbi_held {
     struct gbi_held *next;
-    Gpubridge__ClientFrame *frame;
-    size_t next_env; /* index of the first envelope not yet handled */
+    gbi_frame_t *frame; /* owned: gbi_frame_hold's copy */
+    size_t next_env;    /* index of the first envelope not yet handled */
     size_t bytes;    /* the frame's size on the wire, for the hold bound */
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
@@ -59,18 +47,16 @@ typedef struct gbi_ring {
     gbi_held_t *held_head, *held_tail; /* frames waiting for room in this ring */
 } gbi_ring_t;
 
-/* Replies waiting to go to one client, flushed as one frame. */
+/* Replies waiting to go to one client, flushed as one frame. They are
+ * encoded as they come (server_reply.c): buf holds GBI_FRAME_PREFIX free
+ * bytes, then len bytes of ReplyBatch entries. */
 typedef struct gbi_outbox {
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
     size_t n;
-    Gpubridge__Reply replies[GBI_BATCH_MAX];
-    Gpubridge__Reply *ptrs[GBI_BATCH_MAX];
-    size_t arena_used;
-    uint8_t *arena;  /* payload and error text bytes of the replies above */
-    uint8_t *frame;  /* packed ServerFrame */
-    size_t frame_cap;
+    size_t len;
+    uint8_t *buf;
 } gbi_outbox_t;
 
 struct gb_server {
@@ -85,6 +71,7 @@ struct gb_server {
     int zap_running;
     gbi_ring_t rings[GB_MAX_GRAIN_TYPES];
     gbi_outbox_t out;
+    gbi_frame_t scratch; /* the frame being decoded; its envs array is reused */
     size_t held_bytes;   /* all rings' held frames */
     size_t held_limit;   /* above it the socket is not read (backpressure) */
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
@@ -102,12 +89,18 @@ struct gb_server {
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
 void gbi_flush(gb_server_t *s);
+/* The outbox's buffer: allocated once (init returns -1 when out of memory). */
+int gbi_outbox_init(gbi_outbox_t *o);
+void gbi_outbox_fini(gbi_outbox_t *o);
 
-/* server_feed.c. HANDLED: every envelope of the frame handled (and the frame
- * freed); NEEDS_ROOM: it waits in s->blocked's FIFO. */
+/* server_feed.c. HANDLED: every envelope of the frame handled; NEEDS_ROOM:
+ * it waits in s->blocked's FIFO (a fresh frame, h NULL, is copied there; the
+ * caller keeps f either way). */
 enum { HANDLED = 0, NEEDS_ROOM = 1 };
-int gbi_feed_frame(gb_server_t *s, Gpubridge__ClientFrame *f, size_t from, const uint8_t *id, uint8_t id_len,
+int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
                    uint8_t delim, size_t bytes, gbi_held_t *h);
+/* Frees a held frame and its copy of the envelopes. */
+void gbi_held_free(gbi_held_t *h);
 /* Feeds the frames waiting on ring r, in order, while it has room. */
 int gbi_resume_held(gb_server_t *s, gbi_ring_t *r);
 /* Answers every held frame's remaining envelopes with SHUTTING_DOWN. */
@@ -121,9 +114,10 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
                       size_t size);
 int gbi_pump(gb_server_t *s);
 
-/* Answers a KIND_CONTROL envelope (all but DeactivateGrain, which goes
- * through the grain's ring). */
-void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const Gpubridge__Envelope *env);
+/* Answers control operation op of request corr (all but DeactivateGrain,
+ * which goes through the grain's ring). */
+void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,
+                 const Gpubridge__Control *op);
 
 /* CURVE: loads the server key pair and starts the ZAP handler (curve.c). */
 gb_err gbi_curve_setup(gb_server_t *s, char *err, size_t errlen);

@@ -1,10 +1,22 @@
-/* Replies out: batching replies per client into one ServerFrame. */
+/* Replies out: each reply is encoded as it is queued, straight into the
+ * outbox of its client, and the outbox goes out as one ServerFrame.
+ *
+ * gpubridge.proto makes this cheap: ReplyBatch is `repeated Reply replies =
+ * 1` and ServerFrame is `oneof { Reply reply = 1; ReplyBatch batch = 2; }`,
+ * so the record `0x0a len Reply` is a ReplyBatch entry and, on its own, a
+ * complete ServerFrame{reply}. Several records become ServerFrame{batch} by
+ * a `0x12 len` prefix, written into room kept in front of them. */
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
 #include "log.h"
+#include "pb_wire.h"
 #include "server_internal.h"
+
+#define TAG_REPLY 0x0a /* ServerFrame.reply and ReplyBatch.replies: field 1, LEN */
+#define TAG_BATCH 0x12 /* ServerFrame.batch: field 2, LEN */
+enum { R_CORR = 1, R_STATUS = 2, R_ERROR = 3, R_MESSAGE_TYPE = 4, R_PAYLOAD = 5 };
 
 const char *gbi_status_name(int status)
 {
@@ -13,86 +25,112 @@ const char *gbi_status_name(int status)
     return v ? v->name : "STATUS_?";
 }
 
+int gbi_outbox_init(gbi_outbox_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->buf = malloc(GBI_FRAME_PREFIX + GBI_ARENA_SIZE);
+    return o->buf ? 0 : -1;
+}
+
+void gbi_outbox_fini(gbi_outbox_t *o)
+{
+    free(o->buf);
+    memset(o, 0, sizeof *o);
+}
+
 void gbi_flush(gb_server_t *s)
 {
     gbi_outbox_t *o = &s->out;
     if (o->n == 0)
         return;
-    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
-    Gpubridge__ReplyBatch b = GPUBRIDGE__REPLY_BATCH__INIT;
-    if (o->n == 1) {
-        f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
-        f.reply = &o->replies[0];
-    } else {
-        b.n_replies = o->n;
-        b.replies = o->ptrs;
-        f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_BATCH;
-        f.batch = &b;
+    uint8_t *frame = o->buf + GBI_FRAME_PREFIX;
+    size_t len = o->len;
+    if (o->n > 1) {
+        uint8_t hdr[GBI_FRAME_PREFIX];
+        hdr[0] = TAG_BATCH;
+        size_t h = 1 + gb_pb_varint_put(hdr + 1, len);
+        frame -= h;
+        memcpy(frame, hdr, h);
+        len += h;
     }
-    size_t need = gpubridge__server_frame__get_packed_size(&f);
-    if (need > o->frame_cap) {
-        uint8_t *nf = realloc(o->frame, need);
-        if (!nf) {
-            GB_ERROR("out of memory packing %zu replies; they are lost", o->n);
-            o->n = 0;
-            o->arena_used = 0;
-            return;
-        }
-        o->frame = nf;
-        o->frame_cap = need;
-    }
-    size_t len = gpubridge__server_frame__pack(&f, o->frame);
     /* ROUTER drops a message for a peer that is gone (or over its high-water
      * mark): a client that left with requests in flight costs nothing. */
     zmq_send(s->sock, o->id, o->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (o->delim)
         zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(s->sock, o->frame, len, ZMQ_DONTWAIT);
+    zmq_send(s->sock, frame, len, ZMQ_DONTWAIT);
     s->replies += o->n;
     o->n = 0;
-    o->arena_used = 0;
+    o->len = 0;
 }
 
-static uint8_t *arena_copy(gbi_outbox_t *o, const void *p, size_t len)
+/* Bytes of a Reply's fields (proto3: defaults are not written). */
+static size_t reply_len(uint64_t corr, int status, size_t elen, uint32_t mt, size_t len)
 {
-    uint8_t *d = o->arena + o->arena_used;
+    size_t n = 0;
+    if (corr)
+        n += 1 + gb_pb_varint_len(corr);
+    if (status)
+        n += 1 + gb_pb_varint_len((uint64_t)status);
+    if (elen)
+        n += 1 + gb_pb_varint_len(elen) + elen;
+    if (mt)
+        n += 1 + gb_pb_varint_len(mt);
     if (len)
-        memcpy(d, p, len);
-    o->arena_used += len;
-    return d;
+        n += 1 + gb_pb_varint_len(len) + len;
+    return n;
 }
 
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
 {
     gbi_outbox_t *o = &s->out;
-    size_t elen = error ? strlen(error) + 1 : 0;
-    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
-                 o->n == GBI_BATCH_MAX || o->arena_used + len + elen > GBI_ARENA_SIZE))
-        gbi_flush(s);
-    if (len + elen > GBI_ARENA_SIZE) {
+    size_t elen = error ? strlen(error) : 0;
+    if (len + elen + 64 > GBI_ARENA_SIZE) {
         /* Cannot happen for ring replies (slots are at most 64 KiB); be safe. */
         len = 0;
         status = GPUBRIDGE__STATUS__STATUS_INTERNAL;
         error = "reply too large";
-        elen = strlen(error) + 1;
+        elen = strlen(error);
     }
+    size_t body = reply_len(corr, status, elen, message_type, len);
+    size_t rec = 1 + gb_pb_varint_len(body) + body;
+    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
+                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_ARENA_SIZE))
+        gbi_flush(s);
     if (o->n == 0) {
         memcpy(o->id, id, id_len);
         o->id_len = id_len;
         o->delim = delim;
     }
-    Gpubridge__Reply *r = &o->replies[o->n];
-    gpubridge__reply__init(r);
-    r->correlation_id = corr;
-    r->status = (Gpubridge__Status)status;
-    r->message_type = message_type;
-    r->payload.len = len;
-    r->payload.data = arena_copy(o, payload, len);
-    r->error = error ? (char *)arena_copy(o, error, elen) : (char *)"";
-    o->ptrs[o->n] = r;
+    uint8_t *p = o->buf + GBI_FRAME_PREFIX + o->len;
+    *p++ = TAG_REPLY;
+    p += gb_pb_varint_put(p, body);
+    if (corr) {
+        p += gb_pb_key_put(p, R_CORR, GB_PB_VARINT);
+        p += gb_pb_varint_put(p, corr);
+    }
+    if (status) {
+        p += gb_pb_key_put(p, R_STATUS, GB_PB_VARINT);
+        p += gb_pb_varint_put(p, (uint64_t)status);
+    }
+    if (elen) {
+        p += gb_pb_key_put(p, R_ERROR, GB_PB_LEN);
+        p += gb_pb_varint_put(p, elen);
+        memcpy(p, error, elen);
+        p += elen;
+    }
+    if (message_type) {
+        p += gb_pb_key_put(p, R_MESSAGE_TYPE, GB_PB_VARINT);
+        p += gb_pb_varint_put(p, message_type);
+    }
+    if (len) {
+        p += gb_pb_key_put(p, R_PAYLOAD, GB_PB_LEN);
+        p += gb_pb_varint_put(p, len);
+        memcpy(p, payload, len);
+    }
+    o->len += rec;
     o->n++;
     if (status != GPUBRIDGE__STATUS__STATUS_OK)
         s->error_replies++;
 }
-

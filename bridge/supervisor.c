@@ -36,6 +36,7 @@
 #include "clock.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
+#include "pb_wire.h"
 #include "server_internal.h"
 
 #define MAX_PEERS 1024
@@ -68,6 +69,7 @@ typedef struct gbi_sup {
     zmq_msg_t stall_msg;
     uint8_t stall_delim;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
+    gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
@@ -152,36 +154,48 @@ static void set_del(peer_t *p, uint64_t id)
 
 /* ---- frames -------------------------------------------------------------- */
 
-static void note_requests(peer_t *p, const uint8_t *buf, size_t len)
+static void note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len)
 {
-    Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, len, buf);
-    if (!f)
+    char err[160];
+    if (gbi_frame_decode(&s->scratch, buf, len, err, sizeof err) != 0)
         return; /* the worker answers undecodable frames (correlation id 0) */
-    size_t n = 0;
-    Gpubridge__Envelope **envs = gbi_frame_envelopes(f, &n);
-    for (size_t i = 0; i < n; i++)
-        if (envs[i] && envs[i]->kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
-            set_add(p, envs[i]->correlation_id);
-    gpubridge__client_frame__free_unpacked(f, NULL);
+    for (size_t i = 0; i < s->scratch.n; i++)
+        if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
+            set_add(p, s->scratch.envs[i].corr);
 }
 
-/* Strikes the frame's replies off p's pending set; returns how many it held. */
+/* Strikes the frame's replies off p's pending set; returns how many it held.
+ * The frame comes from our own worker: a reply's correlation id is the only
+ * field read (ServerFrame.reply and ReplyBatch.replies are both field 1). */
+static size_t note_reply(peer_t *p, const uint8_t *b, const uint8_t *end)
+{
+    gb_pb_field_t fd;
+    uint64_t corr = 0;
+    while (gb_pb_next(&b, end, &fd) > 0)
+        if (fd.num == 1 && fd.wt == GB_PB_VARINT)
+            corr = fd.v;
+    set_del(p, corr);
+    return 1;
+}
+
 static size_t note_replies(peer_t *p, const uint8_t *buf, size_t len)
 {
-    Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, buf);
+    const uint8_t *b = buf, *end = buf + len;
+    gb_pb_field_t fd;
     size_t n = 0;
-    if (!f)
-        return 0;
-    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY && f->reply) {
-        set_del(p, f->reply->correlation_id);
-        n = 1;
-    } else if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH && f->batch) {
-        for (size_t i = 0; i < f->batch->n_replies; i++)
-            if (f->batch->replies[i])
-                set_del(p, f->batch->replies[i]->correlation_id);
-        n = f->batch->n_replies;
+    while (gb_pb_next(&b, end, &fd) > 0) {
+        if (fd.wt != GB_PB_LEN)
+            continue;
+        if (fd.num == 1) {
+            n += note_reply(p, fd.p, fd.p + fd.len);
+        } else if (fd.num == 2) {
+            const uint8_t *r = fd.p, *rend = fd.p + fd.len;
+            gb_pb_field_t rf;
+            while (gb_pb_next(&r, rend, &rf) > 0)
+                if (rf.num == 1 && rf.wt == GB_PB_LEN)
+                    n += note_reply(p, rf.p, rf.p + rf.len);
+        }
     }
-    gpubridge__server_frame__free_unpacked(f, NULL);
     return n;
 }
 
@@ -495,7 +509,7 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         return 1;
     }
-    note_requests(p, zmq_msg_data(&m), zmq_msg_size(&m));
+    note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
     s->stall_peer = p;
     s->stall_delim = delim;
     zmq_msg_init(&s->stall_msg);
@@ -661,6 +675,7 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
     free(items);
     free(owner);
     free(s.peers);
+    gbi_frame_fini(&s.scratch);
     zmq_close(s.router);
     if (s.curve) {
         gbi_curve_stop(s.curve);

@@ -1,0 +1,428 @@
+/* The bridge's hand-written wire decoding (bridge/wire.c, bridge/codec.c)
+ * against protobuf-c, the reference: valid encodings decode to the same
+ * fields, and every truncated or mutated encoding is refused by both or
+ * decoded by both to the same fields. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codec.h"
+#include "echo.pb-c.h"
+#include "grain.h"
+#include "gpubridge.pb-c.h"
+#include "vecadd.pb-c.h"
+#include "wire.h"
+
+/* ---- frames ------------------------------------------------------------- */
+
+/* Compares our view of envelope i with protobuf-c's. */
+static void same_env(const gbi_env_t *a, const Gpubridge__Envelope *b)
+{
+    assert_int_equal(a->corr, b->correlation_id);
+    assert_int_equal(a->kind, (uint32_t)b->kind);
+    assert_int_equal(a->message_type, b->message_type);
+    assert_int_equal(a->payload_len, b->payload.len);
+    if (a->payload_len)
+        assert_memory_equal(a->payload, b->payload.data, a->payload_len);
+    assert_int_equal(a->has_grain, b->grain != NULL);
+    if (b->grain) {
+        assert_int_equal(a->key, b->grain->key);
+        size_t tl = strlen(b->grain->type);
+        /* protobuf-c's strings end at a NUL inside them; ours keep the bytes. */
+        assert_true(a->type_len >= tl);
+        if (tl)
+            assert_memory_equal(a->type, b->grain->type, tl);
+    }
+    assert_int_equal(a->has_control, b->control != NULL);
+}
+
+/* Decodes data both ways; returns 1 when both accept (fields compared), 0
+ * when both refuse, -1 for two control fields (the difference wire.h
+ * documents); fails the test when they disagree otherwise. */
+static int differential(const uint8_t *data, size_t len)
+{
+    static gbi_frame_t f;
+    char err[160];
+    int ours = gbi_frame_decode(&f, data, len, err, sizeof err) == 0;
+    Gpubridge__ClientFrame *ref = gpubridge__client_frame__unpack(NULL, len, data);
+    if (!ours && ref && strcmp(err, "Envelope has two control fields") == 0) {
+        /* The documented difference (wire.h): protobuf-c merges them. */
+        gpubridge__client_frame__free_unpacked(ref, NULL);
+        return -1;
+    }
+    if (ours != (ref != NULL)) {
+        fprintf(stderr, "disagree on %zu bytes: ours %s (%s), protobuf-c %s\n", len, ours ? "accepts" : "refuses",
+                ours ? "" : err, ref ? "accepts" : "refuses");
+        for (size_t i = 0; i < len; i++)
+            fprintf(stderr, "%02x%s", data[i], i + 1 == len ? "\n" : " ");
+    }
+    assert_int_equal(ours, ref != NULL);
+    if (!ref) {
+        assert_true(err[0] != '\0');
+        return 0;
+    }
+    assert_int_equal(f.has_body, ref->body_case != GPUBRIDGE__CLIENT_FRAME__BODY__NOT_SET);
+    if (ref->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE) {
+        assert_int_equal(f.n, 1);
+        same_env(&f.envs[0], ref->envelope);
+    } else if (ref->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH) {
+        assert_int_equal(f.n, ref->batch->n_envelopes);
+        for (size_t i = 0; i < f.n; i++)
+            same_env(&f.envs[i], ref->batch->envelopes[i]);
+    } else {
+        assert_int_equal(f.n, 0);
+    }
+    gpubridge__client_frame__free_unpacked(ref, NULL);
+    return 1;
+}
+
+static uint8_t g_pl[] = {0x12, 0x08, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0x1a, 0x04, 0, 0, 0x40, 0x40};
+
+/* A batch frame of n envelopes with every field kind set somewhere. */
+static size_t sample_batch(uint8_t *buf, size_t n)
+{
+    static Gpubridge__Envelope envs[8];
+    static Gpubridge__Envelope *ptrs[8];
+    static Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT, g2 = GPUBRIDGE__GRAIN_ID__INIT;
+    static Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
+    static Gpubridge__StatusRequest sr = GPUBRIDGE__STATUS_REQUEST__INIT;
+    g.type = "vecadd";
+    g.key = 123456789012345ull;
+    g2.type = "echo";
+    sr.grain_type = "vecadd";
+    ctl.op_case = GPUBRIDGE__CONTROL__OP_STATUS_REQUEST;
+    ctl.status_request = &sr;
+    for (size_t i = 0; i < n; i++) {
+        gpubridge__envelope__init(&envs[i]);
+        envs[i].correlation_id = 1000 + i * 300;
+        envs[i].kind = (Gpubridge__Kind)(1 + i % 3);
+        envs[i].message_type = (uint32_t)(i % 2 ? 1 : 70000);
+        if (i % 3 != 2) {
+            envs[i].grain = i % 2 ? &g2 : &g;
+            envs[i].payload.data = g_pl;
+            envs[i].payload.len = sizeof g_pl - (i % 4);
+        } else {
+            envs[i].control = &ctl;
+        }
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = n;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame cf = GPUBRIDGE__CLIENT_FRAME__INIT;
+    if (n == 1) {
+        cf.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
+        cf.envelope = &envs[0];
+    } else {
+        cf.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+        cf.batch = &b;
+    }
+    return gpubridge__client_frame__pack(&cf, buf);
+}
+
+static void test_valid_frames(void **state)
+{
+    (void)state;
+    uint8_t buf[4096];
+    for (size_t n = 1; n <= 8; n++)
+        assert_int_equal(differential(buf, sample_batch(buf, n)), 1);
+    /* No body: zero bytes. An empty batch: a body without envelopes. */
+    assert_int_equal(differential(buf, 0), 1);
+    const uint8_t empty_batch[] = {0x12, 0x00};
+    assert_int_equal(differential(empty_batch, sizeof empty_batch), 1);
+}
+
+/* Repeated fields as protobuf-c reads them: the last envelope or batch
+ * wins, a repeated grain merges; unknown fields are skipped. */
+static void test_merge_rules(void **state)
+{
+    (void)state;
+    uint8_t one[512], two[512], both[1100];
+    size_t l1 = sample_batch(one, 1), l2 = sample_batch(two, 5);
+    memcpy(both, one, l1);
+    memcpy(both + l1, one, l1);
+    assert_int_equal(differential(both, 2 * l1), 1); /* envelope twice */
+    memcpy(both, two, l2);
+    memcpy(both + l2, two, l2);
+    assert_int_equal(differential(both, 2 * l2), 1); /* batch twice */
+    /* Two different envelopes; an envelope whose grain comes twice. */
+    const uint8_t e2[] = {0x0a, 0x0e, 0x08, 0x07, 0x12, 0x06, 0x0a, 0x04, 'e', 'c', 'h', 'o', 0x12, 0x02, 0x10, 0x09};
+    memcpy(both, one, l1);
+    memcpy(both + l1, e2, sizeof e2);
+    assert_int_equal(differential(both, l1 + sizeof e2), 1);
+    static gbi_frame_t f;
+    char err[160];
+    assert_int_equal(gbi_frame_decode(&f, e2, sizeof e2, err, sizeof err), 0);
+    assert_int_equal(f.n, 1);
+    assert_int_equal(f.envs[0].key, 9);
+    assert_int_equal(f.envs[0].type_len, 4);
+    gbi_frame_fini(&f);
+    memcpy(both, one, l1);
+    memcpy(both + l1, two, l2);
+    assert_int_equal(differential(both, l1 + l2), 1); /* envelope, then batch */
+    memcpy(both, two, l2);
+    memcpy(both + l2, one, l1);
+    assert_int_equal(differential(both, l1 + l2), 1); /* batch, then envelope */
+    /* Unknown fields of every wire type, before and after. */
+    const uint8_t unk[] = {0x78, 0x05, 0x81, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0x8a, 0x01, 0x02, 0xaa, 0xbb, 0x95, 0x01, 1, 2, 3, 4};
+    memcpy(both, unk, sizeof unk);
+    memcpy(both + sizeof unk, two, l2);
+    memcpy(both + sizeof unk + l2, unk, sizeof unk);
+    assert_int_equal(differential(both, l2 + 2 * sizeof unk), 1);
+}
+
+static void test_truncated_frames(void **state)
+{
+    (void)state;
+    uint8_t buf[4096];
+    size_t len = sample_batch(buf, 7);
+    int refused = 0;
+    for (size_t cut = 0; cut < len; cut++)
+        refused += differential(buf, cut) == 0;
+    assert_true(refused > (int)len / 2); /* most prefixes end inside a field */
+}
+
+/* Deterministic random mutations: byte flips, inserts, deletions. */
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)g_rng;
+}
+
+static size_t mutate(uint8_t *buf, size_t len, size_t cap)
+{
+    int edits = 1 + (int)(rnd() % 3);
+    for (int e = 0; e < edits && len; e++) {
+        size_t at = rnd() % len;
+        switch (rnd() % 4) {
+        case 0: buf[at] ^= (uint8_t)(1u << (rnd() % 8)); break;
+        case 1: buf[at] = (uint8_t)rnd(); break;
+        case 2:
+            if (len < cap) {
+                memmove(buf + at + 1, buf + at, len - at);
+                buf[at] = (uint8_t)rnd();
+                len++;
+            }
+            break;
+        default:
+            memmove(buf + at, buf + at + 1, len - at - 1);
+            len--;
+            break;
+        }
+    }
+    return len;
+}
+
+static void test_mutated_frames(void **state)
+{
+    (void)state;
+    uint8_t base[4096], buf[4200];
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < 30000; i++) {
+        size_t len = sample_batch(base, 1 + (size_t)i % 8);
+        memcpy(buf, base, len);
+        len = mutate(buf, len, sizeof buf);
+        int r = differential(buf, len);
+        accepted += r == 1;
+        refused += r == 0;
+    }
+    fprintf(stderr, "mutated frames: %d accepted by both, %d refused by both\n", accepted, refused);
+    assert_true(accepted > 1000 && refused > 1000);
+}
+
+static void test_two_controls_refused(void **state)
+{
+    (void)state;
+    /* ClientFrame{envelope{kind CONTROL, control{}, control{}}} */
+    const uint8_t f[] = {0x0a, 0x06, 0x18, 0x03, 0x32, 0x00, 0x32, 0x00};
+    gbi_frame_t fr = {0};
+    char err[160];
+    assert_int_equal(gbi_frame_decode(&fr, f, sizeof f, err, sizeof err), -1);
+    assert_string_equal(err, "Envelope has two control fields");
+    gbi_frame_fini(&fr);
+}
+
+/* A held frame keeps working after the original bytes are gone. */
+static void test_hold_copies(void **state)
+{
+    (void)state;
+    uint8_t *buf = malloc(4096);
+    size_t len = sample_batch(buf, 6);
+    gbi_frame_t f = {0};
+    char err[160];
+    assert_int_equal(gbi_frame_decode(&f, buf, len, err, sizeof err), 0);
+    gbi_frame_t *h = gbi_frame_hold(&f, 2);
+    assert_non_null(h);
+    Gpubridge__ClientFrame *ref = gpubridge__client_frame__unpack(NULL, len, buf);
+    memset(buf, 0xee, len);
+    free(buf);
+    assert_int_equal(h->n, 4);
+    for (size_t i = 0; i < h->n; i++)
+        same_env(&h->envs[i], ref->batch->envelopes[2 + i]);
+    gpubridge__client_frame__free_unpacked(ref, NULL);
+    free(h);
+    gbi_frame_fini(&f);
+}
+
+static void test_name_print(void **state)
+{
+    (void)state;
+    char out[100];
+    gbi_name_print(out, sizeof out, (const uint8_t *)"vec\xff\n", 5);
+    assert_string_equal(out, "vec\\xff\\x0a");
+    char big[300];
+    memset(big, 0xc3, sizeof big);
+    gbi_name_print(out, sizeof out, (const uint8_t *)big, sizeof big);
+    assert_true(strlen(out) < sizeof out);
+}
+
+/* ---- grain payload codecs ------------------------------------------------ */
+
+/* Our vecadd request codec against protobuf-c plus the rules of vecadd.proto. */
+static void vecadd_differential(const uint8_t *pb, size_t len, uint32_t cap)
+{
+    unsigned char rec[4096];
+    uint32_t rec_len = 0;
+    uint16_t slot_type = 0;
+    char err[256] = "";
+    int st = gbi_codec_request(GB_GRAIN_VECADD, 1, pb, len, rec, cap, &rec_len, &slot_type, err, sizeof err);
+    Gpubridge__VectorAddRequest *m = gpubridge__vector_add_request__unpack(NULL, len, pb);
+    if (!m) {
+        assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_MALFORMED);
+        assert_non_null(strstr(err, "not a VectorAddRequest"));
+        return;
+    }
+    if (m->n_a != m->n_b || (uint32_t)m->op > GB_VECADD_DIV) {
+        assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_MALFORMED);
+    } else if (m->n_a > (cap - GB_VECADD_HDR) / 8) {
+        assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
+    } else {
+        assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_OK);
+        uint32_t op, n;
+        memcpy(&op, rec, 4);
+        memcpy(&n, rec + 4, 4);
+        assert_int_equal(op, (uint32_t)m->op);
+        assert_int_equal(n, m->n_a);
+        assert_int_equal(rec_len, gb_vecadd_request_len(n));
+        if (n) {
+            assert_memory_equal(rec + 8, m->a, 4u * n);
+            assert_memory_equal(rec + 8 + 4u * n, m->b, 4u * n);
+        }
+    }
+    gpubridge__vector_add_request__free_unpacked(m, NULL);
+}
+
+static void test_vecadd_request_codec(void **state)
+{
+    (void)state;
+    float a[5] = {1, -2, 3.5f, 1e30f, 0}, b[5] = {0.5f, 4, -1, 2, 7};
+    Gpubridge__VectorAddRequest v = GPUBRIDGE__VECTOR_ADD_REQUEST__INIT;
+    uint8_t base[256], buf[300];
+    for (size_t n = 0; n <= 5; n++) {
+        v.n_a = v.n_b = n;
+        v.a = a;
+        v.b = b;
+        v.op = (Gpubridge__VectorAddRequest__Op)(n % 4);
+        size_t len = gpubridge__vector_add_request__pack(&v, base);
+        vecadd_differential(base, len, 1024);
+        vecadd_differential(base, len, 16); /* too large for a tiny slot */
+    }
+    /* Unpacked floats (wire type 5) and split runs concatenate. */
+    const uint8_t unpacked[] = {0x08, 0x02, 0x15, 0, 0, 0x80, 0x3f, 0x12, 0x04, 0, 0, 0, 0x40,
+                                0x1a, 0x08, 0, 0, 0x40, 0x40, 0, 0, 0x80, 0x40};
+    vecadd_differential(unpacked, sizeof unpacked, 1024);
+    for (int i = 0; i < 20000; i++) {
+        v.n_a = v.n_b = 1 + (size_t)i % 5;
+        size_t len = gpubridge__vector_add_request__pack(&v, base);
+        memcpy(buf, base, len);
+        len = mutate(buf, len, sizeof buf);
+        vecadd_differential(buf, len, 1024);
+    }
+}
+
+static void test_echo_request_codec(void **state)
+{
+    (void)state;
+    uint8_t data[40], base[128], buf[160];
+    memset(data, 'x', sizeof data);
+    Gpubridge__EchoRequest e = GPUBRIDGE__ECHO_REQUEST__INIT;
+    e.sequence = 77;
+    e.client_time_ns = 123456789;
+    e.data.data = data;
+    e.data.len = sizeof data;
+    for (int i = 0; i < 20000; i++) {
+        size_t len = gpubridge__echo_request__pack(&e, base);
+        memcpy(buf, base, len);
+        if (i)
+            len = mutate(buf, len, sizeof buf);
+        unsigned char rec[256];
+        uint32_t rec_len = 0;
+        uint16_t slot_type = 0;
+        char err[256];
+        int st = gbi_codec_request(GB_GRAIN_ECHO, 1, buf, len, rec, sizeof rec, &rec_len, &slot_type, err,
+                                   sizeof err);
+        Gpubridge__EchoRequest *m = gpubridge__echo_request__unpack(NULL, len, buf);
+        assert_int_equal(st, m ? GPUBRIDGE__STATUS__STATUS_OK : GPUBRIDGE__STATUS__STATUS_MALFORMED);
+        if (m) {
+            assert_int_equal(rec_len, len);
+            gpubridge__echo_request__free_unpacked(m, NULL);
+        }
+    }
+}
+
+static void test_vecadd_reply_codec(void **state)
+{
+    (void)state;
+    for (uint32_t n = 0; n <= 300; n += 37) {
+        unsigned char rec[2048];
+        float x[300];
+        for (uint32_t i = 0; i < n; i++)
+            x[i] = (float)i * 0.5f - 3;
+        memcpy(rec, x, 4u * n);
+        gb_slot_hdr_t h = {0};
+        h.len = 4u * n;
+        uint8_t out[4096];
+        size_t out_len = 0;
+        uint32_t mt = 0;
+        assert_int_equal(gbi_codec_reply(GB_GRAIN_VECADD, &h, rec, out, sizeof out, &out_len, &mt), 0);
+        assert_int_equal(mt, GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_RESPONSE);
+        Gpubridge__VectorAddResponse *r = gpubridge__vector_add_response__unpack(NULL, out_len, out);
+        assert_non_null(r);
+        assert_int_equal(r->n_result, n);
+        if (n)
+            assert_memory_equal(r->result, x, 4u * n);
+        gpubridge__vector_add_response__free_unpacked(r, NULL);
+    }
+    gb_slot_hdr_t odd = {0};
+    odd.len = 6; /* not whole floats: the grain wrote garbage */
+    uint8_t out[64], rec[8] = {0};
+    size_t out_len;
+    uint32_t mt;
+    assert_int_equal(gbi_codec_reply(GB_GRAIN_VECADD, &odd, rec, out, sizeof out, &out_len, &mt), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_frames),
+        cmocka_unit_test(test_merge_rules),
+        cmocka_unit_test(test_truncated_frames),
+        cmocka_unit_test(test_mutated_frames),
+        cmocka_unit_test(test_two_controls_refused),
+        cmocka_unit_test(test_hold_copies),
+        cmocka_unit_test(test_name_print),
+        cmocka_unit_test(test_vecadd_request_codec),
+        cmocka_unit_test(test_echo_request_codec),
+        cmocka_unit_test(test_vecadd_reply_codec),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
