@@ -3,7 +3,8 @@
  * replies over frames out of order, and counts what it received): round
  * trips, pipelining and batching, timeouts, connection and CURVE failures,
  * error replies, placement over two endpoints, typed and control helpers,
- * bad arguments. */
+ * bad arguments; and the reply-frame reader (client_internal.h) against
+ * encodings protobuf-c produces, and against malformed ones. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "client_internal.h"
 #include "fake_bridge.h"
 #include "gpubridge_client.h"
 
@@ -523,6 +525,381 @@ static void test_bad_arguments(void **state)
         assert_string_not_equal(gbc_strerror((gbc_err)e), "unknown error");
 }
 
+/* ---- the reply-frame reader (client_internal.h) ------------------------ */
+
+/* Writes field num as a length-delimited field holding len bytes of body;
+ * returns the bytes written. */
+static size_t put_len_field(uint8_t *p, uint32_t num, const void *body, size_t len)
+{
+    size_t n = gb_pb_key_put(p, num, GB_PB_LEN);
+    n += gb_pb_varint_put(p + n, len);
+    if (len)
+        memcpy(p + n, body, len);
+    return n + len;
+}
+
+static size_t pack_reply_frame(uint8_t *buf, Gpubridge__Reply *r)
+{
+    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
+    f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
+    f.reply = r;
+    return gpubridge__server_frame__pack(&f, buf);
+}
+
+static size_t pack_batch_frame(uint8_t *buf, Gpubridge__Reply **rs, size_t n)
+{
+    Gpubridge__ReplyBatch b = GPUBRIDGE__REPLY_BATCH__INIT;
+    b.replies = rs;
+    b.n_replies = n;
+    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
+    f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_BATCH;
+    f.batch = &b;
+    return gpubridge__server_frame__pack(&f, buf);
+}
+
+/* A Reply encoded alone (a `reply` or `replies` field's contents). */
+static size_t pack_reply(uint8_t *buf, const Gpubridge__Reply *r)
+{
+    return gpubridge__reply__pack(r, buf);
+}
+
+static void reply_set(Gpubridge__Reply *r, uint64_t corr, int status, const char *error,
+                      uint32_t message_type, const void *payload, size_t payload_len)
+{
+    gpubridge__reply__init(r);
+    r->correlation_id = corr;
+    r->status = (Gpubridge__Status)status;
+    r->error = error ? (char *)error : (char *)"";
+    r->message_type = message_type;
+    r->payload.data = (uint8_t *)payload;
+    r->payload.len = payload_len;
+}
+
+static void assert_view_is(const gbci_reply_view_t *v, const Gpubridge__Reply *r)
+{
+    assert_int_equal(v->corr, r->correlation_id);
+    assert_int_equal(v->status, (int)r->status);
+    assert_int_equal(v->message_type, r->message_type);
+    size_t elen = r->error ? strlen(r->error) : 0;
+    assert_int_equal(v->error_len, elen);
+    if (elen)
+        assert_memory_equal(v->error, r->error, elen);
+    assert_int_equal(v->payload_len, r->payload.len);
+    if (r->payload.len)
+        assert_memory_equal(v->payload, r->payload.data, r->payload.len);
+}
+
+/* Reads a frame's replies into views (cap of them); returns their number,
+ * or -1 when the reader refuses the frame (and then hands out nothing). */
+static long read_frame(const uint8_t *data, size_t len, gbci_reply_view_t *views, size_t cap)
+{
+    gbci_reply_iter_t it;
+    gbci_reply_view_t extra;
+    if (gbci_reply_frame_open(&it, data, len) != 0) {
+        assert_false(gbci_reply_frame_next(&it, &extra));
+        return -1;
+    }
+    size_t k = 0;
+    while (k < cap && gbci_reply_frame_next(&it, &views[k]))
+        k++;
+    assert_int_equal(k, it.n);
+    assert_false(gbci_reply_frame_next(&it, &extra));
+    return (long)k;
+}
+
+/* The reader agrees with protobuf-c on a frame both accept. */
+static void assert_same_as_protobuf_c(const uint8_t *data, size_t len)
+{
+    gbci_reply_view_t views[16];
+    long n = read_frame(data, len, views, 16);
+    Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, data);
+    assert_non_null(f);
+    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY) {
+        assert_int_equal(n, 1);
+        assert_view_is(&views[0], f->reply);
+    } else {
+        assert_int_equal(f->body_case, GPUBRIDGE__SERVER_FRAME__BODY_BATCH);
+        assert_int_equal(n, f->batch->n_replies);
+        for (size_t k = 0; k < f->batch->n_replies; k++)
+            assert_view_is(&views[k], f->batch->replies[k]);
+    }
+    gpubridge__server_frame__free_unpacked(f, NULL);
+}
+
+/* Both the reader and protobuf-c refuse the frame (protobuf-c: no decode,
+ * or no body, which the client counts as a bad frame too). */
+static void assert_refused(const uint8_t *data, size_t len)
+{
+    gbci_reply_view_t v[4];
+    assert_int_equal(read_frame(data, len, v, 4), -1);
+    Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, data);
+    assert_true(!f || f->body_case == GPUBRIDGE__SERVER_FRAME__BODY__NOT_SET);
+    if (f)
+        gpubridge__server_frame__free_unpacked(f, NULL);
+}
+
+static void test_reply_frame_single(void **state)
+{
+    (void)state;
+    uint8_t buf[512];
+    gbci_reply_view_t v[2];
+    static const uint8_t pl[] = {1, 0, 2, 0xff};
+    Gpubridge__Reply r;
+    reply_set(&r, 42, GBC_STATUS_HANDLER_ERROR, "vector length mismatch", 2, pl, sizeof pl);
+    size_t len = pack_reply_frame(buf, &r);
+    assert_int_equal(read_frame(buf, len, v, 2), 1);
+    assert_view_is(&v[0], &r);
+    assert_same_as_protobuf_c(buf, len);
+    /* Extremes: the largest id, a negative (10-byte) enum, a status this
+     * client does not know (open enum), the top message type. */
+    reply_set(&r, UINT64_MAX, -3, NULL, UINT32_MAX, NULL, 0);
+    len = pack_reply_frame(buf, &r);
+    assert_int_equal(read_frame(buf, len, v, 2), 1);
+    assert_int_equal(v[0].status, -3);
+    assert_same_as_protobuf_c(buf, len);
+    reply_set(&r, 1, 99, "", 0, NULL, 0);
+    len = pack_reply_frame(buf, &r);
+    assert_same_as_protobuf_c(buf, len);
+    /* An all-default Reply is still one reply (id 0: goes to gbc_poll). */
+    reply_set(&r, 0, 0, NULL, 0, NULL, 0);
+    len = pack_reply_frame(buf, &r);
+    assert_int_equal(len, 2);
+    assert_int_equal(read_frame(buf, len, v, 2), 1);
+    assert_int_equal(v[0].corr, 0);
+    assert_null(v[0].payload);
+    assert_int_equal(v[0].error_len, 0);
+    assert_same_as_protobuf_c(buf, len);
+}
+
+static void test_reply_frame_batch(void **state)
+{
+    (void)state;
+    static uint8_t big[300], buf[4096];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)(i * 7);
+    Gpubridge__Reply r[6], *ptrs[6];
+    reply_set(&r[0], 1, GBC_STATUS_OK, NULL, 2, "\x0d\x00\x00\xc0\x3f", 5);
+    reply_set(&r[1], 2, GBC_STATUS_UNKNOWN_GRAIN_TYPE, "no grain type 'x'", 0, NULL, 0);
+    reply_set(&r[2], 300, GBC_STATUS_OK, NULL, 7, big, sizeof big); /* 2-byte lengths */
+    reply_set(&r[3], 0, GBC_STATUS_MALFORMED, "caf\xc3\xa9: bad frame", 0, NULL, 0);
+    reply_set(&r[4], 1ull << 40, GBC_STATUS_OK, NULL, 0, NULL, 0);
+    reply_set(&r[5], 6, GBC_STATUS_HANDLER_ERROR, "e", 9, "p", 1);
+    for (int i = 0; i < 6; i++)
+        ptrs[i] = &r[i];
+    size_t len = pack_batch_frame(buf, ptrs, 6);
+    gbci_reply_view_t v[8];
+    assert_int_equal(read_frame(buf, len, v, 8), 6);
+    for (int i = 0; i < 6; i++)
+        assert_view_is(&v[i], &r[i]); /* in the frame's order */
+    assert_same_as_protobuf_c(buf, len);
+    /* One reply in a batch; an empty batch: a body with no replies (not a
+     * bad frame). */
+    len = pack_batch_frame(buf, ptrs + 1, 1);
+    assert_same_as_protobuf_c(buf, len);
+    len = pack_batch_frame(buf, NULL, 0);
+    assert_int_equal(len, 2);
+    assert_int_equal(read_frame(buf, len, v, 8), 0);
+    assert_same_as_protobuf_c(buf, len);
+}
+
+static void test_reply_frame_unknown_fields(void **state)
+{
+    (void)state;
+    /* Unknown fields of every wire type, field numbers short and long. */
+    static const uint8_t unknown[] = {
+        0x30, 0x05,                                     /* 6, varint */
+        0xa2, 0x06, 0x02, 'z', 'z',                     /* 100, bytes */
+        0x39, 1, 2, 3, 4, 5, 6, 7, 8,                   /* 7, fixed64 */
+        0x45, 1, 2, 3, 4,                               /* 8, fixed32 */
+        0xf8, 0xff, 0xff, 0xff, 0x0f, 0x80, 0x01,       /* 2^29-1, varint */
+    };
+    uint8_t rb[256], inner[512], buf[1024];
+    Gpubridge__Reply r, r2;
+    reply_set(&r, 77, GBC_STATUS_TOO_LARGE, "too big", 5, "abc", 3);
+    reply_set(&r2, 78, GBC_STATUS_OK, NULL, 2, "d", 1);
+    /* Inside the Reply, before and after its fields. */
+    size_t n = 0;
+    memcpy(rb, unknown, sizeof unknown);
+    n = sizeof unknown;
+    n += pack_reply(rb + n, &r);
+    memcpy(rb + n, unknown, sizeof unknown);
+    n += sizeof unknown;
+    /* Frame: unknown, reply, unknown. */
+    size_t len = 0;
+    memcpy(buf, unknown, sizeof unknown);
+    len = sizeof unknown;
+    len += put_len_field(buf + len, GBCI_FRAME_REPLY, rb, n);
+    memcpy(buf + len, unknown, sizeof unknown);
+    len += sizeof unknown;
+    gbci_reply_view_t v[4];
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &r);
+    assert_same_as_protobuf_c(buf, len);
+    /* Inside a ReplyBatch, between its replies, and around the batch. */
+    size_t in = put_len_field(inner, GBCI_BATCH_REPLIES, rb, n);
+    memcpy(inner + in, unknown, sizeof unknown);
+    in += sizeof unknown;
+    uint8_t rb2[64];
+    in += put_len_field(inner + in, GBCI_BATCH_REPLIES, rb2, pack_reply(rb2, &r2));
+    len = put_len_field(buf, 9, "zz", 2);
+    len += put_len_field(buf + len, GBCI_FRAME_BATCH, inner, in);
+    len += put_len_field(buf + len, 9, "zz", 2);
+    assert_int_equal(read_frame(buf, len, v, 4), 2);
+    assert_view_is(&v[0], &r);
+    assert_view_is(&v[1], &r2);
+    assert_same_as_protobuf_c(buf, len);
+}
+
+static void test_reply_frame_repeated_fields(void **state)
+{
+    (void)state;
+    uint8_t a[64], b[64], c1[64], c2[64], c3[64], x[256], y[128], buf[1024];
+    Gpubridge__Reply ra, rb, r1, r2, r3, *ptrs[2];
+    reply_set(&ra, 5, GBC_STATUS_OK, "first", 3, "aa", 2);
+    reply_set(&rb, 0, GBC_STATUS_HANDLER_ERROR, NULL, 0, "b", 1);
+    reply_set(&r1, 11, GBC_STATUS_OK, NULL, 2, "1", 1);
+    reply_set(&r2, 12, GBC_STATUS_OK, NULL, 2, "2", 1);
+    reply_set(&r3, 13, GBC_STATUS_BUSY, "busy", 0, NULL, 0);
+    size_t na = pack_reply(a, &ra), nb = pack_reply(b, &rb);
+    size_t n1 = pack_reply(c1, &r1), n2 = pack_reply(c2, &r2), n3 = pack_reply(c3, &r3);
+    /* x: ReplyBatch {r1, r2}; y: ReplyBatch {r3}. */
+    size_t nx = put_len_field(x, GBCI_BATCH_REPLIES, c1, n1);
+    nx += put_len_field(x + nx, GBCI_BATCH_REPLIES, c2, n2);
+    size_t ny = put_len_field(y, GBCI_BATCH_REPLIES, c3, n3);
+    gbci_reply_view_t v[4];
+    size_t len;
+
+    /* `reply` twice: the last one replaces the first (protobuf-c). */
+    len = put_len_field(buf, GBCI_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GBCI_FRAME_REPLY, b, nb);
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &rb);
+    assert_same_as_protobuf_c(buf, len);
+    /* A field repeated within one Reply: the last value wins. */
+    static const uint8_t twice[] = {0x0a, 0x08, 0x08, 0x01, 0x08, 0x02, 0x2a, 0x00, 0x20, 0x04};
+    assert_int_equal(read_frame(twice, sizeof twice, v, 4), 1);
+    assert_int_equal(v[0].corr, 2);
+    assert_int_equal(v[0].payload_len, 0);
+    assert_int_equal(v[0].message_type, 4);
+    assert_same_as_protobuf_c(twice, sizeof twice);
+
+    /* `batch` twice: the last one replaces the first. The unknown field
+     * between holds what would read as one more reply, were it taken for a
+     * batch. */
+    len = put_len_field(buf, GBCI_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, 9, "\x0a\x00", 2);
+    len += put_len_field(buf + len, GBCI_FRAME_BATCH, y, ny);
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &r3);
+    assert_same_as_protobuf_c(buf, len);
+    len = put_len_field(buf, GBCI_FRAME_BATCH, y, ny);
+    len += put_len_field(buf + len, GBCI_FRAME_BATCH, x, nx);
+    assert_int_equal(read_frame(buf, len, v, 4), 2);
+    assert_view_is(&v[0], &r1);
+    assert_view_is(&v[1], &r2);
+    assert_same_as_protobuf_c(buf, len);
+
+    /* The last oneof member wins; what came before it is dropped. */
+    len = put_len_field(buf, GBCI_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GBCI_FRAME_BATCH, y, ny);
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &r3);
+    assert_same_as_protobuf_c(buf, len);
+    len = put_len_field(buf, GBCI_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, GBCI_FRAME_REPLY, a, na);
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &ra);
+    assert_same_as_protobuf_c(buf, len);
+    /* reply a, batch, reply b: b alone (a was dropped with the switch). */
+    len = put_len_field(buf, GBCI_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GBCI_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, GBCI_FRAME_REPLY, b, nb);
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &rb);
+    assert_same_as_protobuf_c(buf, len);
+    /* batch x, reply a, batch y: y alone. */
+    len = put_len_field(buf, GBCI_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, GBCI_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GBCI_FRAME_BATCH, y, ny);
+    assert_int_equal(read_frame(buf, len, v, 4), 1);
+    assert_view_is(&v[0], &r3);
+    assert_same_as_protobuf_c(buf, len);
+    /* The `replies` of protobuf-c's own batch encoding, for comparison. */
+    ptrs[0] = &r1;
+    ptrs[1] = &r2;
+    len = pack_batch_frame(buf, ptrs, 2);
+    assert_memory_equal(buf + 2, x, nx);
+}
+
+static void test_reply_frame_malformed(void **state)
+{
+    (void)state;
+    uint8_t buf[1024];
+    Gpubridge__Reply r[3], *ptrs[3];
+    reply_set(&r[0], 1, GBC_STATUS_OK, NULL, 2, "\x0d\x00\x00\xc0\x3f", 5);
+    reply_set(&r[1], 1000, GBC_STATUS_HANDLER_ERROR, "division by zero", 0, NULL, 0);
+    reply_set(&r[2], 3, GBC_STATUS_OK, "x", 4, "payload", 7);
+    for (int i = 0; i < 3; i++)
+        ptrs[i] = &r[i];
+    /* Cut short at every length: refused (the empty frame has no body). */
+    size_t len = pack_batch_frame(buf, ptrs, 3);
+    for (size_t k = 0; k < len; k++)
+        assert_refused(buf, k);
+    len = pack_reply_frame(buf, &r[1]);
+    for (size_t k = 0; k < len; k++)
+        assert_refused(buf, k);
+    assert_refused(NULL, 0);
+
+    /* correlation_id with the wrong wire type: fixed64, bytes, fixed32. */
+    static const uint8_t corr_i64[] = {0x0a, 0x09, 0x09, 1, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t corr_len[] = {0x0a, 0x03, 0x0a, 0x01, 0x01};
+    static const uint8_t corr_i32[] = {0x0a, 0x05, 0x0d, 1, 0, 0, 0};
+    assert_refused(corr_i64, sizeof corr_i64);
+    assert_refused(corr_len, sizeof corr_len);
+    assert_refused(corr_i32, sizeof corr_i32);
+    /* The other Reply fields likewise. */
+    static const uint8_t status_len[] = {0x0a, 0x02, 0x12, 0x00};
+    static const uint8_t error_varint[] = {0x0a, 0x02, 0x18, 0x01};
+    static const uint8_t mtype_i32[] = {0x0a, 0x05, 0x25, 1, 0, 0, 0};
+    static const uint8_t payload_varint[] = {0x0a, 0x02, 0x28, 0x00};
+    assert_refused(status_len, sizeof status_len);
+    assert_refused(error_varint, sizeof error_varint);
+    assert_refused(mtype_i32, sizeof mtype_i32);
+    assert_refused(payload_varint, sizeof payload_varint);
+    /* A bad reply after a good one in a batch: the whole frame is refused,
+     * so the good one is never routed. */
+    static const uint8_t batch_then_bad[] = {0x12, 0x08, 0x0a, 0x02, 0x08, 0x07,
+                                             0x0a, 0x02, 0x08 | 2, 0x00};
+    assert_refused(batch_then_bad, sizeof batch_then_bad);
+    /* A good reply, then a truncated unknown field at the top level. */
+    static const uint8_t reply_then_cut[] = {0x0a, 0x02, 0x08, 0x07, 0x18};
+    assert_refused(reply_then_cut, sizeof reply_then_cut);
+    /* A malformed body that a later one replaces: still refused. */
+    static const uint8_t bad_then_good[] = {0x12, 0x02, 0x08, 0x01, 0x0a, 0x02, 0x08, 0x07};
+    assert_refused(bad_then_good, sizeof bad_then_good);
+    /* Body fields that are not messages. */
+    static const uint8_t reply_varint[] = {0x08, 0x01};
+    static const uint8_t batch_i32[] = {0x15, 1, 0, 0, 0};
+    static const uint8_t replies_varint[] = {0x12, 0x02, 0x08, 0x01};
+    assert_refused(reply_varint, sizeof reply_varint);
+    assert_refused(batch_i32, sizeof batch_i32);
+    assert_refused(replies_varint, sizeof replies_varint);
+    /* Protobuf errors: a group, field number 0, an 11-byte varint, a length
+     * past the end. */
+    static const uint8_t group[] = {0x0a, 0x01, 0x33};
+    static const uint8_t field0[] = {0x0a, 0x02, 0x00, 0x00};
+    static const uint8_t long_varint[] = {0x0a, 0x0c, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                          0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    static const uint8_t past_end[] = {0x0a, 0x04, 0x1a, 0x05, 'a', 'b'};
+    assert_refused(group, sizeof group);
+    assert_refused(field0, sizeof field0);
+    assert_refused(long_varint, sizeof long_varint);
+    assert_refused(past_end, sizeof past_end);
+    /* No body: only unknown fields. */
+    static const uint8_t no_body[] = {0x18, 0x01, 0x22, 0x00};
+    assert_refused(no_body, sizeof no_body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -538,6 +915,11 @@ int main(void)
         cmocka_unit_test(test_garbage_from_bridge),
         cmocka_unit_test(test_curve),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_reply_frame_single),
+        cmocka_unit_test(test_reply_frame_batch),
+        cmocka_unit_test(test_reply_frame_unknown_fields),
+        cmocka_unit_test(test_reply_frame_repeated_fields),
+        cmocka_unit_test(test_reply_frame_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

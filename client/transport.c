@@ -142,35 +142,44 @@ gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
 }
 
 /* Copies one wire reply into *r (heap-owned fields). */
-static gbc_err copy_reply(const Gpubridge__Reply *in, size_t ep, gbc_reply_t *r)
+static gbc_err copy_reply(const gbci_reply_view_t *in, size_t ep, gbc_reply_t *r)
 {
     memset(r, 0, sizeof *r);
-    r->correlation_id = in->correlation_id;
-    r->status = (int)in->status;
+    r->correlation_id = in->corr;
+    r->status = in->status;
     r->message_type = in->message_type;
     r->endpoint = ep;
-    if (in->error && in->error[0] && !(r->error = strdup(in->error)))
-        return GBC_ERR_NOMEM;
-    if (in->payload.len) {
-        r->payload = malloc(in->payload.len);
+    /* The text up to a NUL, if any: where protobuf-c's C string ended, so
+     * error stays what it was (NULL when empty). */
+    size_t elen = 0;
+    if (in->error_len) {
+        const uint8_t *nul = memchr(in->error, 0, in->error_len);
+        elen = nul ? (size_t)(nul - in->error) : in->error_len;
+    }
+    if (elen) {
+        if (!(r->error = malloc(elen + 1)))
+            return GBC_ERR_NOMEM;
+        memcpy(r->error, in->error, elen);
+        r->error[elen] = '\0';
+    }
+    if (in->payload_len) {
+        r->payload = malloc(in->payload_len);
         if (!r->payload) {
             gbc_reply_clear(r);
             return GBC_ERR_NOMEM;
         }
-        memcpy(r->payload, in->payload.data, in->payload.len);
-        r->payload_len = in->payload.len;
+        memcpy(r->payload, in->payload, in->payload_len);
+        r->payload_len = in->payload_len;
     }
     return GBC_OK;
 }
 
 /* Routes one reply: the awaited one into *got, async ones to c->ready,
  * replies to given-up calls and unknown ids away. */
-static gbc_err route(gbc_client_t *c, const Gpubridge__Reply *in, size_t ep, uint64_t want,
+static gbc_err route(gbc_client_t *c, const gbci_reply_view_t *in, size_t ep, uint64_t want,
                      gbc_reply_t *got, bool *found)
 {
-    if (!in)
-        return GBC_OK;
-    uint64_t id = in->correlation_id;
+    uint64_t id = in->corr;
     if (want && id == want && !*found) {
         *found = true;
         return copy_reply(in, ep, got);
@@ -190,24 +199,21 @@ static gbc_err route(gbc_client_t *c, const Gpubridge__Reply *in, size_t ep, uin
     return err;
 }
 
+/* One ServerFrame: checked whole first, then its replies routed straight
+ * from the frame's bytes (no protobuf-c unpack: no allocation but the
+ * replies handed to the application). */
 static gbc_err handle_frame(gbc_client_t *c, size_t ep, const void *data, size_t len,
                             uint64_t want, gbc_reply_t *got, bool *found)
 {
-    Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, data);
-    if (!f) {
+    gbci_reply_iter_t it;
+    if (gbci_reply_frame_open(&it, data, len) != 0) {
         c->bad_frames++;
         return GBC_OK;
     }
     gbc_err err = GBC_OK;
-    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY) {
-        err = route(c, f->reply, ep, want, got, found);
-    } else if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH && f->batch) {
-        for (size_t k = 0; k < f->batch->n_replies && !err; k++)
-            err = route(c, f->batch->replies[k], ep, want, got, found);
-    } else {
-        c->bad_frames++;
-    }
-    gpubridge__server_frame__free_unpacked(f, NULL);
+    gbci_reply_view_t v;
+    while (!err && gbci_reply_frame_next(&it, &v))
+        err = route(c, &v, ep, want, got, found);
     return err;
 }
 
