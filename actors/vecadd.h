@@ -30,6 +30,8 @@ GB_HD uint16_t gb_vecadd_on_message(void *state, uint16_t type,
                                     unsigned char *out, uint32_t out_cap,
                                     uint32_t *out_len, uint32_t *aux)
 {
+    in = (const unsigned char *)GB_ALIGNED(in);
+    out = (unsigned char *)GB_ALIGNED(out);
     *out_len = 0;
     if (type != GB_VECADD_MSG_REQUEST)
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
@@ -43,18 +45,17 @@ GB_HD uint16_t gb_vecadd_on_message(void *state, uint16_t type,
         return GB_SLOT_HANDLER_ERROR;
     if (4u * n > out_cap)
         return GB_SLOT_TOO_LARGE;
-    const unsigned char *a = in + GB_VECADD_HDR, *b = a + 4u * n;
+    /* Typed access (the payloads have no declared type: ring slots or
+     * shared-memory copies); the compiler keeps the words as words. */
+    const float *a = (const float *)(in + GB_VECADD_HDR), *b = a + n;
+    float *r = (float *)out;
     for (uint32_t i = 0; i < n; i++) {
-        float x, y, r;
-        memcpy(&x, a + 4u * i, 4);
-        memcpy(&y, b + 4u * i, 4);
         switch (op) {
-        case GB_VECADD_ADD: r = x + y; break;
-        case GB_VECADD_SUB: r = x - y; break;
-        case GB_VECADD_MUL: r = x * y; break;
-        default: r = x / y; break;
+        case GB_VECADD_ADD: r[i] = a[i] + b[i]; break;
+        case GB_VECADD_SUB: r[i] = a[i] - b[i]; break;
+        case GB_VECADD_MUL: r[i] = a[i] * b[i]; break;
+        default: r[i] = a[i] / b[i]; break;
         }
-        memcpy(out + 4u * i, &r, 4);
     }
     *out_len = 4u * n;
     uint64_t *count = (uint64_t *)state;

@@ -42,6 +42,14 @@
 #define GB_HD static inline
 #endif
 
+/* Handler payloads (in and out) start 16-byte aligned and out_cap is a
+ * multiple of 16: slots are multiples of 16 bytes after a 32-byte header, in
+ * 16-byte-aligned rings or shared-memory copies. Telling the compiler turns
+ * byte-wise memcpy into word loads and stores (on the GPU, each byte of
+ * shared memory is an instruction on the round trip's path). */
+#define GB_PAYLOAD_ALIGN 16
+#define GB_ALIGNED(p) __builtin_assume_aligned((p), GB_PAYLOAD_ALIGN)
+
 #if defined(__cplusplus)
 #define GB_STATIC_ASSERT(c, m) static_assert(c, m)
 #else
