@@ -233,6 +233,15 @@ static int recv_checked(void *s, int bridge)
     return n;
 }
 
+/* Median of n values (sorts a copy). */
+static double median_of(const double *v, int n)
+{
+    double t[15];
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
 typedef struct result {
     char name[64];
     double median_us, p99_us, rate_single, rate_batch;
@@ -304,7 +313,7 @@ bad:
 int main(int argc, char **argv)
 {
     const char *mode_name = "cpu";
-    int iters = 10000;
+    int iters = 10000, rounds = 3;
     double seconds = 1.0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--mode") && a + 1 < argc)
@@ -313,14 +322,18 @@ int main(int argc, char **argv)
             iters = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--seconds") && a + 1 < argc)
             seconds = atof(argv[++a]);
+        else if (!strcmp(argv[a], "--rounds") && a + 1 < argc)
+            rounds = atoi(argv[++a]);
         else {
-            printf("usage: bench_bridge [--mode cpu|persistent|relaunch] [--iters N] [--seconds S]\n");
+            printf("usage: bench_bridge [--mode cpu|persistent|relaunch] [--iters N] [--seconds S] [--rounds R]\n"
+                   "  Each round measures the raw ZeroMQ echo, then the bridge, on ipc and on tcp;\n"
+                   "  rows give the median over rounds (default 3), so a noisy moment hits both sides.\n");
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
     gb_mode mode;
-    if (gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || iters < 100) {
-        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100\n");
+    if (gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || iters < 100 || rounds < 1 || rounds > 15) {
+        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100, --rounds 1..15\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
@@ -359,15 +372,32 @@ int main(int argc, char **argv)
         pthread_create(&et[k], NULL, echo_main, &echo[k]);
     }
     usleep(200000);
-    printf("bench_bridge: mode %s (%s), %d round trips, %.1f s per throughput run, %ld cores\n",
-           gb_mode_name(b.sel.mode), b.sel.why, iters, seconds, sysconf(_SC_NPROCESSORS_ONLN));
-    result_t res[4];
+    printf("bench_bridge: mode %s (%s), %d round trips, %.1f s per throughput run, %d round(s), %ld cores\n",
+           gb_mode_name(b.sel.mode), b.sel.why, iters, seconds, rounds, sysconf(_SC_NPROCESSORS_ONLN));
+    result_t res[4], per[4][15];
+    double delta[2][15];
     int rc = 0;
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        snprintf(res[2 * k].name, sizeof res[0].name, "raw zmq echo, %s", kinds[k]);
-        snprintf(res[2 * k + 1].name, sizeof res[0].name, "bridge %s, %s", gb_mode_name(b.sel.mode), kinds[k]);
-        rc |= measure(ctx, ep_echo[k], 0, iters, seconds, &res[2 * k]);
-        rc |= measure(ctx, ep_bridge[k], 1, iters, seconds, &res[2 * k + 1]);
+    for (int r = 0; r < rounds && rc == 0; r++) {
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            rc |= measure(ctx, ep_echo[k], 0, iters, seconds, &per[2 * k][r]);
+            rc |= measure(ctx, ep_bridge[k], 1, iters, seconds, &per[2 * k + 1][r]);
+            delta[k][r] = per[2 * k + 1][r].median_us - per[2 * k][r].median_us;
+        }
+    }
+    for (int i = 0; i < 4 && rc == 0; i++) {
+        snprintf(res[i].name, sizeof res[i].name, i % 2 ? "bridge %s, %s" : "raw zmq echo, %s%.0s",
+                 i % 2 ? gb_mode_name(b.sel.mode) : kinds[i / 2], kinds[i / 2]);
+        double v[4][15];
+        for (int r = 0; r < rounds; r++) {
+            v[0][r] = per[i][r].median_us;
+            v[1][r] = per[i][r].p99_us;
+            v[2][r] = per[i][r].rate_single;
+            v[3][r] = per[i][r].rate_batch;
+        }
+        res[i].median_us = median_of(v[0], rounds);
+        res[i].p99_us = median_of(v[1], rounds);
+        res[i].rate_single = median_of(v[2], rounds);
+        res[i].rate_batch = median_of(v[3], rounds);
     }
     b.stop = 1;
     pthread_join(bt, NULL);
@@ -386,10 +416,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++)
         printf("%-28s %10.1f %10.1f %14.0f %16.0f\n", res[i].name, res[i].median_us, res[i].p99_us,
                res[i].rate_single, res[i].rate_batch);
-    for (int k = 0; k < 2; k++)
-        printf("%s: bridge - echo median %+.1f us; bridge batch-64 rate / echo single rate %.2fx\n", kinds[k],
-               res[2 * k + 1].median_us - res[2 * k].median_us, res[2 * k + 1].rate_batch / res[2 * k].rate_single);
-    printf("{\"bench\":\"bridge\",\"mode\":\"%s\",\"rows\":[", gb_mode_name(b.sel.mode));
+    for (int k = 0; k < 2; k++) {
+        printf("%s: bridge - echo median %+.1f us (rounds:", kinds[k], median_of(delta[k], rounds));
+        for (int r = 0; r < rounds; r++)
+            printf(" %+.1f", delta[k][r]);
+        printf("); bridge batch-64 rate / echo single rate %.2fx\n", res[2 * k + 1].rate_batch / res[2 * k].rate_single);
+    }
+    printf("{\"bench\":\"bridge\",\"mode\":\"%s\",\"rounds\":%d,\"rows\":[", gb_mode_name(b.sel.mode), rounds);
     for (int i = 0; i < 4; i++)
         printf("%s{\"path\":\"%s\",\"median_us\":%.2f,\"p99_us\":%.2f,\"single_msgs_per_s\":%.0f,"
                "\"batch64_msgs_per_s\":%.0f}",
