@@ -53,6 +53,11 @@ static inline int gb_pb_varint_get(const uint8_t **pp, const uint8_t *end, uint6
 {
     const uint8_t *p = *pp;
     uint64_t x = 0;
+    if (p < end && *p < 0x80) { /* keys, small ints and lengths: one byte */
+        *v = *p;
+        *pp = p + 1;
+        return 0;
+    }
     for (unsigned shift = 0; shift < 70 && p < end; shift += 7) {
         uint8_t b = *p++;
         x |= (uint64_t)(b & 0x7f) << shift;
@@ -86,6 +91,7 @@ static inline int gb_pb_next(const uint8_t **pp, const uint8_t *end, gb_pb_field
         return -1;
     f->num = (uint32_t)(key >> 3);
     f->wt = (uint32_t)(key & 7);
+    f->v = 0;
     f->p = NULL;
     f->len = 0;
     switch (f->wt) {
