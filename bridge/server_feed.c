@@ -51,9 +51,23 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     p->delim = delim;
     p->one_way = (uint8_t)one_way;
     memcpy(p->id, id, id_len);
-    gb_rk_publish(rk);
+    s->unpublished |= 1u << (r - s->rings);
     s->requests++;
     return HANDLED;
+}
+
+/* Publishes what enqueue claimed, once per frame rather than per request: a
+ * GPU that polls the ring then sees a client's batch as one window (one PCIe
+ * round for all of it) and a relaunch or staging ring copies and launches
+ * once. Also called before a control operation, so that it acts on a ring
+ * whose claimed requests are all published. */
+static void publish_all(gb_server_t *s)
+{
+    while (s->unpublished) {
+        int i = __builtin_ctz(s->unpublished);
+        s->unpublished &= s->unpublished - 1;
+        gb_rk_publish(s->rings[i].t->rk);
+    }
 }
 
 /* A control envelope: decoded with protobuf-c (rare, small), answered by
@@ -67,6 +81,7 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
                   "control envelope without a control message", 0, NULL, 0);
         return HANDLED;
     }
+    publish_all(s);
     Gpubridge__Control *ctl = gpubridge__control__unpack(NULL, env->control_len, env->control);
     if (!ctl) {
         gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_MALFORMED,
@@ -183,6 +198,7 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
     for (size_t i = from; i < f->n; i++) {
         if (handle_envelope(s, id, id_len, delim, &f->envs[i]) != NEEDS_ROOM)
             continue;
+        publish_all(s);
         s->resuming = NULL;
         if (h) {
             h->next_env = i;
@@ -208,6 +224,7 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
         push_held(s->blocked, nh);
         return NEEDS_ROOM;
     }
+    publish_all(s);
     s->resuming = NULL;
     return HANDLED;
 }

@@ -14,6 +14,7 @@
 #include "wire.h"
 
 #define GBI_ID_MAX 255        /* ZeroMQ routing ids are at most 255 bytes */
+_Static_assert(GB_MAX_GRAIN_TYPES <= 32, "gb_server.unpublished is a 32-bit mask of rings");
 
 #define GBI_BATCH_MAX 256     /* replies per ReplyBatch frame */
 #define GBI_ARENA_SIZE (1u << 20) /* encoded replies per outbox frame */
@@ -76,6 +77,7 @@ struct gb_server {
     size_t held_limit;   /* above it the socket is not read (backpressure) */
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
     gbi_held_t *resuming; /* the held frame being fed, if any */
+    uint32_t unpublished; /* rings[i] has requests claimed, not yet published (bit i) */
     int shutting_down;   /* no more reading from the socket */
     int exit_on_gpu_failure; /* supervised worker: a failed kernel ends the process (gb_server_run) */
     int gpu_failed;
