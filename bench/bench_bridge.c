@@ -95,6 +95,11 @@ static void *bridge_main(void *arg)
 
 /* ---- requests ------------------------------------------------------------ */
 
+/* Grains a batch frame's requests go to: envelope i to key i % g_keys. An
+ * actor system's batch reaches many grains; one grain's messages run one at a
+ * time (turn order), so --keys 1 measures a single grain's handler instead. */
+static int g_keys = 64;
+
 static size_t make_frame(uint8_t *buf, uint64_t first_corr, int n)
 {
     static float a[3] = {1, 2, 3}, b[3] = {0.5f, 0.25f, 0.125f};
@@ -104,13 +109,15 @@ static size_t make_frame(uint8_t *buf, uint64_t first_corr, int n)
     v.a = a;
     v.b = b;
     size_t pl_len = gpubridge__vector_add_request__pack(&v, pl);
-    Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
-    g.type = "vecadd";
+    Gpubridge__GrainId g[64];
     Gpubridge__Envelope envs[64], *ptrs[64];
     for (int i = 0; i < n; i++) {
+        gpubridge__grain_id__init(&g[i]);
+        g[i].type = "vecadd";
+        g[i].key = (uint64_t)(i % g_keys);
         gpubridge__envelope__init(&envs[i]);
         envs[i].correlation_id = first_corr + (uint64_t)i;
-        envs[i].grain = &g;
+        envs[i].grain = &g[i];
         envs[i].kind = GPUBRIDGE__KIND__KIND_REQUEST;
         envs[i].message_type = 1;
         envs[i].payload.data = pl;
@@ -324,16 +331,21 @@ int main(int argc, char **argv)
             seconds = atof(argv[++a]);
         else if (!strcmp(argv[a], "--rounds") && a + 1 < argc)
             rounds = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--keys") && a + 1 < argc)
+            g_keys = atoi(argv[++a]);
         else {
             printf("usage: bench_bridge [--mode cpu|persistent|relaunch] [--iters N] [--seconds S] [--rounds R]\n"
+                   "                    [--keys K]\n"
+                   "  A batch's 64 requests go to K grains (default 64): envelope i to vecadd key i %% K.\n"
                    "  Each round measures the raw ZeroMQ echo, then the bridge, on ipc and on tcp;\n"
                    "  rows give the median over rounds (default 3), so a noisy moment hits both sides.\n");
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
     gb_mode mode;
-    if (gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || iters < 100 || rounds < 1 || rounds > 15) {
-        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100, --rounds 1..15\n");
+    if (gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || iters < 100 || rounds < 1 || rounds > 15 ||
+        g_keys < 1 || g_keys > 64) {
+        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100, --rounds 1..15, --keys 1..64\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
@@ -422,7 +434,8 @@ int main(int argc, char **argv)
             printf(" %+.1f", delta[k][r]);
         printf("); bridge batch-64 rate / echo single rate %.2fx\n", res[2 * k + 1].rate_batch / res[2 * k].rate_single);
     }
-    printf("{\"bench\":\"bridge\",\"mode\":\"%s\",\"rounds\":%d,\"rows\":[", gb_mode_name(b.sel.mode), rounds);
+    printf("{\"bench\":\"bridge\",\"mode\":\"%s\",\"rounds\":%d,\"keys\":%d,\"rows\":[", gb_mode_name(b.sel.mode),
+           rounds, g_keys);
     for (int i = 0; i < 4; i++)
         printf("%s{\"path\":\"%s\",\"median_us\":%.2f,\"p99_us\":%.2f,\"single_msgs_per_s\":%.0f,"
                "\"batch64_msgs_per_s\":%.0f}",

@@ -92,11 +92,23 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
         uint64_t k;
         uint32_t u;
 #if defined(__CUDA_ARCH__)
-        /* 16-byte loads (entries are 16-byte aligned), issued before either is used */
-        const uint4 hd = ((const uint4 *)en)[0];
-        uint4 sv = make_uint4(0, 0, 0, 0);
+        /* Two 16-byte loads (entries are 16-byte aligned, in device
+         * memory), issued together.
+         * As plain C the compiler sank the state's load into the branch that
+         * uses it, after the compare: a second, dependent trip to L2 on
+         * every message (the SASS of the H100 build showed it). asm volatile
+         * keeps both where they are; "memory" keeps them after the previous
+         * message's write-back of the same state. */
+        uint4 hd, sv = make_uint4(0, 0, 0, 0);
         if (copy16)
-            sv = ((const uint4 *)en)[1];
+            asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%8];\n\t"
+                         "ld.global.v4.u32 {%4,%5,%6,%7}, [%8+16];"
+                         : "=r"(hd.x), "=r"(hd.y), "=r"(hd.z), "=r"(hd.w), "=r"(sv.x), "=r"(sv.y), "=r"(sv.z),
+                           "=r"(sv.w)
+                         : "l"(en)
+                         : "memory");
+        else
+            hd = ((const uint4 *)en)[0];
         k = (uint64_t)hd.x | (uint64_t)hd.y << 32;
         u = hd.z;
 #else
