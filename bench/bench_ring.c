@@ -378,15 +378,18 @@ static void bench_floors(int warmup, int iters)
     /* Not a floor: the handler step alone (gbi_dispatch_one), to take a round
      * trip apart. Back to back, and with the idle gap of a round trip. */
     static const struct {
-        int keys, gap_ns;
-    } probes[] = {{16, 0}, {4096, 0}, {16, 4000}, {4096, 4000}};
+        int part, keys, gap_ns;
+        const char *what;
+    } probes[] = {{GBK_PROBE_DISPATCH, 16, 0, "gbi_dispatch_one"},   {GBK_PROBE_DISPATCH, 4096, 0, "gbi_dispatch_one"},
+                  {GBK_PROBE_DISPATCH, 16, 4000, "gbi_dispatch_one"}, {GBK_PROBE_LOOKUP, 16, 0, "table step alone"},
+                  {GBK_PROBE_LOOKUP, 4096, 0, "table step alone"},   {GBK_PROBE_HANDLER, 16, 0, "handler alone"}};
     for (size_t k = 0; k < sizeof probes / sizeof probes[0]; k++) {
         double cyc = 0, mhz = 0;
-        int rc = gbk_probe_dispatch(0, probes[k].keys, probes[k].gap_ns, 20000, &cyc, &mhz);
+        int rc = gbk_probe_dispatch(0, probes[k].part, probes[k].keys, probes[k].gap_ns, 20000, &cyc, &mhz);
         if (rc == 0)
-            printf("probe: gbi_dispatch_one, vecadd, %d keys, %d ns idle before each: median %.0f cycles "
+            printf("probe: %s, vecadd, %d keys, %d ns idle before each: median %.0f cycles "
                    "(%.2f us at %.0f MHz)\n",
-                   probes[k].keys, probes[k].gap_ns, cyc, mhz > 0 ? cyc / mhz : 0, mhz);
+                   probes[k].what, probes[k].keys, probes[k].gap_ns, cyc, mhz > 0 ? cyc / mhz : 0, mhz);
         else
             fprintf(stderr, "bench: dispatch probe failed (%d)\n", rc);
     }

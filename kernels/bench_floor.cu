@@ -126,7 +126,7 @@ extern "C" int gbk_floor_graph(int device, int copy_slots, int warmup, int iters
     return rc;
 }
 
-__global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int keys, int gap_ns, int iters,
+__global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int part, int keys, int gap_ns, int iters,
                                       unsigned long long *cycles, unsigned long long *clk_ns)
 {
     __shared__ __align__(16) unsigned char s_in[64];
@@ -161,8 +161,24 @@ __global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int keys, 
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
         gb_slot_hdr_t oh;
         const long long t0 = clock64();
-        gbi_dispatch_one(kind, &ctx, &tab, gb_grain_lane(h->key, 256), h, s_in + GB_SLOT_HDR_SIZE, &oh,
-                         s_out + GB_SLOT_HDR_SIZE, 32, 0);
+        if (part == GBK_PROBE_DISPATCH) {
+            gbi_dispatch_one(kind, &ctx, &tab, gb_grain_lane(h->key, 256), h, s_in + GB_SLOT_HDR_SIZE, &oh,
+                             s_out + GB_SLOT_HDR_SIZE, 32, 0);
+        } else if (part == GBK_PROBE_LOOKUP) {
+            /* the table step alone: lane, probe with the state copy, write-back */
+            __align__(16) uint64_t copy[2];
+            int64_t e = gb_grain_find(&tab, gb_grain_lane(h->key, 256), h->key, 1, copy);
+            copy[0]++;
+            *(uint4 *)gb_grain_state(&tab, e) = *(const uint4 *)copy;
+            oh.status = e < 0 ? GB_SLOT_GRAIN_TABLE_FULL : GB_SLOT_OK;
+        } else {
+            /* the handler alone, on a state in registers */
+            __align__(16) uint64_t copy[2] = {(uint64_t)i, 0};
+            uint32_t out_len = 0, aux = 0;
+            oh.status = gb_grain_on_message(kind, &ctx, copy, h->type, s_in + GB_SLOT_HDR_SIZE, h->len,
+                                            s_out + GB_SLOT_HDR_SIZE, 32, &out_len, &aux);
+            oh.len = out_len + (uint32_t)copy[0];
+        }
         const long long t1 = clock64();
         *(gb_slot_hdr_t *)s_out = oh;
         cycles[i] = (unsigned long long)(t1 - t0) + (oh.status ? (1ull << 40) : 0); /* flag errors */
@@ -178,7 +194,8 @@ static int cmp_ull(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-extern "C" int gbk_probe_dispatch(int device, int keys, int gap_ns, int iters, double *median_cycles, double *mhz)
+extern "C" int gbk_probe_dispatch(int device, int part, int keys, int gap_ns, int iters, double *median_cycles,
+                                  double *mhz)
 {
     if (cudaSetDevice(device) != cudaSuccess || keys < 1 || iters < 1)
         return -1;
@@ -195,7 +212,7 @@ extern "C" int gbk_probe_dispatch(int device, int keys, int gap_ns, int iters, d
         cudaMalloc((void **)&clk, 2 * sizeof *clk) != cudaSuccess)
         return -1;
     cudaMemset(tab.entries, 0, bytes);
-    probe_dispatch_kernel<<<1, 32>>>(tab, GB_GRAIN_VECADD, keys, gap_ns, iters, cyc, clk);
+    probe_dispatch_kernel<<<1, 32>>>(tab, GB_GRAIN_VECADD, part, keys, gap_ns, iters, cyc, clk);
     unsigned long long *h = (unsigned long long *)malloc((size_t)iters * sizeof *h), hc[2];
     int rc = h && cudaDeviceSynchronize() == cudaSuccess &&
                      cudaMemcpy(h, cyc, (size_t)iters * sizeof *h, cudaMemcpyDeviceToHost) == cudaSuccess &&

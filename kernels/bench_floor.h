@@ -30,7 +30,11 @@ int gbk_floor_graph(int device, int copy_slots, int warmup, int iters, double *s
 /* gbi_dispatch_one on one thread against a real activation table, `iters`
  * calls over `keys` keys, idle for gap_ns before each (0: back to back).
  * Writes the median cycles and the SM clock in MHz. Returns 0 on success. */
-int gbk_probe_dispatch(int device, int keys, int gap_ns, int iters, double *median_cycles, double *mhz);
+/* What the probe times: all of gbi_dispatch_one, the grain-table step alone
+ * (lane, lookup with state copy, write-back), or the vecadd handler alone. */
+enum { GBK_PROBE_DISPATCH = 0, GBK_PROBE_LOOKUP = 1, GBK_PROBE_HANDLER = 2 };
+int gbk_probe_dispatch(int device, int part, int keys, int gap_ns, int iters, double *median_cycles,
+                       double *mhz);
 /* The device's name, for the benchmark's header. */
 int gbk_device_name(int device, char *buf, int len);
 
