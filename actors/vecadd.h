@@ -49,13 +49,24 @@ GB_HD uint16_t gb_vecadd_on_message(void *state, uint16_t type,
      * shared-memory copies); the compiler keeps the words as words. */
     const float *a = (const float *)(in + GB_VECADD_HDR), *b = a + n;
     float *r = (float *)out;
-    for (uint32_t i = 0; i < n; i++) {
-        switch (op) {
-        case GB_VECADD_ADD: r[i] = a[i] + b[i]; break;
-        case GB_VECADD_SUB: r[i] = a[i] - b[i]; break;
-        case GB_VECADD_MUL: r[i] = a[i] * b[i]; break;
-        default: r[i] = a[i] / b[i]; break;
-        }
+    /* One loop per op: no branch inside the loop. */
+    switch (op) {
+    case GB_VECADD_ADD:
+        for (uint32_t i = 0; i < n; i++)
+            r[i] = a[i] + b[i];
+        break;
+    case GB_VECADD_SUB:
+        for (uint32_t i = 0; i < n; i++)
+            r[i] = a[i] - b[i];
+        break;
+    case GB_VECADD_MUL:
+        for (uint32_t i = 0; i < n; i++)
+            r[i] = a[i] * b[i];
+        break;
+    default:
+        for (uint32_t i = 0; i < n; i++)
+            r[i] = a[i] / b[i];
+        break;
     }
     *out_len = 4u * n;
     uint64_t *count = (uint64_t *)state;
