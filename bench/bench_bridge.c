@@ -99,6 +99,8 @@ static void *bridge_main(void *arg)
  * actor system's batch reaches many grains; one grain's messages run one at a
  * time (turn order), so --keys 1 measures a single grain's handler instead. */
 static int g_keys = 64;
+/* Batch frames kept in flight by the throughput run (single messages: 256). */
+static int g_window = 64;
 
 static size_t make_frame(uint8_t *buf, uint64_t first_corr, int n)
 {
@@ -284,7 +286,7 @@ static int measure(void *ctx, const char *endpoint, int bridge, int iters, doubl
     for (int mode = 0; mode < 2; mode++) {
         const uint8_t *frame = mode ? batch : one;
         size_t len = mode ? batch_len : one_len;
-        uint64_t per = mode ? 64 : 1, window = mode ? 16 : 256, sent = 0, recvd = 0;
+        uint64_t per = mode ? 64 : 1, window = mode ? (uint64_t)g_window : 256, sent = 0, recvd = 0;
         double t0 = now_us(), t1;
         do {
             while (sent - recvd < window * per) {
@@ -333,10 +335,14 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--keys") && a + 1 < argc)
             g_keys = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--window") && a + 1 < argc)
+            g_window = atoi(argv[++a]);
         else {
             printf("usage: bench_bridge [--mode cpu|persistent|relaunch] [--iters N] [--seconds S] [--rounds R]\n"
-                   "                    [--keys K]\n"
+                   "                    [--keys K] [--window F]\n"
                    "  A batch's 64 requests go to K grains (default 64): envelope i to vecadd key i %% K.\n"
+                   "  The batch throughput run keeps F frames in flight (default 64: the 4,096 requests\n"
+                   "  a vecadd ring holds; single messages: 256 in flight).\n"
                    "  Each round measures the raw ZeroMQ echo, then the bridge, on ipc and on tcp;\n"
                    "  rows give the median over rounds (default 3), so a noisy moment hits both sides.\n");
             return strcmp(argv[a], "--help") ? 2 : 0;
@@ -344,8 +350,8 @@ int main(int argc, char **argv)
     }
     gb_mode mode;
     if (gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || iters < 100 || rounds < 1 || rounds > 15 ||
-        g_keys < 1 || g_keys > 64) {
-        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100, --rounds 1..15, --keys 1..64\n");
+        g_keys < 1 || g_keys > 64 || g_window < 1 || g_window > 1024) {
+        fprintf(stderr, "bench_bridge: --mode cpu|persistent|relaunch, --iters >= 100, --rounds 1..15, --keys 1..64, --window 1..1024\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
