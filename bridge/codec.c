@@ -13,7 +13,7 @@
  * client_time_ns 3 varint; unknown fields allowed). 0 when it is one. */
 static int echo_check(const uint8_t *pb, size_t len)
 {
-    const uint8_t *p = pb, *end = pb + len;
+    const uint8_t *p = pb, *end = len ? pb + len : pb; /* pb may be NULL when empty */
     gb_pb_field_t f;
     int r;
     while ((r = gb_pb_next(&p, end, &f)) > 0)
@@ -83,7 +83,7 @@ static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, 
         return GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE;
     }
     /* First pass: validate and count; the record needs n before a and b. */
-    const uint8_t *p = pb, *end = pb + len;
+    const uint8_t *p = pb, *end = len ? pb + len : pb; /* pb may be NULL when empty */
     gb_pb_field_t f;
     size_t n_a = 0, n_b = 0;
     uint32_t op = 0;

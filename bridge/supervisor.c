@@ -180,7 +180,7 @@ static size_t note_reply(peer_t *p, const uint8_t *b, const uint8_t *end)
 
 static size_t note_replies(peer_t *p, const uint8_t *buf, size_t len)
 {
-    const uint8_t *b = buf, *end = buf + len;
+    const uint8_t *b = buf, *end = len ? buf + len : buf;
     gb_pb_field_t fd;
     size_t n = 0;
     while (gb_pb_next(&b, end, &fd) > 0) {

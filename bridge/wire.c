@@ -130,7 +130,7 @@ static gbi_env_t *env_push(gbi_frame_t *f)
 
 int gbi_frame_decode(gbi_frame_t *f, const uint8_t *data, size_t size, char *err, size_t errlen)
 {
-    const uint8_t *p = data, *end = data + size;
+    const uint8_t *p = data, *end = size ? data + size : data; /* data may be NULL when empty */
     gb_pb_field_t fd;
     int r;
     f->bytes = data;

@@ -6,8 +6,10 @@ if(GB_FUZZ)
     message(FATAL_ERROR "GB_FUZZ=ON needs clang (CC=clang); libFuzzer is part of clang")
   endif()
   # Coverage for the fuzzer in everything it reaches, plus the sanitizers.
+  # UB stops the run (and leaves an artifact) rather than scrolling past.
   add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link,address,undefined>
-                      $<$<COMPILE_LANGUAGE:C>:-fno-omit-frame-pointer>)
+                      $<$<COMPILE_LANGUAGE:C>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:C>:-fno-sanitize-recover=undefined>)
   add_link_options(-fsanitize=address,undefined)
 endif()
 if(GB_SANITIZE)
