@@ -232,14 +232,22 @@ static gb_err cuda_create(gb_rk_t *rk)
     gbi_rk_bind_region(rk, b->host);
     b->placement = rk->placement;
 
-    /* Activation table: one partition per owner lane: a thread of the block,
-     * or for team grains a worker block of the team kernel (one per SM). */
+    /* Activation table. Team grains: one partition per worker block of the
+     * team kernel (one per SM). Ring kernels: partitions need not match
+     * threads (a round of a window runs one request per partition on any
+     * thread), so there are up to GBK_MAX_PARTITIONS of them, while each
+     * still expects 16 or more grains; every partition gets twice its share
+     * of entries, so that uneven hashing rarely fills one early. */
     if (gb_grain_is_team(rk->kind)) {
         b->tab.lanes = gbk_team_workers(b->device, rk->geom.slot_size);
+        b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     } else {
-        b->tab.lanes = GBK_THREADS;
+        uint32_t parts = GBK_THREADS;
+        while (parts < GBK_MAX_PARTITIONS && rk->p.grain.max_grains / (2ull * parts) >= 16)
+            parts *= 2;
+        b->tab.lanes = parts;
+        b->tab.per_lane = gb_grain_per_lane((uint32_t)min(2ull * rk->p.grain.max_grains, 1ull << 31), parts);
     }
-    b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
     entries = (size_t)b->tab.lanes * b->tab.per_lane;
@@ -252,7 +260,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     CK(cudaMemcpyAsync(b->kstate, &ks0, sizeof ks0, cudaMemcpyHostToDevice, b->cstream), "kstate init");
     CK(cudaStreamSynchronize(b->cstream), "sync after create");
 
-    maxw = gbk_ring_max_window(b->device, rk->geom.slot_size);
+    maxw = gbk_ring_max_window(b->device, rk->geom.slot_size, gb_grain_is_team(rk->kind));
     b->args.region = b->dev;
     b->args.kstate = b->kstate;
     b->args.tab = b->tab;

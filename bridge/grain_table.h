@@ -1,9 +1,11 @@
 /* The activation table of one grain type: (key -> state) for every active grain.
  *
- * It is partitioned by owner lane: a grain's key picks its lane (gb_grain_lane),
- * and only that lane (a GPU thread of the ring kernel, or a cpu worker thread)
- * ever touches the key's partition. So one grain never runs on two lanes (turn
- * semantics) and the table needs no atomics. Within a partition: open
+ * It is partitioned: a grain's key picks its partition (gb_grain_lane), and a
+ * partition is only ever touched by one thread at a time: its cpu worker
+ * thread; in a ring kernel, whichever thread runs the partition's request of
+ * the current round (one request per partition per round, rounds separated
+ * by barriers); in a team kernel, its worker block. So one grain never runs
+ * twice at once (turn semantics) and the table needs no atomics. Within a partition: open
  * addressing with linear probing; deactivation leaves a tombstone that a later
  * insert reuses. The table lives in device memory for the CUDA backend and in
  * host memory for the cpu backend; the code below is the same for both. */

@@ -146,7 +146,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                 const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
                 gb_slot_hdr_t oh;
                 const long long h0 = clock64();
-                int bad = gbi_dispatch_one(a.kind, &ctx, &a.tab, gb_grain_lane(h->key, nthreads), h,
+                int bad = gbi_dispatch_one(a.kind, &ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h,
                                            s_in + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
                                            S - GB_SLOT_HDR_SIZE, test);
                 ks->prof_handler += (uint64_t)(clock64() - h0);
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     unsigned char *s_out = s_in + (size_t)a.window * S;
     uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * S);
     uint16_t *s_rank = s_lane + a.window;
-    __shared__ uint16_t s_cnt[GBK_THREADS];
+    __shared__ uint16_t s_cnt[GBK_MAX_PARTITIONS]; /* requests per partition in the window so far */
     __shared__ uint32_t s_rounds;
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
     __shared__ uint64_t s_head, s_known, s_done;
@@ -236,7 +236,8 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     int reason = GB_EXIT_NONE;
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
-    s_cnt[tid] = 0;
+    for (uint32_t i = tid; i < a.tab.lanes; i += nthreads)
+        s_cnt[i] = 0;
     long long clk0 = 0;
     uint64_t ns0 = 0;
     if (tid == 0) {
@@ -385,16 +386,17 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         }
         for (uint32_t i = tid; i < n; i += nthreads)
             s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key,
-                                                nthreads);
+                                                a.tab.lanes);
         __syncthreads();
         long long t1 = clock64();
 
         /* B. dispatch in rounds. A request's rank is the number of earlier
-         * requests in the window for the same owner lane (same activation
-         * partition); round r runs every request of rank r, one per owner, in
-         * parallel. Rounds are separated by a barrier, so each owner's
-         * requests run one at a time, in window order (turn semantics), and a
-         * window of distinct grains runs in one round. */
+         * requests in the window for the same activation-table partition;
+         * round r runs every request of rank r, one per partition, in
+         * parallel, on whichever thread holds it. Rounds are separated by a
+         * barrier, so each partition's requests run one at a time, in window
+         * order (turn semantics), and a window whose grains fall into
+         * distinct partitions runs in one round. */
         if (tid < 32) {
             uint32_t maxr = 0;
             for (uint32_t c = 0; c < n; c += 32) {
@@ -437,7 +439,8 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             if (rounds > 1)
                 __syncthreads();
         }
-        s_cnt[tid] = 0; /* read again only after the barriers below */
+        for (uint32_t i = tid; i < n; i += nthreads)
+            s_cnt[s_lane[i]] = 0; /* only what this window counted; read again after the barriers below */
         if (bad)
             atomicAdd(&s_bad, bad);
         __syncthreads();
@@ -523,12 +526,18 @@ extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
     return (size_t)window * slot_size * 2 + (size_t)window * 2 * sizeof(uint16_t);
 }
 
-extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size)
+extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team)
 {
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
         optin = 48 * 1024;
-    size_t budget = (size_t)optin - 1024; /* static __shared__ variables */
+    /* Static __shared__ variables: the ring kernel's partition counters, or
+     * the team kernel's few words. */
+    size_t stat = 1024;
+    cudaFuncAttributes fa;
+    if (!team && cudaFuncGetAttributes(&fa, (const void *)gbk_ring_kernel) == cudaSuccess)
+        stat = fa.sharedSizeBytes + 64;
+    size_t budget = (size_t)optin > stat + 4096 ? (size_t)optin - stat : 4096;
     uint32_t w = (uint32_t)(budget / (2u * slot_size + 4u));
     return w ? w : 1;
 }

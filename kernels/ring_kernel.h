@@ -86,10 +86,16 @@ typedef struct gb_kargs {
 
 /* Shared memory the kernel needs for a window (input and output copies). */
 size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
-/* Largest window that fits the device's shared memory for slot_size. */
-uint32_t gbk_ring_max_window(int device, uint32_t slot_size);
-/* Threads per block: the number of owner lanes. */
+/* Largest window that fits the device's shared memory for slot_size, in the
+ * ring kernel or (team set) in the team kernel. */
+uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team);
+/* Threads per block of a ring kernel. */
 #define GBK_THREADS 256u
+/* Most activation-table partitions of a ring kernel. A window's requests are
+ * ranked by partition and each round runs one per partition, so more
+ * partitions than threads means fewer rounds: 256 distinct grains fall into
+ * about 5 rounds over 256 partitions, 2 over 4,096. */
+#define GBK_MAX_PARTITIONS 4096u
 /* Threads of a team kernel's block: the team that runs one message. More
  * warps per SM hide the latency of PageRank's gathers. */
 #define GBK_TEAM_THREADS 512u
