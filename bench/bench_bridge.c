@@ -256,33 +256,33 @@ typedef struct result {
     double median_us, p99_us, rate_single, rate_batch;
 } result_t;
 
-static int measure(void *ctx, const char *endpoint, int bridge, int iters, double seconds, result_t *r)
+static void *open_dealer(void *ctx, const char *endpoint)
 {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int to = 10000, linger = 0;
     zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_connect(s, endpoint);
+    return s;
+}
+
+/* One round trip of a single request on s; its time in us, or -1. */
+static double round_trip(void *s, int bridge, const uint8_t *one, size_t one_len)
+{
+    double t0 = now_us();
+    zmq_send(s, one, one_len, 0);
+    if (recv_checked(s, bridge) != 1)
+        return -1;
+    return now_us() - t0;
+}
+
+/* Throughput: keep `window` frames' worth of requests in flight. The bridge
+ * may merge replies of several frames into one ReplyBatch, so count
+ * replies, not frames. */
+static int throughput(void *s, int bridge, double seconds, result_t *r)
+{
     uint8_t one[256], batch[16384];
     size_t one_len = make_frame(one, 1, 1), batch_len = make_frame(batch, 1, 64);
-    int warm = iters / 10 + 100;
-    static double lat[1000000];
-    if (iters > 1000000)
-        iters = 1000000;
-    for (int i = 0; i < warm + iters; i++) {
-        double t0 = now_us();
-        zmq_send(s, one, one_len, 0);
-        if (recv_checked(s, bridge) != 1)
-            goto bad;
-        if (i >= warm)
-            lat[i - warm] = now_us() - t0;
-    }
-    qsort(lat, (size_t)iters, sizeof *lat, cmp_d);
-    r->median_us = lat[iters / 2];
-    r->p99_us = lat[(int)(iters * 0.99)];
-    /* Throughput: keep `window` frames' worth of requests in flight. The
-     * bridge may merge replies of several frames into one ReplyBatch, so
-     * count replies, not frames. */
     for (int mode = 0; mode < 2; mode++) {
         const uint8_t *frame = mode ? batch : one;
         size_t len = mode ? batch_len : one_len;
@@ -295,14 +295,14 @@ static int measure(void *ctx, const char *endpoint, int bridge, int iters, doubl
             }
             int n = recv_checked(s, bridge);
             if (n < 0)
-                goto bad;
+                return -1;
             recvd += bridge ? (uint64_t)n : per;
             t1 = now_us();
         } while (t1 - t0 < seconds * 1e6);
         while (recvd < sent) {
             int n = recv_checked(s, bridge);
             if (n < 0)
-                goto bad;
+                return -1;
             recvd += bridge ? (uint64_t)n : per;
         }
         t1 = now_us();
@@ -311,12 +311,55 @@ static int measure(void *ctx, const char *endpoint, int bridge, int iters, doubl
         else
             r->rate_single = (double)recvd / ((t1 - t0) / 1e6);
     }
-    zmq_close(s);
     return 0;
-bad:
-    fprintf(stderr, "bench_bridge: bad or missing reply (%s)\n", r->name);
-    zmq_close(s);
-    return -1;
+}
+
+/* The echo floor and the bridge on one endpoint kind. Round trips
+ * alternate between the two (which goes first alternates too), so that both
+ * see the same moment of a noisy host; then each one's throughput. */
+static int measure_pair(void *ctx, const char *ep_echo, const char *ep_bridge, int iters, double seconds,
+                        result_t *re, result_t *rb)
+{
+    void *se = open_dealer(ctx, ep_echo), *sb = open_dealer(ctx, ep_bridge);
+    uint8_t one[256];
+    size_t one_len = make_frame(one, 1, 1);
+    int warm = iters / 10 + 100, rc = -1;
+    static double lat_e[1000000], lat_b[1000000];
+    if (iters > 1000000)
+        iters = 1000000;
+    for (int i = 0; i < warm + iters; i++) {
+        double te, tb;
+        if (i & 1) {
+            tb = round_trip(sb, 1, one, one_len);
+            te = round_trip(se, 0, one, one_len);
+        } else {
+            te = round_trip(se, 0, one, one_len);
+            tb = round_trip(sb, 1, one, one_len);
+        }
+        if (te < 0 || tb < 0) {
+            fprintf(stderr, "bench_bridge: bad or missing reply (%s)\n", te < 0 ? re->name : rb->name);
+            goto out;
+        }
+        if (i >= warm) {
+            lat_e[i - warm] = te;
+            lat_b[i - warm] = tb;
+        }
+    }
+    qsort(lat_e, (size_t)iters, sizeof *lat_e, cmp_d);
+    qsort(lat_b, (size_t)iters, sizeof *lat_b, cmp_d);
+    re->median_us = lat_e[iters / 2];
+    re->p99_us = lat_e[(int)(iters * 0.99)];
+    rb->median_us = lat_b[iters / 2];
+    rb->p99_us = lat_b[(int)(iters * 0.99)];
+    if (throughput(se, 0, seconds, re) != 0 || throughput(sb, 1, seconds, rb) != 0) {
+        fprintf(stderr, "bench_bridge: bad or missing reply in a throughput run\n");
+        goto out;
+    }
+    rc = 0;
+out:
+    zmq_close(se);
+    zmq_close(sb);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -343,8 +386,9 @@ int main(int argc, char **argv)
                    "  A batch's 64 requests go to K grains (default 64): envelope i to vecadd key i %% K.\n"
                    "  The batch throughput run keeps F frames in flight (default 64: the 4,096 requests\n"
                    "  a vecadd ring holds; single messages: 256 in flight).\n"
-                   "  Each round measures the raw ZeroMQ echo, then the bridge, on ipc and on tcp;\n"
-                   "  rows give the median over rounds (default 3), so a noisy moment hits both sides.\n");
+                   "  Each round, on ipc and on tcp: single round trips alternate between the raw ZeroMQ\n"
+                   "  echo and the bridge, then each one's throughput; rows give the median over rounds\n"
+                   "  (default 3), so a noisy moment hits both sides.\n");
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
@@ -397,8 +441,9 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int r = 0; r < rounds && rc == 0; r++) {
         for (int k = 0; k < 2 && rc == 0; k++) {
-            rc |= measure(ctx, ep_echo[k], 0, iters, seconds, &per[2 * k][r]);
-            rc |= measure(ctx, ep_bridge[k], 1, iters, seconds, &per[2 * k + 1][r]);
+            snprintf(per[2 * k][r].name, sizeof per[2 * k][r].name, "raw zmq echo, %s", kinds[k]);
+            snprintf(per[2 * k + 1][r].name, sizeof per[2 * k + 1][r].name, "bridge, %s", kinds[k]);
+            rc |= measure_pair(ctx, ep_echo[k], ep_bridge[k], iters, seconds, &per[2 * k][r], &per[2 * k + 1][r]);
             delta[k][r] = per[2 * k + 1][r].median_us - per[2 * k][r].median_us;
         }
     }
