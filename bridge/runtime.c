@@ -339,6 +339,17 @@ const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk)
     return NULL;
 }
 
+int gb_rk_reply_visible(const gb_rk_t *rk)
+{
+    if (rk->placement == GB_PLACEMENT_DEVICE_PINNED || rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
+        return -1; /* staging: replies reach host memory only when copied */
+    uint64_t pos = rk->out_tail;
+    if (pos == __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE))
+        return 0;
+    const gb_slot_hdr_t *s = gb_slot_at(rk->out, rk->geom, pos);
+    return __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos);
+}
+
 void gb_rk_consume(gb_rk_t *rk)
 {
     __atomic_store_n(&rk->out_tail, rk->out_tail + 1, __ATOMIC_RELEASE);

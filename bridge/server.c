@@ -171,6 +171,37 @@ static uint64_t total_in_flight(gb_server_t *s)
     return n;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Waiting for GPU replies: watches the rings' next stamps (one load each)
+ * until one shows or until `until`, then the loop looks at the socket again.
+ * A loop pass (socket read attempt, sched_yield: about a microsecond) would
+ * otherwise sit between a GPU's reply and its sending. */
+static void watch_rings(gb_server_t *s, uint64_t until)
+{
+    do {
+        for (size_t i = 0; i < s->engine->n_types; i++) {
+            gb_rk_t *rk = s->rings[i].t ? s->rings[i].t->rk : NULL;
+            if (!rk || gb_rk_in_flight(rk) == 0)
+                continue;
+            int v = gb_rk_reply_visible(rk);
+            if (v < 0)
+                sched_yield(); /* staging: the loop's copies bring its replies */
+            if (v != 0)
+                return;
+        }
+        for (int k = 0; k < 16; k++)
+            cpu_relax();
+    } while (gb_now_ns() < until);
+}
+
 /* Health: sticky CUDA errors and dead kernels are noticed here; relaunch
  * grain types are moved on here too. */
 static void check_health(gb_server_t *s)
@@ -257,7 +288,10 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         if (in_flight && !spin_until)
             spin_until = now_ns + (must_poll ? 2000000ull : 50000ull);
         if (in_flight && now_ns < spin_until) {
-            sched_yield();
+            if (must_poll)
+                watch_rings(s, now_ns + GBI_WATCH_NS);
+            else
+                sched_yield();
             continue;
         }
         zmq_pollitem_t items[1 + GB_MAX_GRAIN_TYPES];

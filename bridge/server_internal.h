@@ -17,6 +17,7 @@
 _Static_assert(GB_MAX_GRAIN_TYPES <= 32, "gb_server.unpublished is a 32-bit mask of rings");
 
 #define GBI_BATCH_MAX 256     /* replies per ReplyBatch frame */
+#define GBI_WATCH_NS 5000ull  /* GPU replies awaited: socket looked at this often */
 #define GBI_ARENA_SIZE (1u << 20) /* encoded replies per outbox frame */
 #define GBI_FRAME_PREFIX 16        /* room for the ReplyBatch key and length */
 
