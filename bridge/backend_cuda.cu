@@ -170,6 +170,7 @@ static uint32_t kernel_flags(void)
     return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
+
 static gb_err cuda_create(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)calloc(1, sizeof *b);
@@ -236,17 +237,17 @@ static gb_err cuda_create(gb_rk_t *rk)
      * team kernel (one per SM). Ring kernels: partitions need not match
      * threads (a round of a window runs one request per partition on any
      * thread), so there are up to GBK_MAX_PARTITIONS of them, while each
-     * still expects 16 or more grains; every partition gets twice its share
-     * of entries, so that uneven hashing rarely fills one early. */
+     * still expects 8 or more grains; every partition gets room for what
+     * uneven hashing may send it (gb_grain_partition_entries). */
     if (gb_grain_is_team(rk->kind)) {
         b->tab.lanes = gbk_team_workers(b->device, rk->geom.slot_size);
         b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     } else {
-        uint32_t parts = GBK_THREADS;
-        while (parts < GBK_MAX_PARTITIONS && rk->p.grain.max_grains / (2ull * parts) >= 16)
+        uint32_t parts = 1;
+        while (parts < GBK_MAX_PARTITIONS && rk->p.grain.max_grains / (2ull * parts) >= 8)
             parts *= 2;
         b->tab.lanes = parts;
-        b->tab.per_lane = gb_grain_per_lane((uint32_t)min(2ull * rk->p.grain.max_grains, 1ull << 31), parts);
+        b->tab.per_lane = gb_grain_partition_entries(rk->p.grain.max_grains, parts);
     }
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);

@@ -10,14 +10,17 @@
 #include "vecadd.pb-c.h" /* message type numbers */
 
 /* Walks pb as an EchoRequest (sequence 1 varint, data 2 bytes,
- * client_time_ns 3 varint; unknown fields allowed). 0 when it is one. */
+ * client_time_ns 3 varint; unknown fields allowed). 0 when it is one.
+ * Field 4 is the reply's grain_count, appended as a varint: a request that
+ * carries a field 4 of another wire type would make the reply undecodable. */
 static int echo_check(const uint8_t *pb, size_t len)
 {
     const uint8_t *p = pb, *end = len ? pb + len : pb; /* pb may be NULL when empty */
     gb_pb_field_t f;
     int r;
     while ((r = gb_pb_next(&p, end, &f)) > 0)
-        if (((f.num == 1 || f.num == 3) && f.wt != GB_PB_VARINT) || (f.num == 2 && f.wt != GB_PB_LEN))
+        if (((f.num == 1 || f.num == 3 || f.num == 4) && f.wt != GB_PB_VARINT) ||
+            (f.num == 2 && f.wt != GB_PB_LEN))
             return -1;
     return r;
 }

@@ -257,6 +257,10 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk) { return gb_slot_payload_cap(rk->geom); }
 uint32_t gb_rk_capacity(const gb_rk_t *rk) { return rk->geom.cap; }
 gb_rk_state gb_rk_state_of(const gb_rk_t *rk) { return rk->state; }
+int gb_rk_is_active(const gb_rk_t *rk)
+{
+    return rk->state == GB_RK_RUNNING && __atomic_load_n(&rk->ctl->is_active, __ATOMIC_RELAXED) != 0;
+}
 uint64_t gb_rk_next_pos(const gb_rk_t *rk) { return rk->in_head; }
 
 uint32_t gb_rk_free_slots(const gb_rk_t *rk)

@@ -129,6 +129,8 @@ uint32_t gb_rk_payload_cap(const gb_rk_t *rk);
 uint32_t gb_rk_capacity(const gb_rk_t *rk);
 /* Cheap reads for the hot path (gb_rk_status copies everything). */
 gb_rk_state gb_rk_state_of(const gb_rk_t *rk);
+/* Running and not deactivated: requests in it are being processed. */
+int gb_rk_is_active(const gb_rk_t *rk);
 /* Position the next request will take (requests published so far). */
 uint64_t gb_rk_next_pos(const gb_rk_t *rk);
 

@@ -277,8 +277,8 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         int must_poll = 0;
         for (size_t i = 0; i < s->engine->n_types && in_flight; i++) {
             gb_rk_t *rk = s->rings[i].t ? s->rings[i].t->rk : NULL;
-            if (rk && gb_rk_in_flight(rk) > 0 && gb_rk_notify_fd(rk) < 0)
-                must_poll = 1;
+            if (rk && gb_rk_in_flight(rk) > 0 && gb_rk_notify_fd(rk) < 0 && gb_rk_is_active(rk))
+                must_poll = 1; /* a deactivated ring answers nothing until an Activate (a frame) */
         }
         /* Replies are due soon: poll without sleeping for a moment first. A
          * sleep-and-wake handoff costs tens of microseconds (more in a VM);

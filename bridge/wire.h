@@ -43,8 +43,10 @@ typedef struct gbi_frame {
  * (start from a zeroed frame; release with gbi_frame_fini). Returns 0, or -1
  * with a sentence in err: malformed protobuf, or out of memory. Decoding
  * follows protobuf-c: the last envelope/batch field replaces any earlier one,
- * a repeated grain field merges. One difference: an Envelope with two
- * `control` fields is refused. */
+ * a repeated grain field merges. Differences: an Envelope with two
+ * `control` fields is refused; in a repeated grain field, a key written as 0
+ * overrides an earlier key (protobuf-c's merge keeps the earlier non-zero
+ * one, as it cannot tell a written 0 from an absent one). */
 int gbi_frame_decode(gbi_frame_t *f, const uint8_t *data, size_t size, char *err, size_t errlen);
 void gbi_frame_fini(gbi_frame_t *f);
 

@@ -544,8 +544,15 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
 
 extern "C" cudaError_t gbk_allow_smem(const void *func, size_t smem)
 {
-    if (smem <= 48 * 1024)
-        return cudaSuccess; /* the default limit: no opt-in needed */
+    /* Without the opt-in, dynamic shared memory is capped at 48 KiB minus the
+     * kernel's static shared memory (the ring kernel's partition counters
+     * take 8 KiB), not at 48 KiB. */
+    cudaFuncAttributes fa;
+    cudaError_t err = cudaFuncGetAttributes(&fa, func);
+    if (err != cudaSuccess)
+        return err;
+    if (smem <= (size_t)fa.maxDynamicSharedSizeBytes)
+        return cudaSuccess;
     return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 

@@ -6,8 +6,9 @@
  *
  * Reading follows protobuf's rules as protobuf-c applies them: fields in any
  * order, unknown fields skipped, the last value of a repeated scalar field
- * wins; a truncated value, a varint longer than 10 bytes, field number 0 and
- * wire types 3, 4, 6, 7 (groups, reserved) make the input malformed.
+ * wins; a truncated value, a varint longer than 10 bytes, a key longer than
+ * 5, field number 0 and wire types 3, 4, 6, 7 (groups, reserved) make the
+ * input malformed.
  * Header-only: the bridge and the client are separate libraries. */
 #ifndef GB_PB_WIRE_H
 #define GB_PB_WIRE_H
@@ -93,9 +94,11 @@ typedef struct gb_pb_field {
 GB_PB_INLINE int gb_pb_next(const uint8_t **pp, const uint8_t *end, gb_pb_field_t *f)
 {
     uint64_t key;
+    const uint8_t *start = *pp;
     if (*pp >= end)
         return 0;
-    if (gb_pb_varint_get(pp, end, &key) != 0 || (key >> 3) == 0 || (key >> 3) > 0x1fffffff)
+    /* A key is at most 5 bytes (protobuf-c refuses longer ones). */
+    if (gb_pb_varint_get(pp, end, &key) != 0 || *pp - start > 5 || (key >> 3) == 0 || (key >> 3) > 0x1fffffff)
         return -1;
     f->num = (uint32_t)(key >> 3);
     f->wt = (uint32_t)(key & 7);

@@ -325,7 +325,7 @@ static void test_activation_table(void **state)
 {
     (void)state;
     uint32_t lanes_save = g_lanes;
-    g_lanes = 1; /* one partition so that capacity is exact */
+    g_lanes = 1; /* one partition (as the GPU makes for so few grains): room for a few dozen */
     gb_rk_t *rk = start("echo", 64, 64, 4);
     g_lanes = lanes_save;
     gb_reply_t r;
@@ -335,7 +335,7 @@ static void test_activation_table(void **state)
         recv_one(rk, &r, buf, sizeof buf, 5000);
         assert_int_equal(r.status, GB_SLOT_OK);
     }
-    /* Per-lane partitions on a GPU may round capacity up; fill until full. */
+    /* Partitions get room beyond their share (gb_grain_partition_entries); fill until full. */
     uint64_t k = 4;
     for (;; k++) {
         assert_true(k < 4096);
@@ -421,6 +421,33 @@ static void test_concurrent_kernels(void **state)
     gb_rk_destroy(&a);
 }
 
+/* A window whose shared memory (40 slots of 512 bytes, in and out: 41,120
+ * bytes) fits under 48 KiB but not under 48 KiB minus the ring kernel's
+ * static shared memory: the kernel must opt in to more, or its launch fails
+ * with cudaErrorInvalidValue. Big echo payloads, every one checked. */
+static void test_window_shared_memory(void **state)
+{
+    (void)state;
+    gb_rk_params_t p = params_for("echo", 64, 512, 64);
+    p.grain.messages_per_iteration = 40;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    unsigned char msg[400], buf[480];
+    gb_reply_t r;
+    for (int i = 0; i < 100; i++) {
+        memset(msg, i, sizeof msg);
+        assert_int_equal(gb_rk_send(rk, (uint64_t)(i % 7), (uint64_t)i, GB_ECHO_MSG_ECHO, msg, sizeof msg), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 5000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        assert_int_equal(r.corr, (uint64_t)i);
+        assert_int_equal(r.len, sizeof msg);
+        assert_memory_equal(buf, msg, sizeof msg);
+    }
+    assert_int_equal(gb_rk_terminate(rk, 5000), GB_OK);
+    gb_rk_destroy(&rk);
+}
+
 #define GB_RUNTIME_CASES                                  \
     cmocka_unit_test(test_lifecycle),                     \
     cmocka_unit_test(test_turn_order),                    \
@@ -429,6 +456,7 @@ static void test_concurrent_kernels(void **state)
     cmocka_unit_test(test_bad_slots),                     \
     cmocka_unit_test(test_activation_table),              \
     cmocka_unit_test(test_concurrent_kernels),            \
+    cmocka_unit_test(test_window_shared_memory),          \
     cmocka_unit_test(test_cycles)
 
 #endif
