@@ -24,7 +24,7 @@
 #include "engine.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
-#include "pb_wire.h"
+#include "pb_reply.h"
 #include "server.h"
 #include "vecadd.pb-c.h"
 
@@ -140,43 +140,22 @@ static size_t make_frame(uint8_t *buf, uint64_t first_corr, int n)
     return gpubridge__client_frame__pack(&f, buf);
 }
 
-/* Replies are read with pb_wire.h, not protobuf-c: unpacking allocates per
- * reply, and on this side of the throughput runs that cost was the client's
- * share of the numbers rather than the bridge's. */
+/* Replies are read in place (pb_reply.h), not with protobuf-c: unpacking
+ * allocates per reply, and on this side of the throughput runs that cost was
+ * the client's share of the numbers rather than the bridge's. */
 
-/* Field numbers of ServerFrame, ReplyBatch, Reply (gpubridge.proto) and
- * VectorAddResponse (vecadd.proto). */
-enum { FRAME_REPLY = 1, FRAME_BATCH = 2, BATCH_REPLIES = 1 };
-enum { REPLY_STATUS = 2, REPLY_PAYLOAD = 5, VECADD_RESULT = 1 };
+enum { VECADD_RESULT = 1 }; /* VectorAddResponse.result (vecadd.proto) */
 
-/* Wire type of Reply's fields 1..5: correlation_id, status, error,
- * message_type, payload. */
-static const uint32_t reply_wire_type[6] = {0, GB_PB_VARINT, GB_PB_VARINT, GB_PB_LEN,
-                                            GB_PB_VARINT, GB_PB_LEN};
-
-/* 0 when the Reply of len bytes at p is the answer every request here gets:
- * STATUS_OK and a VectorAddResponse whose `result` is 3 packed floats with
- * result[0] 1.5 and result[2] 3.125; -1 for anything else. */
-static int reply_ok(const uint8_t *p, size_t len)
+/* 0 when v is the answer every request here gets: STATUS_OK and a
+ * VectorAddResponse whose `result` is 3 packed floats with result[0] 1.5 and
+ * result[2] 3.125; -1 for anything else. */
+static int reply_ok(const gb_pb_reply_view_t *v)
 {
-    const uint8_t *end = p + len, *pl = NULL;
-    size_t pl_len = 0;
-    uint64_t status = 0;
+    if (v->status != 0 || v->payload_len == 0)
+        return -1;
+    const uint8_t *q = v->payload, *qend = v->payload + v->payload_len;
     gb_pb_field_t f;
     int r;
-    while ((r = gb_pb_next(&p, end, &f)) > 0) {
-        if (f.num <= 5 && f.wt != reply_wire_type[f.num])
-            return -1; /* protobuf-c would refuse the message */
-        if (f.num == REPLY_STATUS)
-            status = f.v;
-        else if (f.num == REPLY_PAYLOAD) {
-            pl = f.p;
-            pl_len = f.len;
-        }
-    }
-    if (r < 0 || status != 0 || pl_len == 0)
-        return -1;
-    const uint8_t *q = pl, *qend = pl + pl_len;
     float res[3];
     int seen = 0;
     while ((r = gb_pb_next(&q, qend, &f)) > 0) {
@@ -192,40 +171,18 @@ static int reply_ok(const uint8_t *p, size_t len)
 }
 
 /* Checks one ServerFrame; returns its number of replies, or -1 when it is
- * malformed, sets no body or more than one body field (the bridge sends
- * exactly one), or holds a wrong reply. */
+ * malformed, sets no body, or holds a wrong reply. */
 static int frame_checked(const uint8_t *p, size_t len)
 {
-    if (len == 0)
+    gb_pb_reply_iter_t it;
+    gb_pb_reply_view_t v;
+    int n = 0;
+    if (gb_pb_reply_frame_open(&it, p, len) != 0)
         return -1;
-    const uint8_t *end = p + len;
-    gb_pb_field_t f;
-    int r, bodies = 0, n = 0;
-    while ((r = gb_pb_next(&p, end, &f)) > 0) {
-        if (f.num != FRAME_REPLY && f.num != FRAME_BATCH)
-            continue;
-        if (f.wt != GB_PB_LEN || ++bodies > 1)
+    for (; gb_pb_reply_frame_next(&it, &v); n++)
+        if (reply_ok(&v) != 0)
             return -1;
-        if (f.num == FRAME_REPLY) {
-            if (reply_ok(f.p, f.len) != 0)
-                return -1;
-            n = 1;
-            continue;
-        }
-        const uint8_t *bp = f.p, *bend = f.p + f.len;
-        gb_pb_field_t bf;
-        int br;
-        while ((br = gb_pb_next(&bp, bend, &bf)) > 0) {
-            if (bf.num != BATCH_REPLIES)
-                continue;
-            if (bf.wt != GB_PB_LEN || reply_ok(bf.p, bf.len) != 0)
-                return -1;
-            n++;
-        }
-        if (br < 0)
-            return -1;
-    }
-    return r == 0 && bodies ? n : -1;
+    return n;
 }
 
 /* Receives one frame; for the bridge, checks its replies and returns their count. */

@@ -11,12 +11,12 @@
 #include <zmq.h>
 
 #include "log.h"
-#include "pb_wire.h"
+#include "pb_reply.h"
 #include "server_internal.h"
 
-#define TAG_REPLY 0x0a /* ServerFrame.reply and ReplyBatch.replies: field 1, LEN */
-#define TAG_BATCH 0x12 /* ServerFrame.batch: field 2, LEN */
-enum { R_CORR = 1, R_STATUS = 2, R_ERROR = 3, R_MESSAGE_TYPE = 4, R_PAYLOAD = 5 };
+/* ServerFrame.reply and ReplyBatch.replies (both field 1), ServerFrame.batch. */
+#define TAG_REPLY ((GB_PB_FRAME_REPLY << 3) | GB_PB_LEN)
+#define TAG_BATCH ((GB_PB_FRAME_BATCH << 3) | GB_PB_LEN)
 
 const char *gbi_status_name(int status)
 {
@@ -107,25 +107,25 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
     *p++ = TAG_REPLY;
     p += gb_pb_varint_put(p, body);
     if (corr) {
-        p += gb_pb_key_put(p, R_CORR, GB_PB_VARINT);
+        p += gb_pb_key_put(p, GB_PB_REPLY_CORR, GB_PB_VARINT);
         p += gb_pb_varint_put(p, corr);
     }
     if (status) {
-        p += gb_pb_key_put(p, R_STATUS, GB_PB_VARINT);
+        p += gb_pb_key_put(p, GB_PB_REPLY_STATUS, GB_PB_VARINT);
         p += gb_pb_varint_put(p, (uint64_t)status);
     }
     if (elen) {
-        p += gb_pb_key_put(p, R_ERROR, GB_PB_LEN);
+        p += gb_pb_key_put(p, GB_PB_REPLY_ERROR, GB_PB_LEN);
         p += gb_pb_varint_put(p, elen);
         memcpy(p, error, elen);
         p += elen;
     }
     if (message_type) {
-        p += gb_pb_key_put(p, R_MESSAGE_TYPE, GB_PB_VARINT);
+        p += gb_pb_key_put(p, GB_PB_REPLY_MESSAGE_TYPE, GB_PB_VARINT);
         p += gb_pb_varint_put(p, message_type);
     }
     if (len) {
-        p += gb_pb_key_put(p, R_PAYLOAD, GB_PB_LEN);
+        p += gb_pb_key_put(p, GB_PB_REPLY_PAYLOAD, GB_PB_LEN);
         p += gb_pb_varint_put(p, len);
         memcpy(p, payload, len);
     }

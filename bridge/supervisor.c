@@ -36,7 +36,7 @@
 #include "clock.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
-#include "pb_wire.h"
+#include "pb_reply.h"
 #include "server_internal.h"
 
 #define MAX_PEERS 1024
@@ -164,38 +164,16 @@ static void note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t le
             set_add(p, s->scratch.envs[i].corr);
 }
 
-/* Strikes the frame's replies off p's pending set; returns how many it held.
- * The frame comes from our own worker: a reply's correlation id is the only
- * field read (ServerFrame.reply and ReplyBatch.replies are both field 1). */
-static size_t note_reply(peer_t *p, const uint8_t *b, const uint8_t *end)
-{
-    gb_pb_field_t fd;
-    uint64_t corr = 0;
-    while (gb_pb_next(&b, end, &fd) > 0)
-        if (fd.num == 1 && fd.wt == GB_PB_VARINT)
-            corr = fd.v;
-    set_del(p, corr);
-    return 1;
-}
-
+/* Strikes the frame's replies off p's pending set; returns how many it held. */
 static size_t note_replies(peer_t *p, const uint8_t *buf, size_t len)
 {
-    const uint8_t *b = buf, *end = len ? buf + len : buf;
-    gb_pb_field_t fd;
+    gb_pb_reply_iter_t it;
+    gb_pb_reply_view_t v;
     size_t n = 0;
-    while (gb_pb_next(&b, end, &fd) > 0) {
-        if (fd.wt != GB_PB_LEN)
-            continue;
-        if (fd.num == 1) {
-            n += note_reply(p, fd.p, fd.p + fd.len);
-        } else if (fd.num == 2) {
-            const uint8_t *r = fd.p, *rend = fd.p + fd.len;
-            gb_pb_field_t rf;
-            while (gb_pb_next(&r, rend, &rf) > 0)
-                if (rf.num == 1 && rf.wt == GB_PB_LEN)
-                    n += note_reply(p, rf.p, rf.p + rf.len);
-        }
-    }
+    if (gb_pb_reply_frame_open(&it, buf, len) != 0)
+        return 0;
+    for (; gb_pb_reply_frame_next(&it, &v); n++)
+        set_del(p, v.corr);
     return n;
 }
 

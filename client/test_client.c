@@ -575,7 +575,7 @@ static void reply_set(Gpubridge__Reply *r, uint64_t corr, int status, const char
     r->payload.len = payload_len;
 }
 
-static void assert_view_is(const gbci_reply_view_t *v, const Gpubridge__Reply *r)
+static void assert_view_is(const gb_pb_reply_view_t *v, const Gpubridge__Reply *r)
 {
     assert_int_equal(v->corr, r->correlation_id);
     assert_int_equal(v->status, (int)r->status);
@@ -591,26 +591,26 @@ static void assert_view_is(const gbci_reply_view_t *v, const Gpubridge__Reply *r
 
 /* Reads a frame's replies into views (cap of them); returns their number,
  * or -1 when the reader refuses the frame (and then hands out nothing). */
-static long read_frame(const uint8_t *data, size_t len, gbci_reply_view_t *views, size_t cap)
+static long read_frame(const uint8_t *data, size_t len, gb_pb_reply_view_t *views, size_t cap)
 {
-    gbci_reply_iter_t it;
-    gbci_reply_view_t extra;
-    if (gbci_reply_frame_open(&it, data, len) != 0) {
-        assert_false(gbci_reply_frame_next(&it, &extra));
+    gb_pb_reply_iter_t it;
+    gb_pb_reply_view_t extra;
+    if (gb_pb_reply_frame_open(&it, data, len) != 0) {
+        assert_false(gb_pb_reply_frame_next(&it, &extra));
         return -1;
     }
     size_t k = 0;
-    while (k < cap && gbci_reply_frame_next(&it, &views[k]))
+    while (k < cap && gb_pb_reply_frame_next(&it, &views[k]))
         k++;
     assert_int_equal(k, it.n);
-    assert_false(gbci_reply_frame_next(&it, &extra));
+    assert_false(gb_pb_reply_frame_next(&it, &extra));
     return (long)k;
 }
 
 /* The reader agrees with protobuf-c on a frame both accept. */
 static void assert_same_as_protobuf_c(const uint8_t *data, size_t len)
 {
-    gbci_reply_view_t views[16];
+    gb_pb_reply_view_t views[16];
     long n = read_frame(data, len, views, 16);
     Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, data);
     assert_non_null(f);
@@ -630,7 +630,7 @@ static void assert_same_as_protobuf_c(const uint8_t *data, size_t len)
  * or no body, which the client counts as a bad frame too). */
 static void assert_refused(const uint8_t *data, size_t len)
 {
-    gbci_reply_view_t v[4];
+    gb_pb_reply_view_t v[4];
     assert_int_equal(read_frame(data, len, v, 4), -1);
     Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, data);
     assert_true(!f || f->body_case == GPUBRIDGE__SERVER_FRAME__BODY__NOT_SET);
@@ -642,7 +642,7 @@ static void test_reply_frame_single(void **state)
 {
     (void)state;
     uint8_t buf[512];
-    gbci_reply_view_t v[2];
+    gb_pb_reply_view_t v[2];
     static const uint8_t pl[] = {1, 0, 2, 0xff};
     Gpubridge__Reply r;
     reply_set(&r, 42, GBC_STATUS_HANDLER_ERROR, "vector length mismatch", 2, pl, sizeof pl);
@@ -687,7 +687,7 @@ static void test_reply_frame_batch(void **state)
     for (int i = 0; i < 6; i++)
         ptrs[i] = &r[i];
     size_t len = pack_batch_frame(buf, ptrs, 6);
-    gbci_reply_view_t v[8];
+    gb_pb_reply_view_t v[8];
     assert_int_equal(read_frame(buf, len, v, 8), 6);
     for (int i = 0; i < 6; i++)
         assert_view_is(&v[i], &r[i]); /* in the frame's order */
@@ -728,21 +728,21 @@ static void test_reply_frame_unknown_fields(void **state)
     size_t len = 0;
     memcpy(buf, unknown, sizeof unknown);
     len = sizeof unknown;
-    len += put_len_field(buf + len, GBCI_FRAME_REPLY, rb, n);
+    len += put_len_field(buf + len, GB_PB_FRAME_REPLY, rb, n);
     memcpy(buf + len, unknown, sizeof unknown);
     len += sizeof unknown;
-    gbci_reply_view_t v[4];
+    gb_pb_reply_view_t v[4];
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &r);
     assert_same_as_protobuf_c(buf, len);
     /* Inside a ReplyBatch, between its replies, and around the batch. */
-    size_t in = put_len_field(inner, GBCI_BATCH_REPLIES, rb, n);
+    size_t in = put_len_field(inner, GB_PB_BATCH_REPLIES, rb, n);
     memcpy(inner + in, unknown, sizeof unknown);
     in += sizeof unknown;
     uint8_t rb2[64];
-    in += put_len_field(inner + in, GBCI_BATCH_REPLIES, rb2, pack_reply(rb2, &r2));
+    in += put_len_field(inner + in, GB_PB_BATCH_REPLIES, rb2, pack_reply(rb2, &r2));
     len = put_len_field(buf, 9, "zz", 2);
-    len += put_len_field(buf + len, GBCI_FRAME_BATCH, inner, in);
+    len += put_len_field(buf + len, GB_PB_FRAME_BATCH, inner, in);
     len += put_len_field(buf + len, 9, "zz", 2);
     assert_int_equal(read_frame(buf, len, v, 4), 2);
     assert_view_is(&v[0], &r);
@@ -763,15 +763,15 @@ static void test_reply_frame_repeated_fields(void **state)
     size_t na = pack_reply(a, &ra), nb = pack_reply(b, &rb);
     size_t n1 = pack_reply(c1, &r1), n2 = pack_reply(c2, &r2), n3 = pack_reply(c3, &r3);
     /* x: ReplyBatch {r1, r2}; y: ReplyBatch {r3}. */
-    size_t nx = put_len_field(x, GBCI_BATCH_REPLIES, c1, n1);
-    nx += put_len_field(x + nx, GBCI_BATCH_REPLIES, c2, n2);
-    size_t ny = put_len_field(y, GBCI_BATCH_REPLIES, c3, n3);
-    gbci_reply_view_t v[4];
+    size_t nx = put_len_field(x, GB_PB_BATCH_REPLIES, c1, n1);
+    nx += put_len_field(x + nx, GB_PB_BATCH_REPLIES, c2, n2);
+    size_t ny = put_len_field(y, GB_PB_BATCH_REPLIES, c3, n3);
+    gb_pb_reply_view_t v[4];
     size_t len;
 
     /* `reply` twice: the last one replaces the first (protobuf-c). */
-    len = put_len_field(buf, GBCI_FRAME_REPLY, a, na);
-    len += put_len_field(buf + len, GBCI_FRAME_REPLY, b, nb);
+    len = put_len_field(buf, GB_PB_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GB_PB_FRAME_REPLY, b, nb);
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &rb);
     assert_same_as_protobuf_c(buf, len);
@@ -786,41 +786,41 @@ static void test_reply_frame_repeated_fields(void **state)
     /* `batch` twice: the last one replaces the first. The unknown field
      * between holds what would read as one more reply, were it taken for a
      * batch. */
-    len = put_len_field(buf, GBCI_FRAME_BATCH, x, nx);
+    len = put_len_field(buf, GB_PB_FRAME_BATCH, x, nx);
     len += put_len_field(buf + len, 9, "\x0a\x00", 2);
-    len += put_len_field(buf + len, GBCI_FRAME_BATCH, y, ny);
+    len += put_len_field(buf + len, GB_PB_FRAME_BATCH, y, ny);
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &r3);
     assert_same_as_protobuf_c(buf, len);
-    len = put_len_field(buf, GBCI_FRAME_BATCH, y, ny);
-    len += put_len_field(buf + len, GBCI_FRAME_BATCH, x, nx);
+    len = put_len_field(buf, GB_PB_FRAME_BATCH, y, ny);
+    len += put_len_field(buf + len, GB_PB_FRAME_BATCH, x, nx);
     assert_int_equal(read_frame(buf, len, v, 4), 2);
     assert_view_is(&v[0], &r1);
     assert_view_is(&v[1], &r2);
     assert_same_as_protobuf_c(buf, len);
 
     /* The last oneof member wins; what came before it is dropped. */
-    len = put_len_field(buf, GBCI_FRAME_REPLY, a, na);
-    len += put_len_field(buf + len, GBCI_FRAME_BATCH, y, ny);
+    len = put_len_field(buf, GB_PB_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GB_PB_FRAME_BATCH, y, ny);
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &r3);
     assert_same_as_protobuf_c(buf, len);
-    len = put_len_field(buf, GBCI_FRAME_BATCH, x, nx);
-    len += put_len_field(buf + len, GBCI_FRAME_REPLY, a, na);
+    len = put_len_field(buf, GB_PB_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, GB_PB_FRAME_REPLY, a, na);
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &ra);
     assert_same_as_protobuf_c(buf, len);
     /* reply a, batch, reply b: b alone (a was dropped with the switch). */
-    len = put_len_field(buf, GBCI_FRAME_REPLY, a, na);
-    len += put_len_field(buf + len, GBCI_FRAME_BATCH, x, nx);
-    len += put_len_field(buf + len, GBCI_FRAME_REPLY, b, nb);
+    len = put_len_field(buf, GB_PB_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GB_PB_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, GB_PB_FRAME_REPLY, b, nb);
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &rb);
     assert_same_as_protobuf_c(buf, len);
     /* batch x, reply a, batch y: y alone. */
-    len = put_len_field(buf, GBCI_FRAME_BATCH, x, nx);
-    len += put_len_field(buf + len, GBCI_FRAME_REPLY, a, na);
-    len += put_len_field(buf + len, GBCI_FRAME_BATCH, y, ny);
+    len = put_len_field(buf, GB_PB_FRAME_BATCH, x, nx);
+    len += put_len_field(buf + len, GB_PB_FRAME_REPLY, a, na);
+    len += put_len_field(buf + len, GB_PB_FRAME_BATCH, y, ny);
     assert_int_equal(read_frame(buf, len, v, 4), 1);
     assert_view_is(&v[0], &r3);
     assert_same_as_protobuf_c(buf, len);

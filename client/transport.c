@@ -142,7 +142,7 @@ gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
 }
 
 /* Copies one wire reply into *r (heap-owned fields). */
-static gbc_err copy_reply(const gbci_reply_view_t *in, size_t ep, gbc_reply_t *r)
+static gbc_err copy_reply(const gb_pb_reply_view_t *in, size_t ep, gbc_reply_t *r)
 {
     memset(r, 0, sizeof *r);
     r->correlation_id = in->corr;
@@ -176,7 +176,7 @@ static gbc_err copy_reply(const gbci_reply_view_t *in, size_t ep, gbc_reply_t *r
 
 /* Routes one reply: the awaited one into *got, async ones to c->ready,
  * replies to given-up calls and unknown ids away. */
-static gbc_err route(gbc_client_t *c, const gbci_reply_view_t *in, size_t ep, uint64_t want,
+static gbc_err route(gbc_client_t *c, const gb_pb_reply_view_t *in, size_t ep, uint64_t want,
                      gbc_reply_t *got, bool *found)
 {
     uint64_t id = in->corr;
@@ -205,14 +205,14 @@ static gbc_err route(gbc_client_t *c, const gbci_reply_view_t *in, size_t ep, ui
 static gbc_err handle_frame(gbc_client_t *c, size_t ep, const void *data, size_t len,
                             uint64_t want, gbc_reply_t *got, bool *found)
 {
-    gbci_reply_iter_t it;
-    if (gbci_reply_frame_open(&it, data, len) != 0) {
+    gb_pb_reply_iter_t it;
+    if (gb_pb_reply_frame_open(&it, data, len) != 0) {
         c->bad_frames++;
         return GBC_OK;
     }
     gbc_err err = GBC_OK;
-    gbci_reply_view_t v;
-    while (!err && gbci_reply_frame_next(&it, &v))
+    gb_pb_reply_view_t v;
+    while (!err && gb_pb_reply_frame_next(&it, &v))
         err = route(c, &v, ep, want, got, found);
     return err;
 }
