@@ -88,10 +88,12 @@ void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
     *pe = NULL;
 }
 
-gb_engine_type_t *gb_engine_find(gb_engine_t *e, const char *name)
+gb_engine_type_t *gb_engine_find_n(gb_engine_t *e, const void *name, size_t len)
 {
     for (size_t i = 0; i < e->n_types; i++)
-        if (strcmp(e->types[i].name, name) == 0)
+        if (strlen(e->types[i].name) == len && memcmp(e->types[i].name, name, len) == 0)
             return &e->types[i];
     return NULL;
 }
+
+gb_engine_type_t *gb_engine_find(gb_engine_t *e, const char *name) { return gb_engine_find_n(e, name, strlen(name)); }

@@ -29,7 +29,9 @@ typedef struct gb_engine {
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out);
 /* Terminates every ring kernel (timeout_ms each) and frees them; takes NULL. */
 void gb_engine_destroy(gb_engine_t **e, int timeout_ms);
-/* The entry of grain type name, or NULL. */
+/* The entry of grain type name, or NULL; _n: a name of len bytes, not
+ * NUL-terminated (as it comes off the wire). */
 gb_engine_type_t *gb_engine_find(gb_engine_t *e, const char *name);
+gb_engine_type_t *gb_engine_find_n(gb_engine_t *e, const void *name, size_t len);
 
 #endif

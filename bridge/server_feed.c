@@ -8,25 +8,6 @@
 #include "log.h"
 #include "server_internal.h"
 
-static gbi_ring_t *ring_of(gb_server_t *s, const char *type)
-{
-    for (size_t i = 0; i < s->engine->n_types; i++)
-        if (s->rings[i].t && strcmp(s->rings[i].t->name, type) == 0)
-            return &s->rings[i];
-    return NULL;
-}
-
-/* The grain type called name (len bytes, not NUL-terminated), or NULL. */
-static gb_engine_type_t *type_named(gb_server_t *s, const uint8_t *name, size_t len)
-{
-    for (size_t i = 0; i < s->engine->n_types; i++) {
-        gb_engine_type_t *t = &s->engine->types[i];
-        if (strlen(t->name) == len && memcmp(t->name, name, len) == 0)
-            return t;
-    }
-    return NULL;
-}
-
 /* Puts one request into ring r. */
 static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,
                    uint64_t key, uint16_t slot_type, const unsigned char *rec, uint32_t rec_len, int one_way)
@@ -93,7 +74,8 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
         gbi_control(s, id, id_len, delim, env->corr, ctl);
     } else {
         const Gpubridge__DeactivateGrain *d = ctl->deactivate_grain;
-        gbi_ring_t *r = d->grain_type ? ring_of(s, d->grain_type) : NULL;
+        gb_engine_type_t *t = d->grain_type ? gb_engine_find(s->engine, d->grain_type) : NULL;
+        gbi_ring_t *r = t ? &s->rings[t - s->engine->types] : NULL; /* rings[i] serves types[i] */
         if (!r || !r->t->rk) {
             const char *n = d->grain_type ? d->grain_type : "";
             gbi_name_print(name, sizeof name, (const uint8_t *)n, strlen(n));
@@ -128,7 +110,7 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
         FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope kind must be REQUEST, ONE_WAY or CONTROL");
     if (!env->has_grain || env->type_len == 0)
         FAIL(GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "envelope has no grain type");
-    gb_engine_type_t *t = type_named(s, env->type, env->type_len);
+    gb_engine_type_t *t = gb_engine_find_n(s->engine, env->type, env->type_len);
     if (!t || !t->rk)
         gbi_name_print(name, sizeof name, env->type, env->type_len);
     if (!t)
