@@ -327,18 +327,28 @@ gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
     return GB_OK;
 }
 
-const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk)
+/* The next reply's slot; *stamped says whether its stamp is there yet.
+ * NULL when nothing is in flight. Acquire pairs with the writer's release
+ * (cpu) or system fence (GPU) before the stamp: the payload read after this
+ * is the one written for the slot's position. */
+static gb_slot_hdr_t *next_reply(const gb_rk_t *rk, int *stamped)
 {
     uint64_t pos = rk->out_tail;
     if (pos == __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE))
         return NULL;
     gb_slot_hdr_t *s = gb_slot_at(rk->out, rk->geom, pos);
-    /* Acquire pairs with the writer's release (cpu) or system fence (GPU) before
-     * the stamp: the payload read after this is the one written for pos. */
-    if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos))
+    *stamped = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos);
+    return s;
+}
+
+const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk)
+{
+    int stamped = 0;
+    gb_slot_hdr_t *s = next_reply(rk, &stamped);
+    if (!s || stamped)
         return s;
     if (rk->ops->pull && rk->ops->pull(rk) &&
-        __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos))
+        __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(rk->out_tail))
         return s;
     return NULL;
 }
@@ -347,11 +357,8 @@ int gb_rk_reply_visible(const gb_rk_t *rk)
 {
     if (rk->placement == GB_PLACEMENT_DEVICE_PINNED || rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
         return -1; /* staging: replies reach host memory only when copied */
-    uint64_t pos = rk->out_tail;
-    if (pos == __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE))
-        return 0;
-    const gb_slot_hdr_t *s = gb_slot_at(rk->out, rk->geom, pos);
-    return __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == gb_stamp(pos);
+    int stamped = 0;
+    return next_reply(rk, &stamped) && stamped;
 }
 
 void gb_rk_consume(gb_rk_t *rk)
