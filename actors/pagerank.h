@@ -6,18 +6,27 @@
  * The graph and the rank vectors live in the family's arena (device memory on
  * the GPU), shared by both grain types, laid out by GRAPH_INIT:
  *
- *   gb_pr_dir_t | rank f32[n] | x f32[n] | outdeg u32[n] | in_off u64[n+1] | in_src u32[m]
+ *   gb_pr_dir_t | rank f32[n] | x f32[2n] | sum f32[n] | outdeg u32[n] | in_off u64[n+1]
+ *   | in_src u32[m] | in_dst u32[m]
  *
- * in_off/in_src are the in-edges in CSR form (by target). One iteration is two
- * message rounds, driven by the client (examples/pagerank):
+ * in_off/in_src are the in-edges in CSR form (by target). The GPU aggregator
+ * also keeps in_dst (each edge's target, built from in_off at its first START
+ * after in_off changed) and sum (per-vertex accumulators), so that a block
+ * walks its partition's edges in order, 32 consecutive edges per warp load,
+ * whatever the degrees. An iteration is driven by the client
+ * (examples/pagerank):
  *   1. START to every sender: x[v] = rank[v] / outdeg[v] for its vertices (its
  *      contributions, written device-side), and the summed rank of its dangling
  *      vertices (out-degree 0), which networkx spreads over all vertices;
  *   2. START to every aggregator, with the total dangling rank: for each of its
  *      vertices v, rank[v] = (1 - d) / n + d * (sum of x[u] over in-edges u->v
  *      + dangling / n); it answers with its L1 delta.
- * The contributions never leave the device. Every phase only reads what the
- * other phase wrote, and the client's rounds separate the phases.
+ * The contributions never leave the device. x has a half per iteration
+ * parity (START's iteration picks it), so sender q of iteration i + 1 may run
+ * as soon as aggregator q of iteration i is done (it reads only the ranks
+ * that aggregator wrote) while the other aggregators still read iteration
+ * i's half. The client orders the rest: every sender of an iteration before
+ * any of its aggregators.
  *
  * Records (little-endian; slot types; u64 fields 8-aligned):
  *   START (1), both:     u32 iteration, u32 flags, f64 damping, f64 dangling, u64 n
@@ -29,8 +38,9 @@
  *   IN_OFFSETS (12), aggregator: u64 first, u32 count, u32 0, u64 off[count]
  *   IN_EDGES (13), aggregator:   u64 first_edge, u32 count, u32 0, u32 src[count]
  *   RANK_QUERY (14), aggregator: u64 first, u32 count, u32 0 -> u64 first, f32 rank[count]
- * Every index is checked against n and m before use: a bad record gets
- * GB_SLOT_HANDLER_ERROR and nothing outside the arrays is touched. */
+ * Every index is checked against n and m before use, and a partition's
+ * in_off must not decrease: a bad record gets GB_SLOT_HANDLER_ERROR and
+ * nothing outside the arrays is touched. */
 #ifndef GB_PAGERANK_H
 #define GB_PAGERANK_H
 
@@ -51,24 +61,34 @@ enum {
 };
 
 #define GB_PR_MAGIC 0x70616765726e6b31ull /* "pagernk1" */
-#define GB_PR_STATE_SIZE 24
+#define GB_PR_STATE_SIZE 32
 #define GB_PR_START_LEN 32
 #define GB_PR_CHUNK_HDR 16 /* first + count + pad */
 #define GB_PR_REPLY_LEN 24
+#define GB_PR_BATCH 4 /* vertices per thread whose loads are in flight together */
 
 /* At the start of the arena. */
 typedef struct gb_pr_dir {
     uint64_t magic; /* GB_PR_MAGIC once laid out */
     uint64_t n, m;
     uint64_t off_rank, off_x, off_outdeg, off_in_off, off_in_src, end;
-    uint64_t _pad[7];
+    uint64_t off_sum, off_in_dst;
+    /* Bumped by every GRAPH_INIT and IN_OFFSETS record, never reset while the
+     * arena lives: a partition whose in_dst was built at another generation
+     * rebuilds it. */
+    uint64_t gen;
+    uint64_t _pad[4];
 } gb_pr_dir_t;
+
+#define GB_PR_GEN_OFF offsetof(gb_pr_dir_t, gen)
+GB_STATIC_ASSERT(sizeof(gb_pr_dir_t) == 128, "the directory is two 64-byte lines");
 
 /* A partition grain's state. */
 typedef struct gb_pr_part {
     uint64_t first, count;
     uint32_t ready; /* PARTITION_INIT seen */
     uint32_t _pad;
+    uint64_t dst_gen; /* the directory's gen when this partition's in_dst was built (GPU) */
 } gb_pr_part_t;
 
 GB_HD uint64_t gb_pr_align(uint64_t x) { return (x + 255u) & ~(uint64_t)255u; }
@@ -80,10 +100,12 @@ GB_HD uint64_t gb_pr_layout(gb_pr_dir_t *d, uint64_t n, uint64_t m)
     d->m = m;
     d->off_rank = gb_pr_align(sizeof(gb_pr_dir_t));
     d->off_x = gb_pr_align(d->off_rank + 4 * n);
-    d->off_outdeg = gb_pr_align(d->off_x + 4 * n);
+    d->off_sum = gb_pr_align(d->off_x + 8 * n);
+    d->off_outdeg = gb_pr_align(d->off_sum + 4 * n);
     d->off_in_off = gb_pr_align(d->off_outdeg + 4 * n);
     d->off_in_src = gb_pr_align(d->off_in_off + 8 * (n + 1));
-    d->end = gb_pr_align(d->off_in_src + 4 * m);
+    d->off_in_dst = gb_pr_align(d->off_in_src + 4 * m);
+    d->end = gb_pr_align(d->off_in_dst + 4 * m);
     return d->end;
 }
 
@@ -98,6 +120,16 @@ GB_HD int gb_pr_dir_read(const gb_grain_ctx_t *c, gb_pr_dir_t *d)
     for (unsigned i = 0; i < sizeof(gb_pr_dir_t) / 8; i++)
         o[i] = s[i];
     return d->magic == GB_PR_MAGIC && d->end <= c->arena_size;
+}
+
+/* Advances the directory's generation (one thread of the team). */
+GB_HD void gb_pr_bump_gen(const gb_grain_ctx_t *c)
+{
+#if defined(__CUDA_ARCH__)
+    atomicAdd((unsigned long long *)(c->arena + GB_PR_GEN_OFF), 1ull);
+#else
+    __atomic_fetch_add((uint64_t *)(c->arena + GB_PR_GEN_OFF), 1, __ATOMIC_RELAXED);
+#endif
 }
 
 GB_HD uint64_t gb_pr_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -125,12 +157,15 @@ GB_HD uint16_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in
     if (c->rank == 0)
         *(volatile uint64_t *)c->arena = 0;
     float *rank = (float *)(c->arena + d.off_rank), *x = (float *)(c->arena + d.off_x);
+    float *sum = (float *)(c->arena + d.off_sum);
     uint32_t *outdeg = (uint32_t *)(c->arena + d.off_outdeg);
     uint64_t *in_off = (uint64_t *)(c->arena + d.off_in_off);
     const float r0 = (float)(1.0 / (double)n);
     for (uint64_t v = c->rank; v < n; v += c->size) {
         rank[v] = r0;
         x[v] = 0.0f;
+        x[n + v] = 0.0f;
+        sum[v] = 0.0f;
         outdeg[v] = 0;
         in_off[v] = 0;
     }
@@ -142,6 +177,7 @@ GB_HD uint16_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in
 #endif
     if (c->rank == 0) {
         d.magic = 0;
+        d.gen = *(volatile uint64_t *)(c->arena + GB_PR_GEN_OFF) + 1;
         memcpy(c->arena + 8, (const unsigned char *)&d + 8, sizeof d - 8);
 #if defined(__CUDA_ARCH__)
         __threadfence();
@@ -175,6 +211,7 @@ GB_HD uint16_t gb_pr_partition_init(const gb_grain_ctx_t *c, gb_pr_part_t *st, i
         st->first = first;
         st->count = count;
         st->ready = 1;
+        st->dst_gen = 0;
     }
     gb_team_sync(c);
     return GB_SLOT_OK;
@@ -207,6 +244,9 @@ GB_HD uint16_t gb_pr_load(const gb_grain_ctx_t *c, uint16_t type, const unsigned
             else
                 in_off[first + i] = o;
         }
+        gb_team_sync(c); /* the offsets are in place before the generation moves */
+        if (c->rank == 0)
+            gb_pr_bump_gen(c);
     } else {
         uint32_t *in_src = (uint32_t *)(c->arena + d.off_in_src);
         for (uint32_t i = c->rank; i < count; i += c->size) {
@@ -244,24 +284,140 @@ GB_HD uint16_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uin
     return GB_SLOT_OK;
 }
 
-/* Sum of x over the in-edges [e0, e1) of one vertex; four independent
- * gathers in flight (they are latency-bound). */
-GB_HD float gb_pr_pull(const float *x, const uint32_t *src, uint64_t e0, uint64_t e1)
+/* x[u], or 0 for an edge whose source was never loaded (in_src is not
+ * cleared when a graph is laid out, so it may hold anything). */
+GB_HD float gb_pr_x(const float *x, uint32_t u, uint64_t n) { return u < n ? GB_LOAD_SHARED(&x[u]) : 0.0f; }
+
+/* Sum of x over the in-edges [e0, e1) of one vertex (the CPU's pull); four
+ * independent gathers in flight. */
+GB_HD float gb_pr_pull(const float *x, const uint32_t *src, uint64_t n, uint64_t e0, uint64_t e1)
 {
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
     uint64_t e = e0;
     for (; e + 4 <= e1; e += 4) {
-        const uint32_t u0 = GB_LOAD_SHARED(&src[e]), u1 = GB_LOAD_SHARED(&src[e + 1]);
-        const uint32_t u2 = GB_LOAD_SHARED(&src[e + 2]), u3 = GB_LOAD_SHARED(&src[e + 3]);
-        s0 += GB_LOAD_SHARED(&x[u0]);
-        s1 += GB_LOAD_SHARED(&x[u1]);
-        s2 += GB_LOAD_SHARED(&x[u2]);
-        s3 += GB_LOAD_SHARED(&x[u3]);
+        s0 += gb_pr_x(x, src[e], n);
+        s1 += gb_pr_x(x, src[e + 1], n);
+        s2 += gb_pr_x(x, src[e + 2], n);
+        s3 += gb_pr_x(x, src[e + 3], n);
     }
     for (; e < e1; e++)
-        s0 += GB_LOAD_SHARED(&x[GB_LOAD_SHARED(&src[e])]);
+        s0 += gb_pr_x(x, src[e], n);
     return (s0 + s1) + (s2 + s3);
 }
+
+#if defined(__CUDA_ARCH__)
+/* Before the first START after in_off changed: checks that in_off does not
+ * decrease over the partition (then partitions' edge ranges never overlap),
+ * and on the GPU writes in_dst[e] = v for every in-edge e of its vertices
+ * (every in_dst entry then names a vertex of its own partition). Lane per
+ * vertex; a vertex with many in-edges is written by the whole warp. Returns 1
+ * on every thread when in_off is good. */
+static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, uint64_t first, uint64_t end)
+{
+    const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
+    uint32_t *dst = (uint32_t *)(c->arena + d->off_in_dst);
+    const uint32_t lane = c->rank & 31, warp = c->rank >> 5, nwarps = c->size >> 5;
+    int bad = 0;
+    for (uint64_t b = first + (uint64_t)warp * 32; b < end; b += (uint64_t)nwarps * 32) {
+        const uint64_t v = b + lane;
+        const bool mine = v < end;
+        const uint64_t e0 = mine ? GB_LOAD_SHARED(&in_off[v]) : 0, e1 = mine ? GB_LOAD_SHARED(&in_off[v + 1]) : 0;
+        bad |= e1 < e0;
+        const bool big = e1 > e0 + 32;
+        if (!big)
+            for (uint64_t e = e0; e < e1; e++)
+                dst[e] = (uint32_t)v;
+        unsigned hubs = __ballot_sync(0xffffffffu, big);
+        while (hubs) {
+            const int j = __ffs(hubs) - 1;
+            hubs &= hubs - 1;
+            const uint64_t f0 = __shfl_sync(0xffffffffu, e0, j), f1 = __shfl_sync(0xffffffffu, e1, j);
+            for (uint64_t e = f0 + lane; e < f1; e += 32)
+                dst[e] = (uint32_t)(b + j);
+        }
+    }
+    return !gb_team_any(c, bad);
+}
+
+/* Adds x[src[e]] to acc[dst[e]] for every in-edge of the partition (edges
+ * [in_off[first], in_off[end]), which only this partition's vertices
+ * receive). The block walks the edges in order, so each warp load of src and
+ * dst is 32 consecutive entries and every thread gets the same number of
+ * edges however the degrees are spread. It is latency-bound: each thread
+ * keeps GB_PR_UNROLL edges in hand and loads the next ones' src and dst
+ * while it gathers x for these. A warp sums runs of equal dst by a segmented
+ * scan and the last lane of each run adds it to acc at L2: one atomic per
+ * run, not per edge. */
+#define GB_PR_UNROLL 4
+static __device__ __forceinline__ void gb_pr_edges_load(const uint32_t *src, const uint32_t *dst, uint64_t e,
+                                                        uint64_t stride, uint64_t p1, uint32_t *u, uint32_t *r)
+{
+#pragma unroll
+    for (int k = 0; k < GB_PR_UNROLL; k++, e += stride) {
+        u[k] = e < p1 ? GB_LOAD_SHARED(&src[e]) : 0u;
+        r[k] = e < p1 ? GB_LOAD_SHARED(&dst[e]) : 0xffffffffu;
+    }
+}
+
+static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const float *x,
+                                        uint64_t first, uint64_t end)
+{
+    const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
+    const uint32_t *src = (const uint32_t *)(c->arena + d->off_in_src);
+    const uint32_t *dst = (const uint32_t *)(c->arena + d->off_in_dst);
+    float *acc = (float *)(c->arena + d->off_sum);
+    const uint64_t p0 = GB_LOAD_SHARED(&in_off[first]), p1 = GB_LOAD_SHARED(&in_off[end]), n = d->n;
+    const uint32_t lane = c->rank & 31;
+    const uint64_t stride = (uint64_t)c->size, step = GB_PR_UNROLL * stride;
+    uint32_t u[GB_PR_UNROLL], r[GB_PR_UNROLL];
+    /* b is the same on every lane of a warp: all lanes take part in the shuffles */
+    uint64_t b = p0 + (c->rank & ~31u);
+    gb_pr_edges_load(src, dst, b + lane, stride, p1, u, r);
+    for (; b < p1; b += step) {
+        float val[GB_PR_UNROLL];
+#pragma unroll
+        for (int k = 0; k < GB_PR_UNROLL; k++)
+            val[k] = r[k] != 0xffffffffu ? gb_pr_x(x, u[k], n) : 0.0f;
+        uint32_t rc[GB_PR_UNROLL];
+#pragma unroll
+        for (int k = 0; k < GB_PR_UNROLL; k++)
+            rc[k] = r[k];
+        gb_pr_edges_load(src, dst, b + step + lane, stride, p1, u, r); /* the next ones */
+#pragma unroll
+        for (int k = 0; k < GB_PR_UNROLL; k++) {
+            /* runs of equal dst are contiguous (dst does not decrease): a
+             * lane starts a run where its dst differs from the previous
+             * lane's, and sums back to its run's first lane */
+            const uint32_t rp = __shfl_up_sync(0xffffffffu, rc[k], 1);
+            const unsigned heads = __ballot_sync(0xffffffffu, lane == 0 || rp != rc[k]);
+            float v = val[k];
+            if (heads != 0xffffffffu) { /* some run is longer than one edge */
+                const int start = 31 - __clz(heads & (0xffffffffu >> (31 - lane)));
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) {
+                    const float vo = __shfl_up_sync(0xffffffffu, v, o);
+                    if ((int)lane - o >= start)
+                        v += vo;
+                }
+            }
+            const bool last = lane == 31 || ((heads >> (lane + 1)) & 1u);
+            if (rc[k] != 0xffffffffu && last)
+                atomicAdd(&acc[rc[k]], v);
+        }
+    }
+    gb_team_sync(c); /* every edge added before any vertex reads its sum */
+}
+#else
+static int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, uint64_t first, uint64_t end)
+{
+    (void)c;
+    const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
+    for (uint64_t v = first; v < end; v++)
+        if (in_off[v + 1] < in_off[v])
+            return 0;
+    return 1;
+}
+#endif
 
 GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender, const unsigned char *in,
                            uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len)
@@ -269,6 +425,7 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
     gb_pr_dir_t d;
     if (in_len != GB_PR_START_LEN || out_cap < GB_PR_REPLY_LEN || !gb_pr_dir_read(c, &d) || !st->ready)
         return GB_SLOT_HANDLER_ERROR;
+    const uint32_t iteration = gb_pr_u32(in);
     const double damping = gb_pr_f64(in + 8), dangling = gb_pr_f64(in + 16);
     const uint64_t n = gb_pr_u64(in + 24);
     if (n != d.n || !(damping >= 0.0 && damping <= 1.0) || !(dangling >= 0.0 && dangling <= 2.0))
@@ -277,58 +434,71 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
     if (st->first > d.n || st->count > d.n - st->first)
         return GB_SLOT_HANDLER_ERROR;
     const uint64_t first = st->first, end = st->first + st->count;
-    float *rank = (float *)(c->arena + d.off_rank), *x = (float *)(c->arena + d.off_x);
+    float *rank = (float *)(c->arena + d.off_rank);
+    float *x = (float *)(c->arena + d.off_x) + (iteration & 1u) * d.n; /* this iteration's half */
     double a = 0.0, sum = 0.0;
+    /* Vertex loops take GB_PR_BATCH vertices per thread at a time, their
+     * loads first: on the GPU they are latency-bound. */
+    const uint64_t stride = c->size;
     if (sender) {
         const uint32_t *outdeg = (const uint32_t *)(c->arena + d.off_outdeg);
-        for (uint64_t v = first + c->rank; v < end; v += c->size) {
-            const float r = GB_LOAD_SHARED(&rank[v]);
-            const uint32_t k = GB_LOAD_SHARED(&outdeg[v]);
-            x[v] = k ? r / (float)k : 0.0f;
-            if (!k)
-                a += r;
-            sum += r;
+        for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
+            float r[GB_PR_BATCH];
+            uint32_t k[GB_PR_BATCH];
+            for (int j = 0; j < GB_PR_BATCH; j++) {
+                const uint64_t v = v0 + j * stride;
+                r[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
+                k[j] = v < end ? GB_LOAD_SHARED(&outdeg[v]) : 1u;
+            }
+            for (int j = 0; j < GB_PR_BATCH; j++) {
+                const uint64_t v = v0 + j * stride;
+                if (v >= end)
+                    break;
+                x[v] = k[j] ? r[j] / (float)k[j] : 0.0f;
+                if (!k[j])
+                    a += r[j];
+                sum += r[j];
+            }
         }
     } else {
-        const uint64_t *in_off = (const uint64_t *)(c->arena + d.off_in_off);
-        const uint32_t *src = (const uint32_t *)(c->arena + d.off_in_src);
         const float df = (float)damping;
         const float base = (float)((1.0 - damping) / (double)n + damping * dangling / (double)n);
+        if (st->dst_gen != d.gen) { /* in_off changed: check it (GPU: and rebuild in_dst) */
+            if (!gb_pr_prepare(c, &d, first, end))
+                return GB_SLOT_HANDLER_ERROR;
+            if (c->rank == 0)
+                st->dst_gen = d.gen;
+        }
 #if defined(__CUDA_ARCH__)
-        /* A warp takes 32 consecutive vertices, a lane each; vertices with
-         * many in-edges are summed by the whole warp, one after another, so
-         * that a hub does not hold up its 31 neighbours. */
-        const uint32_t lane = c->rank & 31, warp = c->rank >> 5, nwarps = c->size >> 5;
-        for (uint64_t b = first + (uint64_t)warp * 32; b < end; b += (uint64_t)nwarps * 32) {
-            const uint64_t v = b + lane;
-            const bool mine = v < end;
-            const uint64_t e0 = mine ? GB_LOAD_SHARED(&in_off[v]) : 0, e1 = mine ? GB_LOAD_SHARED(&in_off[v + 1]) : 0;
-            const bool big = e1 > e0 + 24;
-            float s = big ? 0.0f : gb_pr_pull(x, src, e0, e1 > e0 ? e1 : e0);
-            unsigned hubs = __ballot_sync(0xffffffffu, big);
-            while (hubs) {
-                const int j = __ffs(hubs) - 1;
-                hubs &= hubs - 1;
-                const uint64_t f0 = __shfl_sync(0xffffffffu, e0, j), f1 = __shfl_sync(0xffffffffu, e1, j);
-                float t = 0.0f;
-                for (uint64_t e = f0 + lane; e < f1; e += 32)
-                    t += GB_LOAD_SHARED(&x[GB_LOAD_SHARED(&src[e])]);
-                for (int o = 16; o > 0; o >>= 1)
-                    t += __shfl_xor_sync(0xffffffffu, t, o);
-                if ((int)lane == j)
-                    s = t;
+        gb_pr_pull_edges(c, &d, x, first, end);
+        float *acc = (float *)(c->arena + d.off_sum);
+        for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
+            float in[GB_PR_BATCH], old[GB_PR_BATCH];
+#pragma unroll
+            for (int j = 0; j < GB_PR_BATCH; j++) {
+                const uint64_t v = v0 + j * stride;
+                /* read and cleared for the next round in one step, at L2,
+                 * where the block's atomics landed */
+                in[j] = v < end ? atomicExch(&acc[v], 0.0f) : 0.0f;
+                old[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
             }
-            if (mine) {
-                const float nr = base + df * s, old = rank[v];
-                a += fabsf(nr - old);
-                sum += nr;
-                rank[v] = nr;
+#pragma unroll
+            for (int j = 0; j < GB_PR_BATCH; j++) {
+                const uint64_t v = v0 + j * stride;
+                if (v < end) {
+                    const float nr = base + df * in[j];
+                    a += fabsf(nr - old[j]);
+                    sum += nr;
+                    rank[v] = nr;
+                }
             }
         }
 #else
+        const uint64_t *in_off = (const uint64_t *)(c->arena + d.off_in_off);
+        const uint32_t *src = (const uint32_t *)(c->arena + d.off_in_src);
         for (uint64_t v = first; v < end; v++) {
             const uint64_t e0 = in_off[v], e1 = in_off[v + 1];
-            const float nr = base + df * gb_pr_pull(x, src, e0, e1 > e0 ? e1 : e0), old = rank[v];
+            const float nr = base + df * gb_pr_pull(x, src, n, e0, e1), old = rank[v];
             a += fabsf(nr - old);
             sum += nr;
             rank[v] = nr;

@@ -92,6 +92,7 @@ static gb_err cpu_create(gb_rk_t *rk)
     b->lanes = rk->p.grain.cpu_threads;
     const uint32_t nw = b->lanes ? b->lanes : 1; /* inline runs as lane 0 */
     b->tab.lanes = nw;
+    rk->lanes = nw;
     b->tab.per_lane = gb_grain_partition_entries(rk->p.grain.max_grains, nw);
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);

@@ -249,6 +249,7 @@ static gb_err cuda_create(gb_rk_t *rk)
         b->tab.lanes = parts;
         b->tab.per_lane = gb_grain_partition_entries(rk->p.grain.max_grains, parts);
     }
+    rk->lanes = b->tab.lanes;
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
     entries = (size_t)b->tab.lanes * b->tab.per_lane;

@@ -421,6 +421,7 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
     st->received = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
     st->capacity = rk->geom.cap;
     st->slot_size = rk->geom.slot_size;
+    st->lanes = rk->lanes;
 }
 
 const char *gb_rk_type(const gb_rk_t *rk) { return rk->type_name; }

@@ -85,6 +85,9 @@ typedef struct gb_rk_status {
     uint64_t received;    /* replies consumed by the host */
     uint32_t capacity;
     uint32_t slot_size;
+    uint32_t lanes;       /* keys are spread over this many: worker blocks of a team kernel (a
+                           * PageRank partition per block balances best), table partitions of a
+                           * GPU ring kernel, cpu worker threads (1 when inline) */
     char fallback_reason[128]; /* set when the kernel fell back from persistent to relaunch */
 } gb_rk_status_t;
 

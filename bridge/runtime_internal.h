@@ -42,6 +42,7 @@ struct gb_rk {
     gb_ring_geom_t geom;
     gb_placement placement;
     gb_rk_state state;
+    uint32_t lanes;        /* set by the backend: how many ways keys are spread (gb_rk_status_t) */
     const gbi_backend_ops_t *ops;
     void *be;              /* backend private data */
 

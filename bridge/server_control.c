@@ -72,6 +72,7 @@ static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.device = st.mode == GB_MODE_CPU ? -1 : c->s->engine->device;
     m.queue_capacity = st.capacity;
     m.slot_size = st.slot_size;
+    m.lanes = st.lanes;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS);
 }
 

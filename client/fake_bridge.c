@@ -78,6 +78,7 @@ static void control_reply(const Gpubridge__Control *ctl, Gpubridge__Reply *r)
     st.device = -1;
     st.queue_capacity = 1024;
     st.slot_size = 64;
+    st.lanes = 3;
     const uint32_t status_type = GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS;
     switch (ctl ? ctl->op_case : GPUBRIDGE__CONTROL__OP__NOT_SET) {
     case GPUBRIDGE__CONTROL__OP_ACTIVATE:

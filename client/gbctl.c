@@ -105,10 +105,10 @@ static bool parse_floats(const char *s, float *v, size_t cap, size_t *n)
 
 static void print_status(const gbc_grain_status_t *s)
 {
-    printf("%s: %s, mode %s, placement %s, device %d, queue %u x %u B, heartbeat %llu "
+    printf("%s: %s, mode %s, placement %s, device %d, queue %u x %u B, lanes %u, heartbeat %llu "
            "(age %.3f ms), last exit %s",
            s->grain_type, gbc_grain_state_name(s->state), s->mode[0] ? s->mode : "?",
-           gbc_placement_name(s->placement), (int)s->device, s->queue_capacity, s->slot_size,
+           gbc_placement_name(s->placement), (int)s->device, s->queue_capacity, s->slot_size, s->lanes,
            (unsigned long long)s->heartbeat, (double)s->heartbeat_age_ns / 1e6,
            gbc_exit_reason_name(s->exit_reason));
     if (s->last_error_code)

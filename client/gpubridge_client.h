@@ -268,6 +268,8 @@ typedef struct gbc_grain_status {   /* control.GrainTypeStatus */
     int32_t device;
     uint32_t queue_capacity;
     uint32_t slot_size;
+    uint32_t lanes;                 /* keys are spread over this many (worker blocks of a team
+                                     * kernel, table partitions, cpu threads) */
 } gbc_grain_status_t;
 
 typedef struct gbc_telemetry {      /* control.Telemetry */

@@ -177,8 +177,9 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
         return gbci_fail(GBC_ERR_INVALID, "client is NULL");
     int64_t deadline = timeout_ms == 0 ? gbci_now_ns() : gbci_deadline(c, timeout_ms);
     gbc_err ferr = flush_all(c, deadline);
-    char why[512];
-    snprintf(why, sizeof why, "%s", gbc_last_error());
+    char why[512] = "";
+    if (ferr) /* kept: pumping below may set another error text */
+        snprintf(why, sizeof why, "%s", gbc_last_error());
     gbc_err err = GBC_OK;
     if (c->ready.n == 0 && (c->async_in_flight || ferr))
         gbci_pump(c, deadline, 0, NULL, &err);

@@ -381,6 +381,7 @@ static void test_control(void **state)
     assert_int_equal(s.state, GBC_GRAIN_STATE_ACTIVE);
     assert_string_equal(s.mode, "cpu");
     assert_int_equal(s.device, -1);
+    assert_int_equal(s.lanes, 3);
     assert_int_equal(gbc_ctl_deactivate(c, GBC_ALL_ENDPOINTS, "vecadd", all, 2000), GBC_OK);
     assert_int_equal(all[0].state, GBC_GRAIN_STATE_INACTIVE);
     assert_int_equal(all[1].state, GBC_GRAIN_STATE_INACTIVE);

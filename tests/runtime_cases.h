@@ -88,6 +88,9 @@ static void test_lifecycle(void **state)
     gb_rk_status_t st;
     gb_rk_status(rk, &st);
     assert_int_equal(st.state, GB_RK_CREATED);
+    assert_true(st.lanes >= 1);
+    if (g_mode == GB_MODE_CPU)
+        assert_int_equal(st.lanes, g_lanes ? g_lanes : 1);
     assert_int_equal(gb_rk_launch(rk), GB_OK);
     assert_int_equal(gb_rk_launch(rk), GB_ERR_STATE);
 

@@ -344,6 +344,7 @@ static void cmp_grain_type_status(const Gpubridge__GrainTypeStatus *a,
     assert_int_equal(a->device, b->device);
     assert_int_equal(a->queue_capacity, b->queue_capacity);
     assert_int_equal(a->slot_size, b->slot_size);
+    assert_int_equal(a->lanes, b->lanes);
 }
 
 static void cmp_telemetry(const Gpubridge__Telemetry *a, const Gpubridge__Telemetry *b)
@@ -875,6 +876,7 @@ static void test_control_replies(void **state)
     st.device = -1; /* negative int32: a 10-byte varint on the wire */
     st.queue_capacity = 1u << 24;
     st.slot_size = 65536;
+    st.lanes = 4096;
     ROUND_TRIP(gpubridge__grain_type_status, &st, stout);
     cmp_grain_type_status(&st, stout);
     gpubridge__grain_type_status__free_unpacked(stout, NULL);

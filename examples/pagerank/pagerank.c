@@ -8,11 +8,15 @@
  * the top-k vertices. Graph semantics are networkx's DiGraph: duplicate edges
  * merged, self-loops kept, dangling vertices' rank spread over all vertices.
  *
- * One iteration is two rounds of messages, one per partition each:
- * StartIterationCommand to the senders (they write rank/out-degree into
- * device memory and report their dangling rank), then to the aggregators
- * with the summed dangling rank (they pull the contributions, write the new
- * ranks and report their L1 delta). The contributions never cross to the host.
+ * An iteration is a StartIterationCommand to every sender (it writes
+ * rank/out-degree of its vertices into device memory and reports its
+ * dangling rank), then to every aggregator with the summed dangling rank (it
+ * pulls the contributions, writes its vertices' new ranks and reports its L1
+ * delta). The contributions never cross to the host. The aggregators need
+ * every sender's contributions, but sender q of the next iteration needs only
+ * aggregator q's ranks: it is sent as soon as aggregator q answers (the
+ * grains keep two contribution buffers, by iteration parity), so an
+ * iteration waits for one round of messages, not two.
  *
  * Exit status: 0 converged (or --max-iter reached with --allow-unconverged),
  * 1 an error, 2 usage. */
@@ -57,8 +61,9 @@ static const char usage_text[] =
     "  -E, --edgefactor N      Kronecker edges per vertex (default 16)\n"
     "  -S, --seed S            Kronecker seed (default 1)\n"
     "  -e, --endpoint E        bridge endpoint (default tcp://127.0.0.1:5555)\n"
-    "  -p, --partitions P      grains per type, at most the vertex count (default: 128 on\n"
-    "                          a GPU, where each runs on a thread block; 4 in cpu mode)\n"
+    "  -p, --partitions P      grains per type, at most the vertex count (default: on a\n"
+    "                          GPU one per worker block of the grain type, as its status\n"
+    "                          reports (128 if it does not); 4 in cpu mode)\n"
     "  -d, --damping D         damping factor (default 0.85)\n"
     "  -t, --tolerance T       stop when the summed L1 delta is below T (default 1e-6)\n"
     "  -m, --max-iter N        at most N iterations (default 100)\n"
@@ -110,16 +115,26 @@ static bool parse_f64(const char *s, double min, double max, double *out)
 
 /* ---- requests ------------------------------------------------------------ */
 
+#define TAGS 1024 /* > WINDOW: a request's tag slot is free again by the time its id comes round */
+
 typedef struct pr pr_t;
 struct pr {
     gbc_client_t *c;
     const opts_t *o;
     size_t inflight;
-    /* What replies carry, while a round or a rank fetch is under way. */
+    /* What replies carry, while iterating or fetching ranks. */
     int (*on_reply)(pr_t *p, const gbc_reply_t *r);
-    const char *type;
-    double a_sum, rank_sum; /* round_of */
-    double *ranks;          /* fetch_ranks */
+    /* iterating: which START a reply answers (by correlation id), the sums
+     * of the replies so far, and the partitions whose aggregator answered
+     * and whose next sender START is still to be sent */
+    struct {
+        uint64_t corr;
+        uint32_t part;
+        bool sender;
+    } tag[TAGS];
+    double agg_l1, agg_rank, snd_dangling;
+    uint32_t agg_got, snd_got, *next_senders, n_next;
+    double *ranks; /* fetch_ranks */
     uint32_t n;
     size_t got;
 };
@@ -145,7 +160,26 @@ static int take_reply(pr_t *p)
     return rc;
 }
 
-/* Sends one packed message, keeping at most WINDOW in flight. */
+/* Sends one encoded message, keeping at most WINDOW in flight. */
+static int send_bytes(pr_t *p, const char *type, uint64_t key, uint32_t mt, const uint8_t *buf, size_t len,
+                      uint64_t *corr)
+{
+    while (p->inflight >= WINDOW)
+        if (take_reply(p) != 0)
+            return -1;
+    gbc_err e;
+    while ((e = gbc_send(p->c, type, key, mt, buf, len, corr)) == GBC_ERR_TIMEOUT && p->inflight > 0)
+        if (take_reply(p) != 0) /* backpressure: make room */
+            return -1;
+    if (e != GBC_OK) {
+        fprintf(stderr, PROG ": sending to %s: %s (%s)\n", type, gbc_strerror(e), gbc_last_error());
+        return -1;
+    }
+    p->inflight++;
+    return 0;
+}
+
+/* Packs m and sends it. */
 static int send_msg(pr_t *p, const char *type, uint64_t key, uint32_t mt, const ProtobufCMessage *m)
 {
     static uint8_t *buf;
@@ -161,19 +195,7 @@ static int send_msg(pr_t *p, const char *type, uint64_t key, uint32_t mt, const 
         }
     }
     protobuf_c_message_pack(m, buf);
-    while (p->inflight >= WINDOW)
-        if (take_reply(p) != 0)
-            return -1;
-    gbc_err e;
-    while ((e = gbc_send(p->c, type, key, mt, buf, len, NULL)) == GBC_ERR_TIMEOUT && p->inflight > 0)
-        if (take_reply(p) != 0) /* backpressure: make room */
-            return -1;
-    if (e != GBC_OK) {
-        fprintf(stderr, PROG ": sending to %s: %s (%s)\n", type, gbc_strerror(e), gbc_last_error());
-        return -1;
-    }
-    p->inflight++;
-    return 0;
+    return send_bytes(p, type, key, mt, buf, len, NULL);
 }
 
 static int drain(pr_t *p)
@@ -277,43 +299,110 @@ static int load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t par
 
 /* ---- iterating ----------------------------------------------------------- */
 
+/* A START's reply: which grain answered it (by its tag), and its sums. */
 static int on_result(pr_t *p, const gbc_reply_t *r)
 {
-    Gpubridge__RankAggregationResult *m = gpubridge__rank_aggregation_result__unpack(NULL, r->payload_len, r->payload);
-    if (!m) {
-        fprintf(stderr, PROG ": %s sent a reply that is not a RankAggregationResult\n", p->type);
+    const uint32_t slot = (uint32_t)(r->correlation_id % TAGS);
+    if (p->tag[slot].corr != r->correlation_id) {
+        fprintf(stderr, PROG ": a reply to request %" PRIu64 ", which was not sent while iterating\n",
+                r->correlation_id);
         return -1;
     }
-    p->a_sum += strcmp(p->type, SENDER) == 0 ? m->dangling_rank : m->l1_delta;
-    p->rank_sum += m->rank_sum;
+    const bool sender = p->tag[slot].sender;
+    Gpubridge__RankAggregationResult *m = gpubridge__rank_aggregation_result__unpack(NULL, r->payload_len, r->payload);
+    if (!m) {
+        fprintf(stderr, PROG ": %s sent a reply that is not a RankAggregationResult\n", sender ? SENDER : AGGREGATOR);
+        return -1;
+    }
+    if (sender) {
+        p->snd_dangling += m->dangling_rank;
+        p->snd_got++;
+    } else {
+        p->agg_l1 += m->l1_delta;
+        p->agg_rank += m->rank_sum;
+        p->agg_got++;
+        p->next_senders[p->n_next++] = p->tag[slot].part;
+    }
     gpubridge__rank_aggregation_result__free_unpacked(m, NULL);
     return 0;
 }
 
-/* One round: START to every grain of type; sums the replies (senders: the
- * dangling rank; aggregators: the L1 delta) and their rank sums. */
-static int round_of(pr_t *p, const char *type, uint32_t parts, uint32_t it, double dangling, uint32_t n,
-                    double *a_sum, double *rank_sum)
+/* A StartIterationCommand, encoded once for all partitions of a round. */
+typedef struct start_msg {
+    uint8_t buf[64];
+    size_t len;
+} start_msg_t;
+
+static void start_encode(start_msg_t *sm, const opts_t *o, uint32_t it, double dangling, uint32_t n)
 {
     Gpubridge__StartIterationCommand sc = GPUBRIDGE__START_ITERATION_COMMAND__INIT;
     sc.iteration = it;
-    sc.damping = p->o->damping;
-    sc.tolerance = p->o->tolerance;
+    sc.damping = o->damping;
+    sc.tolerance = o->tolerance;
     sc.node_count = n;
     sc.dangling_rank = dangling;
+    sm->len = protobuf_c_message_pack(&sc.base, sm->buf); /* at most 5 fields of <= 10 bytes: fits */
+}
+
+static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)
+{
+    uint64_t corr = 0;
+    if (send_bytes(p, sender ? SENDER : AGGREGATOR, q,
+                   GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION, sm->buf, sm->len,
+                   &corr) != 0)
+        return -1;
+    p->tag[corr % TAGS].corr = corr;
+    p->tag[corr % TAGS].part = q;
+    p->tag[corr % TAGS].sender = sender;
+    return 0;
+}
+
+/* Iteration 0's senders, before the first iteration. */
+static int senders_first(pr_t *p, uint32_t parts, uint32_t n)
+{
+    start_msg_t sm;
+    start_encode(&sm, p->o, 0, 0.0, n);
     p->on_reply = on_result;
-    p->type = type;
-    p->a_sum = p->rank_sum = 0;
-    int rc = 0;
-    for (uint32_t q = 0; q < parts && rc == 0; q++)
-        rc = send_msg(p, type, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION,
-                      &sc.base);
-    if (rc == 0)
-        rc = drain(p);
+    p->snd_dangling = 0;
+    p->snd_got = 0;
+    p->n_next = 0;
+    for (uint32_t q = 0; q < parts; q++)
+        if (start_send(p, true, q, &sm) != 0)
+            return -1;
+    while (p->snd_got < parts)
+        if (take_reply(p) != 0)
+            return -1;
     p->on_reply = NULL;
-    *a_sum = p->a_sum;
-    *rank_sum = p->rank_sum;
-    return rc;
+    return 0;
+}
+
+/* Iteration it: the aggregators' round with the senders' dangling rank,
+ * and (when next) iteration it + 1's senders, each sent when its partition's
+ * aggregator has answered. agg_s is when the last aggregator answered. */
+static int iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, double *agg_s)
+{
+    start_msg_t agg, snd;
+    start_encode(&agg, p->o, it, p->snd_dangling, n);
+    start_encode(&snd, p->o, it + 1, 0.0, n);
+    p->on_reply = on_result;
+    p->agg_l1 = p->agg_rank = p->snd_dangling = 0;
+    p->agg_got = p->snd_got = p->n_next = 0;
+    *agg_s = 0;
+    uint32_t snd_sent = 0;
+    for (uint32_t q = 0; q < parts; q++)
+        if (start_send(p, false, q, &agg) != 0)
+            return -1;
+    while (p->agg_got < parts || snd_sent < (next ? parts : 0) || p->snd_got < snd_sent) {
+        while (next && snd_sent < p->n_next)
+            if (start_send(p, true, p->next_senders[snd_sent++], &snd) != 0)
+                return -1;
+        if (p->inflight && take_reply(p) != 0)
+            return -1;
+        if (!*agg_s && p->agg_got == parts)
+            *agg_s = now_s();
+    }
+    p->on_reply = NULL;
+    return 0;
 }
 
 static int on_ranks(pr_t *p, const gbc_reply_t *r)
@@ -498,9 +587,14 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(mode, sizeof mode, "%s", gs.mode);
-    /* cpu: a few per core; GPU: about one per worker block (one per SM), so
-     * that each iteration is two rounds of ~128 messages */
-    uint32_t parts = o.partitions ? o.partitions : strcmp(mode, "cpu") == 0 ? 4 : 128;
+    /* cpu: a few per core. GPU: one per worker block of the team kernel (one
+     * per SM): a partition's message runs on one block, partition q on block
+     * q mod lanes, so any other count leaves some blocks with one more
+     * partition than the rest, and the round waits for them. */
+    uint32_t parts = o.partitions               ? o.partitions
+                     : strcmp(mode, "cpu") == 0 ? 4
+                     : gs.lanes                 ? gs.lanes
+                                                : 128;
     if (parts > pg.n)
         parts = pg.n;
     uint64_t *first = partition(&pg, parts);
@@ -509,33 +603,47 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    pr_t p = {.c = c, .o = &o};
+    pr_t p = {.c = c, .o = &o, .next_senders = malloc(parts * sizeof *p.next_senders)};
     int status = 1;
+    if (!p.next_senders) {
+        fprintf(stderr, PROG ": out of memory\n");
+        goto out;
+    }
     if (load(&p, &pg, first, parts) != 0)
         goto out;
 
+    /* Each iteration's time runs from its aggregators' START to the last
+     * reply it waits for; the first sender round counts in iteration 1. */
     uint32_t it = 0;
-    double delta = INFINITY, total_s = 0, rank_sum = 0;
+    double delta = INFINITY, total_s = 0, agg_total_s = 0, rank_sum = 0;
     bool converged = false;
+    double ts = now_s();
+    if (o.max_iter && senders_first(&p, parts, pg.n) != 0)
+        goto out;
     for (it = 0; it < o.max_iter && !converged; it++) {
-        double ts = now_s(), dangling, held, l1;
-        if (round_of(&p, SENDER, parts, it, 0.0, pg.n, &dangling, &held) != 0 ||
-            round_of(&p, AGGREGATOR, parts, it, dangling, pg.n, &l1, &rank_sum) != 0)
+        const double dangling = p.snd_dangling;
+        double agg_s;
+        if (iterate(&p, parts, it, pg.n, it + 1 < o.max_iter, &agg_s) != 0)
             goto out;
-        double dt = now_s() - ts;
+        const double te = now_s(), dt = te - ts;
         total_s += dt;
-        delta = l1;
+        agg_total_s += agg_s - ts;
+        delta = p.agg_l1;
+        rank_sum = p.agg_rank;
         converged = delta < o.tolerance;
         if (!o.quiet)
-            fprintf(stderr, "iteration %3u: L1 delta %.3e  rank sum %.6f  dangling %.3e  %8.3f ms\n", it + 1,
-                    delta, rank_sum, dangling, dt * 1e3);
+            fprintf(stderr,
+                    "iteration %3u: L1 delta %.3e  rank sum %.6f  dangling %.3e  %8.3f ms (aggregators done at %.3f)\n",
+                    it + 1, delta, rank_sum, dangling, dt * 1e3, (agg_s - ts) * 1e3);
+        ts = te;
     }
     if (fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
         goto out;
-    const double per_iter = it ? total_s / it : 0;
+    const double per_iter = it ? total_s / it : 0, per_agg = it ? agg_total_s / it : 0;
     printf("pagerank: %u vertices, %" PRIu64 " edges, %u partitions, mode %s\n", pg.n, pg.m, parts, mode);
-    printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e); %.3f ms per iteration, %.3f G edges/s\n",
-           converged ? "converged" : "NOT converged", it, delta, o.tolerance, per_iter * 1e3,
+    printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e); %.3f ms per iteration (aggregators done at "
+           "%.3f), %.3f G edges/s\n",
+           converged ? "converged" : "NOT converged", it, delta, o.tolerance, per_iter * 1e3, per_agg * 1e3,
            per_iter > 0 ? pg.m / per_iter / 1e9 : 0.0);
     print_top(g, ranks, o.top);
     if (o.ranks_out && write_ranks(o.ranks_out, g, ranks) != 0)
@@ -550,14 +658,16 @@ int main(int argc, char **argv)
     }
     if (o.json)
         printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"vertices\":%u,\"edges\":%" PRIu64 ",\"partitions\":%u,"
-               "\"iterations\":%u,\"converged\":%s,\"l1_delta\":%.6e,\"ms_per_iter\":%.4f,\"edges_per_s\":%.6e}\n",
-               mode, pg.n, pg.m, parts, it, converged ? "true" : "false", delta, per_iter * 1e3,
+               "\"iterations\":%u,\"converged\":%s,\"l1_delta\":%.6e,\"ms_per_iter\":%.4f,\"aggregators_done_ms\":%.4f,"
+               "\"edges_per_s\":%.6e}\n",
+               mode, pg.n, pg.m, parts, it, converged ? "true" : "false", delta, per_iter * 1e3, per_agg * 1e3,
                per_iter > 0 ? pg.m / per_iter : 0.0);
     status = converged || o.allow_unconverged ? 0 : 1;
     if (!converged)
         fprintf(stderr, PROG ": not converged within %u iterations\n", o.max_iter);
 out:
     gbc_client_destroy(&c);
+    free(p.next_senders);
     free(first);
     free(ranks);
     gb_pull_free(&pg);
