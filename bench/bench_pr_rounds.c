@@ -1,0 +1,291 @@
+/* PageRank rounds without the bridge: a Kronecker graph loaded into the
+ * pagerank.sender / pagerank.aggregator grains through the runtime (no
+ * ZeroMQ, no protobuf), then each round (START to every partition, every
+ * reply awaited) timed on its own. Set beside the example driver's time per
+ * iteration through the bridge, it says how much of an iteration is the
+ * grains' own work and how much is the trip through the bridge. Prints a
+ * table, then one JSON line.
+ *
+ *   bench_pr_rounds [--mode persistent|relaunch|cpu] [--scale S]
+ *                   [--edgefactor E] [--partitions P] [--iters N]
+ *
+ * Partitions: 0 (default) takes the aggregator's lanes (one per worker block
+ * on a GPU), as the driver does. The ranks' L1 delta is checked to fall. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph.h"
+#include "pagerank.h"
+#include "runtime.h"
+
+#define SLOT 16384u
+#define CAP 1024u
+
+typedef struct batch {
+    gb_rk_t *rk;
+    uint64_t sent, got;
+    double a, rank_sum; /* START replies summed */
+    int failed;
+} batch_t;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int take(batch_t *b)
+{
+    static unsigned char buf[SLOT];
+    gb_reply_t r;
+    const double end = now_ms() + 60000;
+    gb_err err;
+    while ((err = gb_rk_recv(b->rk, &r, buf, sizeof buf)) == GB_ERR_EMPTY) {
+        if (gb_rk_poll(b->rk) != GB_OK || now_ms() > end) {
+            fprintf(stderr, "bench_pr_rounds: no reply within 60 s\n");
+            return -1;
+        }
+    }
+    if (err != GB_OK || r.status != GB_SLOT_OK) {
+        fprintf(stderr, "bench_pr_rounds: request %llu: %s, slot status %u\n", (unsigned long long)r.corr,
+                gb_strerror(err), r.status);
+        return -1;
+    }
+    if (r.type == GB_PR_MSG_START && r.len == GB_PR_REPLY_LEN) {
+        double a, s;
+        memcpy(&a, buf, 8);
+        memcpy(&s, buf + 8, 8);
+        b->a += a;
+        b->rank_sum += s;
+    }
+    b->got++;
+    return 0;
+}
+
+static int send_rec(batch_t *b, uint64_t key, uint16_t type, const void *rec, uint32_t len)
+{
+    gb_err e;
+    while ((e = gb_rk_send(b->rk, key, b->sent, type, rec, len)) == GB_ERR_FULL)
+        if (take(b) != 0)
+            return -1;
+    if (e != GB_OK) {
+        fprintf(stderr, "bench_pr_rounds: send: %s\n", gb_strerror(e));
+        return -1;
+    }
+    b->sent++;
+    return 0;
+}
+
+static int finish(batch_t *b)
+{
+    while (b->got < b->sent)
+        if (take(b) != 0)
+            return -1;
+    return 0;
+}
+
+static uint32_t chunk_rec(unsigned char *rec, uint64_t first, uint32_t count, const void *data, uint32_t esz)
+{
+    uint32_t zero = 0;
+    memcpy(rec, &first, 8);
+    memcpy(rec + 8, &count, 4);
+    memcpy(rec + 12, &zero, 4);
+    if (count)
+        memcpy(rec + 16, data, (size_t)count * esz);
+    return 16 + count * esz;
+}
+
+static uint32_t start_rec(unsigned char *rec, uint32_t it, double dangling, uint64_t n)
+{
+    const uint32_t flags = 0;
+    const double damping = 0.85;
+    memcpy(rec, &it, 4);
+    memcpy(rec + 4, &flags, 4);
+    memcpy(rec + 8, &damping, 8);
+    memcpy(rec + 16, &dangling, 8);
+    memcpy(rec + 24, &n, 8);
+    return GB_PR_START_LEN;
+}
+
+static gb_rk_t *grain(const char *type, gb_mode mode, unsigned char *arena, uint64_t arena_size)
+{
+    gb_rk_params_t p;
+    memset(&p, 0, sizeof p);
+    p.type = type;
+    p.mode = mode;
+    snprintf(p.grain.type, sizeof p.grain.type, "%s", type);
+    p.grain.queue_capacity = CAP;
+    p.grain.slot_size = SLOT;
+    p.grain.messages_per_iteration = 256;
+    p.grain.max_grains = 4096;
+    p.grain.cpu_threads = 2;
+    p.idle_spin_polls = 2048;
+    p.idle_backoff_max_ns = 20000;
+    p.heartbeat_deadline_ms = 5000;
+    p.max_messages_per_launch = 4096;
+    p.arena = arena;
+    p.arena_size = arena_size;
+    gb_rk_t *rk = NULL;
+    gb_err e = gb_rk_new(&p, &rk);
+    if (e == GB_OK && (e = gb_rk_launch(rk)) != GB_OK)
+        gb_rk_destroy(&rk);
+    if (e != GB_OK)
+        fprintf(stderr, "bench_pr_rounds: %s in mode %s: %s\n", type, gb_mode_name(mode), gb_strerror(e));
+    return rk;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+    gb_mode mode = GB_MODE_PERSISTENT;
+    unsigned scale = 20, ef = 16;
+    uint32_t parts = 0;
+    int iters = 20;
+    static const struct option lopts[] = {{"mode", required_argument, 0, 'm'},       {"scale", required_argument, 0, 's'},
+                                          {"edgefactor", required_argument, 0, 'e'}, {"partitions", required_argument, 0, 'p'},
+                                          {"iters", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "m:s:e:p:n:h", lopts, NULL)) != -1) {
+        switch (ch) {
+        case 'm':
+            if (gb_mode_parse(optarg, &mode) != 0 || mode == GB_MODE_AUTO) {
+                fprintf(stderr, "bench_pr_rounds: --mode: persistent, relaunch or cpu\n");
+                return 2;
+            }
+            break;
+        case 's': scale = (unsigned)atoi(optarg); break;
+        case 'e': ef = (unsigned)atoi(optarg); break;
+        case 'p': parts = (uint32_t)atoi(optarg); break;
+        case 'n': iters = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: bench_pr_rounds [--mode persistent|relaunch|cpu] [--scale S] [--edgefactor E]\n"
+                            "                       [--partitions P] [--iters N]\n");
+            return ch == 'h' ? 0 : 2;
+        }
+    }
+    if (scale < 4 || scale > 26 || ef < 1 || ef > 64 || iters < 3 || iters > 10000) {
+        fprintf(stderr, "bench_pr_rounds: scale 4..26, edge factor 1..64, iters 3..10000\n");
+        return 2;
+    }
+    gb_graph_t *g = NULL;
+    char err[256];
+    gb_pull_t pg;
+    if (gb_graph_kronecker(scale, ef, 1, &g, err, sizeof err) != 0 || gb_graph_pull(g, &pg) != 0) {
+        fprintf(stderr, "bench_pr_rounds: graph: %s\n", err);
+        return 1;
+    }
+    gb_pr_dir_t d;
+    const uint64_t arena_size = gb_pr_layout(&d, pg.n, pg.m) + (1u << 20);
+    unsigned char *arena = NULL;
+    if (gb_arena_new(mode, 0, arena_size, &arena) != GB_OK)
+        return 1;
+    gb_rk_t *snd = grain("pagerank.sender", mode, arena, arena_size);
+    gb_rk_t *agg = snd ? grain("pagerank.aggregator", mode, arena, arena_size) : NULL;
+    if (!agg)
+        return 1;
+    gb_rk_status_t st;
+    gb_rk_status(agg, &st);
+    if (!parts)
+        parts = mode == GB_MODE_CPU ? 4 : st.lanes;
+    if (parts > pg.n)
+        parts = pg.n;
+
+    /* Load: partitions of equal vertex count, the in-edges in chunks. */
+    static unsigned char rec[SLOT];
+    const uint32_t chunk = (SLOT - GB_SLOT_HDR_SIZE - GB_PR_CHUNK_HDR) / 8;
+    batch_t bs = {snd, 0, 0, 0, 0, 0}, ba = {agg, 0, 0, 0, 0, 0};
+    uint64_t v2[2] = {pg.n, pg.m};
+    int rc = send_rec(&bs, 0, GB_PR_MSG_GRAPH_INIT, v2, 16) || finish(&bs);
+    const double tl = now_ms();
+    for (uint32_t q = 0; q < parts && !rc; q++) {
+        const uint64_t f = (uint64_t)pg.n * q / parts, e = (uint64_t)pg.n * (q + 1) / parts;
+        const uint64_t pi[2] = {f, e - f};
+        rc |= send_rec(&bs, q, GB_PR_MSG_PARTITION_INIT, pi, 16) || send_rec(&ba, q, GB_PR_MSG_PARTITION_INIT, pi, 16);
+        for (uint64_t v = f; v < e && !rc; v += chunk) {
+            const uint32_t c = (uint32_t)(e - v < chunk ? e - v : chunk);
+            rc |= send_rec(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, chunk_rec(rec, v, c, pg.outdeg + v, 4));
+        }
+        const uint64_t oend = q + 1 == parts ? (uint64_t)pg.n + 1 : e;
+        for (uint64_t v = f; v < oend && !rc; v += chunk) {
+            const uint32_t c = (uint32_t)(oend - v < chunk ? oend - v : chunk);
+            rc |= send_rec(&ba, q, GB_PR_MSG_IN_OFFSETS, rec, chunk_rec(rec, v, c, pg.in_off + v, 8));
+        }
+        for (uint64_t x = pg.in_off[f]; x < pg.in_off[e] && !rc; x += chunk) {
+            const uint32_t c = (uint32_t)(pg.in_off[e] - x < chunk ? pg.in_off[e] - x : chunk);
+            rc |= send_rec(&ba, q, GB_PR_MSG_IN_EDGES, rec, chunk_rec(rec, x, c, pg.in_src + x, 4));
+        }
+    }
+    rc = rc || finish(&bs) || finish(&ba);
+    const double load_ms = now_ms() - tl;
+
+    /* Iterate: each round alone, replies summed (the first aggregator round
+     * also builds the edge targets: reported apart). */
+    double *ts = calloc((size_t)iters, sizeof *ts), *ta = calloc((size_t)iters, sizeof *ta), first_agg = 0;
+    double l1_first = 0, l1_last = 0;
+    for (int it = 0; it < iters && !rc; it++) {
+        bs.a = bs.rank_sum = ba.a = ba.rank_sum = 0;
+        double t0 = now_ms();
+        for (uint32_t q = 0; q < parts && !rc; q++)
+            rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, start_rec(rec, (uint32_t)it, 0, pg.n));
+        rc = rc || finish(&bs);
+        double t1 = now_ms();
+        for (uint32_t q = 0; q < parts && !rc; q++)
+            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec, start_rec(rec, (uint32_t)it, bs.a, pg.n));
+        rc = rc || finish(&ba);
+        double t2 = now_ms();
+        ts[it] = t1 - t0;
+        ta[it] = t2 - t1;
+        if (it == 0) {
+            first_agg = ta[0];
+            l1_first = ba.a;
+        }
+        l1_last = ba.a;
+        if (fabs(ba.rank_sum - 1.0) > 1e-3) {
+            fprintf(stderr, "bench_pr_rounds: ranks sum to %.6f after iteration %d\n", ba.rank_sum, it + 1);
+            rc = 1;
+        }
+    }
+    if (!rc && !(l1_last < l1_first)) {
+        fprintf(stderr, "bench_pr_rounds: L1 delta did not fall (%.3e -> %.3e)\n", l1_first, l1_last);
+        rc = 1;
+    }
+    if (!rc) {
+        const double ms_s = median(ts, iters), ms_a = median(ta + 1, iters - 1);
+        printf("bench_pr_rounds: mode %s, Kronecker scale %u (%u vertices, %llu edges), %u partitions, "
+               "loaded in %.0f ms\n\n",
+               gb_mode_name(mode), scale, pg.n, (unsigned long long)pg.m, parts, load_ms);
+        printf("round                          median ms\n");
+        printf("senders (rank / out-degree)       %7.3f\n", ms_s);
+        printf("aggregators (pull, new ranks)     %7.3f  (first, building edge targets: %.3f)\n", ms_a, first_agg);
+        printf("both, one after the other         %7.3f  (%.1f G edges/s)\n\n", ms_s + ms_a,
+               (double)pg.m / ((ms_s + ms_a) * 1e6));
+        printf("{\"bench\":\"pr_rounds\",\"mode\":\"%s\",\"scale\":%u,\"edges\":%llu,\"partitions\":%u,"
+               "\"sender_ms\":%.4f,\"aggregator_ms\":%.4f,\"aggregator_first_ms\":%.4f}\n",
+               gb_mode_name(mode), scale, (unsigned long long)pg.m, parts, ms_s, ms_a, first_agg);
+    }
+    free(ts);
+    free(ta);
+    gb_rk_destroy(&snd);
+    gb_rk_destroy(&agg);
+    gb_arena_free(mode, arena);
+    gb_pull_free(&pg);
+    gb_graph_destroy(&g);
+    return rc ? 1 : 0;
+}
