@@ -12,7 +12,7 @@
  * in_off/in_src are the in-edges in CSR form (by target). The GPU aggregator
  * also keeps in_dst (each edge's target, built from in_off at its first START
  * after in_off changed) and sum (per-vertex accumulators), so that a block
- * walks its partition's edges in order, 32 consecutive edges per warp load,
+ * walks its partition's edges in order, 8 consecutive edges per thread,
  * whatever the degrees. An iteration is driven by the client
  * (examples/pagerank):
  *   1. START to every sender: x[v] = rank[v] / outdeg[v] for its vertices (its
@@ -88,7 +88,8 @@ typedef struct gb_pr_part {
     uint64_t first, count;
     uint32_t ready; /* PARTITION_INIT seen */
     uint32_t _pad;
-    uint64_t dst_gen; /* the directory's gen when this partition's in_dst was built (GPU) */
+    uint64_t dst_gen; /* the directory's gen when this partition's in_off was checked (and, on the
+                       * GPU, its in_dst built); 0: not yet */
 } gb_pr_part_t;
 
 GB_HD uint64_t gb_pr_align(uint64_t x) { return (x + 255u) & ~(uint64_t)255u; }
@@ -124,13 +125,15 @@ GB_HD int gb_pr_dir_read(const gb_grain_ctx_t *c, gb_pr_dir_t *d)
     return d->magic == GB_PR_MAGIC && d->end <= c->arena_size;
 }
 
-/* Advances the directory's generation (one thread of the team). */
+/* Advances the directory's generation (one thread of the team, after a team
+ * sync): the team's writes first, for any block that sees the new value. */
 GB_HD void gb_pr_bump_gen(const gb_grain_ctx_t *c)
 {
 #if defined(__CUDA_ARCH__)
+    __threadfence();
     atomicAdd((unsigned long long *)(c->arena + GB_PR_GEN_OFF), 1ull);
 #else
-    __atomic_fetch_add((uint64_t *)(c->arena + GB_PR_GEN_OFF), 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add((uint64_t *)(c->arena + GB_PR_GEN_OFF), 1, __ATOMIC_RELEASE);
 #endif
 }
 
@@ -178,9 +181,12 @@ GB_HD uint16_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in
     __threadfence();
 #endif
     if (c->rank == 0) {
-        d.magic = 0;
-        d.gen = *(volatile uint64_t *)(c->arena + GB_PR_GEN_OFF) + 1;
-        memcpy(c->arena + 8, (const unsigned char *)&d + 8, sizeof d - 8);
+        /* every field but magic and gen; gen moves by an atomic add, so that
+         * a bump by a record running meanwhile is not lost */
+        const unsigned char *ds = (const unsigned char *)&d;
+        memcpy(c->arena + 8, ds + 8, GB_PR_GEN_OFF - 8);
+        memcpy(c->arena + GB_PR_GEN_OFF + 8, ds + GB_PR_GEN_OFF + 8, sizeof d - GB_PR_GEN_OFF - 8);
+        gb_pr_bump_gen(c); /* fences the fields above */
 #if defined(__CUDA_ARCH__)
         __threadfence();
 #else
@@ -309,11 +315,13 @@ GB_HD float gb_pr_pull(const float *x, const uint32_t *src, uint64_t n, uint64_t
 
 #if defined(__CUDA_ARCH__)
 /* Before the first START after in_off changed: checks that in_off does not
- * decrease over the partition (then partitions' edge ranges never overlap),
- * and on the GPU writes in_dst[e] = v for every in-edge e of its vertices
- * (every in_dst entry then names a vertex of its own partition). Lane per
- * vertex; a vertex with many in-edges is written by the whole warp. Returns 1
- * on every thread when in_off is good. */
+ * decrease over the partition, and on the GPU writes in_dst[e] = v for every
+ * in-edge e of its vertices. Lane per vertex; a vertex with many in-edges is
+ * written by the whole warp. Returns 1 on every thread when in_off is good.
+ * Offsets are clamped to m (records running at the same time may change
+ * them): what is written stays inside in_dst. Partitions a client lays out
+ * with gaps or overlaps may write each other's in_dst entries; the pull
+ * skips entries that name a vertex outside its own partition. */
 static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, uint64_t first, uint64_t end)
 {
     const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
@@ -323,7 +331,8 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
     for (uint64_t b = first + (uint64_t)warp * 32; b < end; b += (uint64_t)nwarps * 32) {
         const uint64_t v = b + lane;
         const bool mine = v < end;
-        const uint64_t e0 = mine ? GB_LOAD_SHARED(&in_off[v]) : 0, e1 = mine ? GB_LOAD_SHARED(&in_off[v + 1]) : 0;
+        const uint64_t e0 = mine ? min(GB_LOAD_SHARED(&in_off[v]), d->m) : 0;
+        const uint64_t e1 = mine ? min(GB_LOAD_SHARED(&in_off[v + 1]), d->m) : 0;
         bad |= e1 < e0;
         const bool big = e1 > e0 + 32;
         if (!big)
@@ -350,7 +359,9 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
  * acc at L2 (one atomic per run and thread, not per edge). Every thread gets
  * the same number of edges however the degrees are spread. The range is
  * widened to 8-edge boundaries (the layout leaves room past in_src and
- * in_dst); edges outside it are skipped.
+ * in_dst); edges outside it, and in_dst entries naming a vertex outside the
+ * partition (see gb_pr_prepare), are skipped: every atomic lands in the
+ * partition's own accumulators.
  * Measured on an H100 (bench_pr_rounds): about 70 G edges/s at scale 22, the
  * same as a warp-per-32-edges version with a segmented scan, and with L2
  * eviction hints (streams first out, x last) or without: the gathers' L2
@@ -363,7 +374,9 @@ static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir
     const uint32_t *src = (const uint32_t *)(c->arena + d->off_in_src);
     const uint32_t *dst = (const uint32_t *)(c->arena + d->off_in_dst);
     float *acc = (float *)(c->arena + d->off_sum);
-    const uint64_t p0 = GB_LOAD_SHARED(&in_off[first]), p1 = GB_LOAD_SHARED(&in_off[end]), n = d->n;
+    const uint64_t p0 = min(GB_LOAD_SHARED(&in_off[first]), d->m), p1 = min(GB_LOAD_SHARED(&in_off[end]), d->m);
+    const uint64_t n = d->n;
+    const uint32_t lo = (uint32_t)first, count = (uint32_t)(end - first); /* n < 2^32 */
     const uint64_t step = (uint64_t)c->size * GB_PR_EDGES;
     for (uint64_t e0 = (p0 & ~(uint64_t)(GB_PR_EDGES - 1)) + (uint64_t)c->rank * GB_PR_EDGES; e0 < p1; e0 += step) {
         const uint4 s0 = __ldcg((const uint4 *)&src[e0]), s1 = __ldcg((const uint4 *)&src[e0 + 4]);
@@ -373,7 +386,7 @@ static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir
         float val[GB_PR_EDGES];
 #pragma unroll
         for (int j = 0; j < GB_PR_EDGES; j++) {
-            const bool in = e0 + j >= p0 && e0 + j < p1;
+            const bool in = e0 + j >= p0 && e0 + j < p1 && r[j] - lo < count;
             r[j] = in ? r[j] : 0xffffffffu;
             val[j] = in ? gb_pr_x(x, u[j], n) : 0.0f;
         }
@@ -397,7 +410,6 @@ static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir
 #else
 static int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, uint64_t first, uint64_t end)
 {
-    (void)c;
     const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
     for (uint64_t v = first; v < end; v++)
         if (in_off[v + 1] < in_off[v])
@@ -484,7 +496,8 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
         const uint64_t *in_off = (const uint64_t *)(c->arena + d.off_in_off);
         const uint32_t *src = (const uint32_t *)(c->arena + d.off_in_src);
         for (uint64_t v = first; v < end; v++) {
-            const uint64_t e0 = in_off[v], e1 = in_off[v + 1];
+            /* clamped: records on other lanes may change in_off meanwhile */
+            const uint64_t e0 = in_off[v] < d.m ? in_off[v] : d.m, e1 = in_off[v + 1] < d.m ? in_off[v + 1] : d.m;
             const float nr = base + df * gb_pr_pull(x, src, n, e0, e1), old = rank[v];
             a += fabsf(nr - old);
             sum += nr;

@@ -51,9 +51,12 @@ static int take(batch_t *b)
             return -1;
         }
     }
-    if (err != GB_OK || r.status != GB_SLOT_OK) {
-        fprintf(stderr, "bench_pr_rounds: request %llu: %s, slot status %u\n", (unsigned long long)r.corr,
-                gb_strerror(err), r.status);
+    if (err != GB_OK) {
+        fprintf(stderr, "bench_pr_rounds: receiving: %s\n", gb_strerror(err));
+        return -1;
+    }
+    if (r.status != GB_SLOT_OK) {
+        fprintf(stderr, "bench_pr_rounds: request %llu: slot status %u\n", (unsigned long long)r.corr, r.status);
         return -1;
     }
     if (r.type == GB_PR_MSG_START && r.len == GB_PR_REPLY_LEN) {
@@ -157,10 +160,11 @@ int main(int argc, char **argv)
     unsigned scale = 20, ef = 16;
     uint32_t parts = 0;
     int iters = 20;
-    static const struct option lopts[] = {{"mode", required_argument, 0, 'm'},       {"scale", required_argument, 0, 's'},
-                                          {"edgefactor", required_argument, 0, 'e'}, {"partitions", required_argument, 0, 'p'},
-                                          {"iters", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
+    static const struct option lopts[] = {
+        {"mode", required_argument, 0, 'm'},       {"scale", required_argument, 0, 's'},
+        {"edgefactor", required_argument, 0, 'e'}, {"partitions", required_argument, 0, 'p'},
+        {"iters", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "m:s:e:p:n:h", lopts, NULL)) != -1) {
         switch (ch) {
@@ -185,7 +189,7 @@ int main(int argc, char **argv)
         return 2;
     }
     gb_graph_t *g = NULL;
-    char err[256];
+    char err[256] = "out of memory";
     gb_pull_t pg;
     if (gb_graph_kronecker(scale, ef, 1, &g, err, sizeof err) != 0 || gb_graph_pull(g, &pg) != 0) {
         fprintf(stderr, "bench_pr_rounds: graph: %s\n", err);
@@ -239,6 +243,10 @@ int main(int argc, char **argv)
      * also builds the edge targets: reported apart). */
     double *ts = calloc((size_t)iters, sizeof *ts), *ta = calloc((size_t)iters, sizeof *ta), first_agg = 0;
     double l1_first = 0, l1_last = 0;
+    if (!ts || !ta) {
+        fprintf(stderr, "bench_pr_rounds: out of memory\n");
+        rc = 1;
+    }
     for (int it = 0; it < iters && !rc; it++) {
         bs.a = bs.rank_sum = ba.a = ba.rank_sum = 0;
         double t0 = now_ms();

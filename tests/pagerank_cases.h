@@ -184,6 +184,10 @@ static void test_pr_bad_input(void **state)
     /* A graph that does not fit the arena. */
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 100000000, 10), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
+    /* A large graph laid out first: its ranks (1/n, far above any vertex
+     * number as bits) stay where the small graph's in_src goes, never loaded
+     * below. */
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 100000, 16), NULL, NULL), GB_SLOT_OK);
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 8, 10), NULL, NULL), GB_SLOT_OK);
     /* Ranges past n (or m), values past n (or m), lengths that lie. */
     assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 5, 4), NULL, NULL),
@@ -305,26 +309,32 @@ static double *reference(const gb_pull_t *g, double d, int iters)
     return r;
 }
 
-/* Loads g into parts partitions (equal vertex ranges), runs iters
- * iterations, compares with the reference. */
-/* Loads g into the grains (PARTITION_INIT too unless the partitions are
- * already set up for this vertex count), iterates, compares the ranks.
- * Staggered: as the example driver may, each partition's sender for the next
+enum {
+    RG_NO_GRAPH_INIT = 1,     /* the arena is laid out for g's n and m already (ranks are not reset) */
+    RG_NO_PARTITION_INIT = 2, /* the partitions are set up for g's n already */
+    RG_STAGGER = 4,           /* see run_graph */
+};
+
+/* Loads g into parts partitions (equal vertex ranges), runs iters iterations,
+ * compares the ranks with the reference.
+ * RG_STAGGER: as the example driver may, each partition's sender for the next
  * iteration runs right after that partition's aggregator, before the other
  * aggregators of the iteration run (one request at a time, so the order is
  * exactly that). */
-static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, int partition_init, int stagger)
+static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, int flags)
 {
     const uint32_t n = g->n, chunk = (PR_SLOT - 32 - 16) / 8;
     unsigned char rec[PR_SLOT];
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, n, g->m), NULL, NULL), GB_SLOT_OK);
+    if (!(flags & RG_NO_GRAPH_INIT))
+        assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, n, g->m), NULL, NULL),
+                         GB_SLOT_OK);
     pr_batch_t bs = {f->snd, 0, 0, GB_SLOT_OK, NULL, NULL}, ba = {f->agg, 0, 0, GB_SLOT_OK, NULL, NULL};
     /* correlation ids restart per batch: pr_take checks them in order */
     uint64_t *first = malloc((parts + 1) * sizeof *first);
     for (uint32_t q = 0; q <= parts; q++)
         first[q] = (uint64_t)n * q / parts;
     for (uint32_t q = 0; q < parts; q++) {
-        if (partition_init) {
+        if (!(flags & RG_NO_PARTITION_INIT)) {
             pr_send(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, first[q], first[q + 1] - first[q]));
             pr_send(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, first[q], first[q + 1] - first[q]));
         }
@@ -360,7 +370,7 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
         b1 = (pr_batch_t){f->snd, b1.sent, b1.sent, GB_SLOT_OK, sum_sink, &sn};
         for (uint32_t q = 0; q < parts; q++) {
             pr_send(&b2, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it, 0.85, ss.a, n));
-            if (stagger) {
+            if (flags & RG_STAGGER) {
                 pr_finish(&b2);
                 if (next) {
                     pr_send(&b1, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
@@ -369,7 +379,7 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
             }
         }
         pr_finish(&b2);
-        for (uint32_t q = 0; next && !stagger && q < parts; q++)
+        for (uint32_t q = 0; next && !(flags & RG_STAGGER) && q < parts; q++)
             pr_send(&b1, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
         pr_finish(&b1);
         assert_true(fabs(sa.sum - 1.0) < 1e-4);
@@ -403,7 +413,19 @@ static void test_pr_small_graph(void **state)
     assert_int_equal(gb_graph_parse_snap(text, sizeof text - 1, "small", &g, err, sizeof err), 0);
     gb_pull_t p;
     assert_int_equal(gb_graph_pull(g, &p), 0);
-    run_graph(*state, &p, 3, 40, 1, 0);
+    run_graph(*state, &p, 3, 40, 0);
+    gb_pull_free(&p);
+    gb_graph_destroy(&g);
+    /* The same vertices and edge count, every edge reversed, loaded over it
+     * with IN_OFFSETS and IN_EDGES only (no GRAPH_INIT, no PARTITION_INIT):
+     * the new offsets alone must make the grains drop what they derived from
+     * the old ones. The ranks start from the old graph's, so more iterations. */
+    const char rev[] = "2 1\n2 1\n2 2\n1 3\n2 3\n1 2\n4 4\n1 4\n1 5\n7 6\n3 1\n";
+    assert_int_equal(gb_graph_parse_snap(rev, sizeof rev - 1, "reversed", &g, err, sizeof err), 0);
+    assert_int_equal(gb_graph_pull(g, &p), 0);
+    assert_int_equal(p.n, 7);
+    assert_int_equal(p.m, 10);
+    run_graph(*state, &p, 3, 120, RG_NO_GRAPH_INIT | RG_NO_PARTITION_INIT);
     gb_pull_free(&p);
     gb_graph_destroy(&g);
     /* Two graphs of 256 vertices, one after the other into the same
@@ -413,7 +435,7 @@ static void test_pr_small_graph(void **state)
     for (int seed = 3; seed <= 4; seed++) {
         assert_int_equal(gb_graph_kronecker(8, 8, (uint64_t)seed, &g, err, sizeof err), 0);
         assert_int_equal(gb_graph_pull(g, &p), 0);
-        run_graph(*state, &p, 3, 30, seed == 3, seed == 4);
+        run_graph(*state, &p, 3, 30, seed == 3 ? 0 : RG_NO_PARTITION_INIT | RG_STAGGER);
         gb_pull_free(&p);
         gb_graph_destroy(&g);
     }
@@ -427,7 +449,7 @@ static void test_pr_kronecker(void **state)
     gb_pull_t p;
     assert_int_equal(gb_graph_pull(g, &p), 0);
     /* more partitions than a GPU has SMs: several grains per block */
-    run_graph(*state, &p, 300, 20, 1, 0);
+    run_graph(*state, &p, 300, 20, 0);
     gb_pull_free(&p);
     gb_graph_destroy(&g);
 }

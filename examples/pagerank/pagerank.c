@@ -115,7 +115,7 @@ static bool parse_f64(const char *s, double min, double max, double *out)
 
 /* ---- requests ------------------------------------------------------------ */
 
-#define TAGS 1024 /* > WINDOW: a request's tag slot is free again by the time its id comes round */
+#define NO_TAG UINT64_MAX
 
 typedef struct pr pr_t;
 struct pr {
@@ -124,16 +124,19 @@ struct pr {
     size_t inflight;
     /* What replies carry, while iterating or fetching ranks. */
     int (*on_reply)(pr_t *p, const gbc_reply_t *r);
-    /* iterating: which START a reply answers (by correlation id), the sums
-     * of the replies so far, and the partitions whose aggregator answered
-     * and whose next sender START is still to be sent */
-    struct {
-        uint64_t corr;
+    /* iterating: which START a reply answers (by correlation id; n_tags
+     * slots, a power of two above the STARTs one iterate() has in flight,
+     * all answered before it returns), the sums of the replies so far, and
+     * the partitions whose aggregator answered and whose next sender START
+     * is still to be sent */
+    struct tag {
+        uint64_t corr; /* NO_TAG: free */
         uint32_t part;
         bool sender;
-    } tag[TAGS];
+    } *tag;
+    uint64_t n_tags;
     double agg_l1, agg_rank, snd_dangling;
-    uint32_t agg_got, snd_got, *next_senders, n_next;
+    uint32_t agg_got, snd_got, *next_senders, n_next, agg_parts; /* next_senders: agg_parts entries */
     double *ranks; /* fetch_ranks */
     uint32_t n;
     size_t got;
@@ -302,13 +305,16 @@ static int load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t par
 /* A START's reply: which grain answered it (by its tag), and its sums. */
 static int on_result(pr_t *p, const gbc_reply_t *r)
 {
-    const uint32_t slot = (uint32_t)(r->correlation_id % TAGS);
-    if (p->tag[slot].corr != r->correlation_id) {
+    struct tag *t = &p->tag[r->correlation_id & (p->n_tags - 1)];
+    if (r->correlation_id == NO_TAG || t->corr != r->correlation_id ||
+        (!t->sender && p->n_next >= p->agg_parts)) {
         fprintf(stderr, PROG ": a reply to request %" PRIu64 ", which was not sent while iterating\n",
                 r->correlation_id);
         return -1;
     }
-    const bool sender = p->tag[slot].sender;
+    const bool sender = t->sender;
+    const uint32_t part = t->part;
+    t->corr = NO_TAG;
     Gpubridge__RankAggregationResult *m = gpubridge__rank_aggregation_result__unpack(NULL, r->payload_len, r->payload);
     if (!m) {
         fprintf(stderr, PROG ": %s sent a reply that is not a RankAggregationResult\n", sender ? SENDER : AGGREGATOR);
@@ -321,7 +327,7 @@ static int on_result(pr_t *p, const gbc_reply_t *r)
         p->agg_l1 += m->l1_delta;
         p->agg_rank += m->rank_sum;
         p->agg_got++;
-        p->next_senders[p->n_next++] = p->tag[slot].part;
+        p->next_senders[p->n_next++] = part;
     }
     gpubridge__rank_aggregation_result__free_unpacked(m, NULL);
     return 0;
@@ -351,9 +357,12 @@ static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)
                    GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION, sm->buf, sm->len,
                    &corr) != 0)
         return -1;
-    p->tag[corr % TAGS].corr = corr;
-    p->tag[corr % TAGS].part = q;
-    p->tag[corr % TAGS].sender = sender;
+    struct tag *t = &p->tag[corr & (p->n_tags - 1)];
+    if (t->corr != NO_TAG) { /* cannot happen with the client's ids; refuse rather than mix replies up */
+        fprintf(stderr, PROG ": requests %" PRIu64 " and %" PRIu64 " share a tag slot\n", t->corr, corr);
+        return -1;
+    }
+    *t = (struct tag){corr, q, sender};
     return 0;
 }
 
@@ -603,9 +612,16 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": out of memory\n");
         return 1;
     }
-    pr_t p = {.c = c, .o = &o, .next_senders = malloc(parts * sizeof *p.next_senders)};
+    pr_t p = {.c = c, .o = &o, .next_senders = malloc(parts * sizeof *p.next_senders), .agg_parts = parts};
+    p.n_tags = 1024;
+    while (p.n_tags < 2ull * parts + WINDOW)
+        p.n_tags *= 2;
+    p.tag = malloc(p.n_tags * sizeof *p.tag);
     int status = 1;
-    if (!p.next_senders) {
+    if (p.tag)
+        for (uint64_t i = 0; i < p.n_tags; i++)
+            p.tag[i].corr = NO_TAG;
+    if (!p.next_senders || !p.tag) {
         fprintf(stderr, PROG ": out of memory\n");
         goto out;
     }
@@ -668,6 +684,7 @@ int main(int argc, char **argv)
 out:
     gbc_client_destroy(&c);
     free(p.next_senders);
+    free(p.tag);
     free(first);
     free(ranks);
     gb_pull_free(&pg);
