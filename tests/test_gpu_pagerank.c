@@ -1,10 +1,6 @@
 /* The PageRank grains on the team kernel: persistent (mapped), relaunch
  * (mapped, budget 16 so that a round spans several launches), and relaunch
- * with the fallback placement (device memory + pinned staging).
- * GB_TEST_PERSISTENT_ONLY=1 runs the first group only (compute-sanitizer). */
-#include <stdlib.h>
-#include <string.h>
-
+ * with the fallback placement (device memory + pinned staging). */
 #include "gpu_skip.h"
 #include "pagerank_cases.h"
 
@@ -14,9 +10,6 @@ int main(void)
     const struct CMUnitTest tests[] = {GB_PAGERANK_CASES};
     g_mode = GB_MODE_PERSISTENT;
     int failed = cmocka_run_group_tests_name("pagerank grains, persistent", tests, NULL, NULL);
-    const char *only = getenv("GB_TEST_PERSISTENT_ONLY");
-    if (only && strcmp(only, "1") == 0)
-        return failed ? 1 : 0;
     g_mode = GB_MODE_RELAUNCH;
     failed += cmocka_run_group_tests_name("pagerank grains, relaunch", tests, NULL, NULL);
     g_force_fallback = 1;
