@@ -9,6 +9,7 @@
 
 #include "grain.h"
 #include "pagerank.pb-c.h"
+#include "pb_wire.h"
 
 #define ST_OK GPUBRIDGE__STATUS__STATUS_OK
 #define ST_MALFORMED GPUBRIDGE__STATUS__STATUS_MALFORMED
@@ -60,6 +61,51 @@ static int put_chunk(unsigned char *rec, size_t cap, const char *what, uint64_t 
         return ST_MALFORMED;                                                \
     }
 
+/* StartIterationCommand, read in place: it comes once per partition per
+ * round, on the iteration's critical path. Fields as protobuf-c reads them
+ * (the last occurrence wins; a known field of the wrong wire type makes the
+ * message invalid, except a bool, which protobuf-c reads from any wire type:
+ * true when a byte of the field after its key has any of its low 7 bits
+ * set; unknown fields are skipped); tests/test_wire.c checks this against
+ * protobuf-c. */
+typedef struct start_cmd {
+    uint32_t iteration;
+    double damping, dangling_rank;
+    uint64_t node_count;
+    int report_ranks;
+} start_cmd_t;
+
+static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
+{
+    const uint8_t *p = pb, *end = len ? pb + len : pb; /* pb may be NULL when empty */
+    gb_pb_field_t f;
+    int r;
+    memset(m, 0, sizeof *m);
+    for (;;) {
+        const uint8_t *at = p;
+        if ((r = gb_pb_next(&p, end, &f)) <= 0)
+            break;
+        const int varint = f.num == 1 || f.num == 4, dbl = f.num == 2 || f.num == 3 || f.num == 5;
+        if ((varint && f.wt != GB_PB_VARINT) || (dbl && f.wt != GB_PB_I64))
+            return -1;
+        if (f.num == 6) {
+            uint64_t key;
+            gb_pb_varint_get(&at, end, &key); /* read once already: cannot fail */
+            m->report_ranks = 0;
+            for (; at < p; at++)
+                m->report_ranks |= (*at & 0x7f) != 0;
+        } else if (f.num == 1)
+            m->iteration = (uint32_t)f.v;
+        else if (f.num == 4)
+            m->node_count = f.v;
+        else if (f.num == 2)
+            memcpy(&m->damping, &f.v, 8);
+        else if (f.num == 5)
+            memcpy(&m->dangling_rank, &f.v, 8);
+    }
+    return r;
+}
+
 int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, unsigned char *rec, uint32_t cap,
                          uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
 {
@@ -67,29 +113,33 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     int st = ST_OK;
     switch (mt) {
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION: {
-        UNPACK(StartIterationCommand, gpubridge__start_iteration_command, m);
-        if (!(m->damping >= 0.0 && m->damping <= 1.0)) {
-            snprintf(err, errlen, "damping %g is outside [0, 1]", m->damping);
-            st = ST_MALFORMED;
-        } else if (!(m->dangling_rank >= 0.0 && m->dangling_rank <= 2.0)) {
-            snprintf(err, errlen, "dangling_rank %g is outside [0, 2] (ranks sum to 1)", m->dangling_rank);
-            st = ST_MALFORMED;
-        } else if (m->node_count == 0) {
-            snprintf(err, errlen, "node_count is 0 (it must match the GraphInit)");
-            st = ST_MALFORMED;
-        } else if (cap < GB_PR_START_LEN) {
-            st = too_many("StartIterationCommand", 1, 0, err, errlen);
-        } else {
-            put32(rec, m->iteration);
-            put32(rec + 4, m->report_ranks ? 1u : 0u);
-            memcpy(rec + 8, &m->damping, 8);
-            memcpy(rec + 16, &m->dangling_rank, 8);
-            put64(rec + 24, m->node_count);
-            *rec_len = GB_PR_START_LEN;
-            *slot_type = GB_PR_MSG_START;
+        start_cmd_t m;
+        if (start_read(pb, len, &m) != 0) {
+            snprintf(err, errlen, "payload is not a StartIterationCommand");
+            return ST_MALFORMED;
         }
-        gpubridge__start_iteration_command__free_unpacked(m, NULL);
-        return st;
+        if (!(m.damping >= 0.0 && m.damping <= 1.0)) {
+            snprintf(err, errlen, "damping %g is outside [0, 1]", m.damping);
+            return ST_MALFORMED;
+        }
+        if (!(m.dangling_rank >= 0.0 && m.dangling_rank <= 2.0)) {
+            snprintf(err, errlen, "dangling_rank %g is outside [0, 2] (ranks sum to 1)", m.dangling_rank);
+            return ST_MALFORMED;
+        }
+        if (m.node_count == 0) {
+            snprintf(err, errlen, "node_count is 0 (it must match the GraphInit)");
+            return ST_MALFORMED;
+        }
+        if (cap < GB_PR_START_LEN)
+            return too_many("StartIterationCommand", 1, 0, err, errlen);
+        put32(rec, m.iteration);
+        put32(rec + 4, m.report_ranks ? 1u : 0u);
+        memcpy(rec + 8, &m.damping, 8);
+        memcpy(rec + 16, &m.dangling_rank, 8);
+        put64(rec + 24, m.node_count);
+        *rec_len = GB_PR_START_LEN;
+        *slot_type = GB_PR_MSG_START;
+        return ST_OK;
     }
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT: {
         if (!sender)
@@ -179,23 +229,37 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
 {
     switch (hdr->type) {
     case GB_PR_MSG_START: {
-        if (hdr->len != GB_PR_REPLY_LEN)
+        /* RankAggregationResult, written in place (once per partition per
+         * round): l1_delta 2 or dangling_rank 5, nodes 3, rank_sum 6; proto3
+         * leaves out zeros. At most 3 * 9 + 11 bytes. */
+        if (hdr->len != GB_PR_REPLY_LEN || cap < 40)
             return -1;
-        Gpubridge__RankAggregationResult r = GPUBRIDGE__RANK_AGGREGATION_RESULT__INIT;
         double a, sum;
         uint64_t nodes;
         memcpy(&a, rec, 8);
         memcpy(&sum, rec + 8, 8);
         memcpy(&nodes, rec + 16, 8);
-        if (sender)
-            r.dangling_rank = a;
-        else
-            r.l1_delta = a;
-        r.rank_sum = sum;
-        r.nodes = nodes;
-        if (gpubridge__rank_aggregation_result__get_packed_size(&r) > cap)
-            return -1;
-        *out_len = gpubridge__rank_aggregation_result__pack(&r, out);
+        size_t n = 0;
+        if (!sender && a != 0.0) {
+            n += gb_pb_key_put(out + n, 2, GB_PB_I64);
+            memcpy(out + n, &a, 8);
+            n += 8;
+        }
+        if (nodes) {
+            n += gb_pb_key_put(out + n, 3, GB_PB_VARINT);
+            n += gb_pb_varint_put(out + n, nodes);
+        }
+        if (sender && a != 0.0) {
+            n += gb_pb_key_put(out + n, 5, GB_PB_I64);
+            memcpy(out + n, &a, 8);
+            n += 8;
+        }
+        if (sum != 0.0) {
+            n += gb_pb_key_put(out + n, 6, GB_PB_I64);
+            memcpy(out + n, &sum, 8);
+            n += 8;
+        }
+        *out_len = n;
         *message_type = GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_AGGREGATION_RESULT;
         return 0;
     }
