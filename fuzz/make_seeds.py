@@ -4,7 +4,7 @@ in git as test data): valid requests, batches and control messages, each a
 packed ClientFrame. Usage: make_seeds.py GEN_DIR OUT_DIR"""
 import os, sys
 sys.path.insert(0, sys.argv[1])
-import gpubridge_pb2 as gb, vecadd_pb2 as va, echo_pb2 as ep
+import gpubridge_pb2 as gb, vecadd_pb2 as va, echo_pb2 as ep, pagerank_pb2 as pr
 
 out = sys.argv[2]
 def env(corr, typ, key, mt, payload, kind=gb.KIND_REQUEST):
@@ -30,3 +30,20 @@ for name, op in [("deactivate", "deactivate"), ("status", "status_request"), ("t
     f = gb.ClientFrame(); f.envelope.CopyFrom(e); write("control_%s.bin" % name, f)
 e = gb.Envelope(correlation_id=5, kind=gb.KIND_CONTROL); e.control.deactivate_grain.grain_type = "echo"; e.control.deactivate_grain.key = 3
 f = gb.ClientFrame(); f.envelope.CopyFrom(e); write("control_deactivate_grain.bin", f)
+
+# PageRank: a small graph laid out, loaded and iterated once, in one batch
+# (the grains reply in ring order; later inputs meet the laid-out arena).
+S, A = "pagerank.sender", "pagerank.aggregator"
+f = gb.ClientFrame(); b = f.batch.envelopes
+b.add().CopyFrom(env(40, S, 0, 9, pr.GraphInit(node_count=4, edge_count=5).SerializeToString()))
+for typ in (S, A):
+    b.add().CopyFrom(env(41, typ, 0, 10, pr.PartitionInit(first_node=0, node_count=4).SerializeToString()))
+b.add().CopyFrom(env(42, S, 0, 11, pr.OutDegreeChunk(first_node=0, out_degrees=[2, 1, 1, 1]).SerializeToString()))
+b.add().CopyFrom(env(43, A, 0, 12, pr.InOffsetChunk(first_node=0, offsets=[0, 1, 3, 4, 5]).SerializeToString()))
+b.add().CopyFrom(env(44, A, 0, 13, pr.InEdgeChunk(first_edge=0, sources=[3, 0, 2, 0, 1]).SerializeToString()))
+start = pr.StartIterationCommand(iteration=0, damping=0.85, node_count=4)
+b.add().CopyFrom(env(45, S, 0, 1, start.SerializeToString()))
+start.dangling_rank = 0.0
+b.add().CopyFrom(env(46, A, 0, 1, start.SerializeToString()))
+b.add().CopyFrom(env(47, A, 0, 14, pr.RankQuery(first_node=0, count=4).SerializeToString()))
+write("pagerank.bin", f)
