@@ -1,0 +1,335 @@
+/* The PageRank driver's conversation with the bridge (pr_client.h). */
+#include "pr_client.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pagerank.pb-c.h"
+
+double pr_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+/* Takes one reply; every reply must be OK. Passes it to p->on_reply. */
+static int take_reply(pr_t *p)
+{
+    gbc_reply_t r;
+    gbc_err e = gbc_poll(p->c, &r, p->o->timeout_ms);
+    if (e == GBC_ERR_STATUS) {
+        fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s\n", r.correlation_id,
+                gbc_status_name(r.status), r.error ? r.error : "(no text)");
+        gbc_reply_clear(&r);
+        return -1;
+    }
+    if (e != GBC_OK) {
+        fprintf(stderr, PROG ": waiting for a reply: %s (%s)\n", gbc_strerror(e), gbc_last_error());
+        return -1;
+    }
+    p->inflight--;
+    int rc = p->on_reply ? p->on_reply(p, &r) : 0;
+    gbc_reply_clear(&r);
+    return rc;
+}
+
+/* Sends one encoded message, keeping at most WINDOW in flight. */
+static int send_bytes(pr_t *p, const char *type, uint64_t key, uint32_t mt, const uint8_t *buf, size_t len,
+                      uint64_t *corr)
+{
+    while (p->inflight >= WINDOW)
+        if (take_reply(p) != 0)
+            return -1;
+    gbc_err e;
+    while ((e = gbc_send(p->c, type, key, mt, buf, len, corr)) == GBC_ERR_TIMEOUT && p->inflight > 0)
+        if (take_reply(p) != 0) /* backpressure: make room */
+            return -1;
+    if (e != GBC_OK) {
+        fprintf(stderr, PROG ": sending to %s: %s (%s)\n", type, gbc_strerror(e), gbc_last_error());
+        return -1;
+    }
+    p->inflight++;
+    return 0;
+}
+
+/* Packs m and sends it. */
+static int send_msg(pr_t *p, const char *type, uint64_t key, uint32_t mt, const ProtobufCMessage *m)
+{
+    static uint8_t *buf;
+    static size_t cap;
+    size_t len = protobuf_c_message_get_packed_size(m);
+    if (len > cap) {
+        free(buf);
+        cap = len * 2;
+        buf = malloc(cap);
+        if (!buf) {
+            fprintf(stderr, PROG ": out of memory\n");
+            return -1;
+        }
+    }
+    protobuf_c_message_pack(m, buf);
+    return send_bytes(p, type, key, mt, buf, len, NULL);
+}
+
+static int drain(pr_t *p)
+{
+    while (p->inflight > 0)
+        if (take_reply(p) != 0)
+            return -1;
+    return 0;
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+/* Partition q holds vertices [first[q], first[q+1]), balanced by in-edges
+ * plus vertices (the aggregators' work). */
+uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts)
+{
+    uint64_t *first = malloc(((size_t)parts + 1) * sizeof *first);
+    if (!first)
+        return NULL;
+    const double per = (double)(g->m + g->n) / parts;
+    uint32_t q = 0;
+    first[0] = 0;
+    for (uint32_t v = 0; v < g->n && q + 1 < parts; v++) {
+        double done = (double)(g->in_off[v + 1] + v + 1);
+        /* leave at least one vertex for each remaining partition */
+        if (done >= per * (q + 1) || g->n - (v + 1) <= parts - (q + 1))
+            first[++q] = v + 1;
+    }
+    while (q + 1 < parts)
+        first[++q] = g->n;
+    first[parts] = g->n;
+    return first;
+}
+
+int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
+{
+    const uint32_t chunk = p->o->chunk, ochunk = chunk / 2 ? chunk / 2 : 1;
+    double t0 = pr_now_s();
+    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
+    gi.node_count = g->n;
+    gi.edge_count = g->m;
+    if (send_msg(p, SENDER, 0, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, &gi.base) ||
+        drain(p))
+        return -1;
+    for (uint32_t q = 0; q < parts; q++) {
+        Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
+        pi.first_node = first[q];
+        pi.node_count = first[q + 1] - first[q];
+        if (send_msg(p, SENDER, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
+                     &pi.base) ||
+            send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
+                     &pi.base))
+            return -1;
+    }
+    uint64_t sent_edges = 0, next_report = 0;
+    for (uint32_t q = 0; q < parts; q++) {
+        for (uint64_t v = first[q]; v < first[q + 1]; v += chunk) {
+            Gpubridge__OutDegreeChunk oc = GPUBRIDGE__OUT_DEGREE_CHUNK__INIT;
+            oc.first_node = v;
+            oc.n_out_degrees = first[q + 1] - v < chunk ? first[q + 1] - v : chunk;
+            oc.out_degrees = g->outdeg + v;
+            if (send_msg(p, SENDER, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES,
+                         &oc.base))
+                return -1;
+        }
+        /* offsets of vertices first[q] .. first[q+1] (the last partition also sends offset n) */
+        const uint64_t oend = q + 1 == parts ? (uint64_t)g->n + 1 : first[q + 1];
+        for (uint64_t v = first[q]; v < oend; v += ochunk) {
+            Gpubridge__InOffsetChunk ic = GPUBRIDGE__IN_OFFSET_CHUNK__INIT;
+            ic.first_node = v;
+            ic.n_offsets = oend - v < ochunk ? oend - v : ochunk;
+            ic.offsets = g->in_off + v;
+            if (send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
+                         &ic.base))
+                return -1;
+        }
+        const uint64_t e1 = g->in_off[first[q + 1]];
+        for (uint64_t e = g->in_off[first[q]]; e < e1; e += chunk) {
+            Gpubridge__InEdgeChunk ec = GPUBRIDGE__IN_EDGE_CHUNK__INIT;
+            ec.first_edge = e;
+            ec.n_sources = e1 - e < chunk ? e1 - e : chunk;
+            ec.sources = g->in_src + e;
+            if (send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES,
+                         &ec.base))
+                return -1;
+            sent_edges += ec.n_sources;
+        }
+        if (!p->o->quiet && sent_edges >= next_report) {
+            fprintf(stderr, "\rloading: %5.1f%% of %" PRIu64 " edges", g->m ? 100.0 * sent_edges / g->m : 100.0,
+                    g->m);
+            next_report = sent_edges + g->m / 50 + 1;
+        }
+    }
+    if (drain(p))
+        return -1;
+    if (!p->o->quiet)
+        fprintf(stderr, "\rloading: %u vertices, %" PRIu64 " edges, %u partitions in %.2f s\n", g->n, g->m, parts,
+                pr_now_s() - t0);
+    return 0;
+}
+
+/* ---- iterating ----------------------------------------------------------- */
+
+/* A START's reply: which grain answered it (by its tag), and its sums. */
+static int on_result(pr_t *p, const gbc_reply_t *r)
+{
+    struct tag *t = &p->tag[r->correlation_id & (p->n_tags - 1)];
+    if (r->correlation_id == NO_TAG || t->corr != r->correlation_id ||
+        (!t->sender && p->n_next >= p->agg_parts)) {
+        fprintf(stderr, PROG ": a reply to request %" PRIu64 ", which was not sent while iterating\n",
+                r->correlation_id);
+        return -1;
+    }
+    const bool sender = t->sender;
+    const uint32_t part = t->part;
+    t->corr = NO_TAG;
+    Gpubridge__RankAggregationResult *m = gpubridge__rank_aggregation_result__unpack(NULL, r->payload_len, r->payload);
+    if (!m) {
+        fprintf(stderr, PROG ": %s sent a reply that is not a RankAggregationResult\n", sender ? SENDER : AGGREGATOR);
+        return -1;
+    }
+    if (sender) {
+        p->snd_dangling += m->dangling_rank;
+        p->snd_got++;
+    } else {
+        p->agg_l1 += m->l1_delta;
+        p->agg_rank += m->rank_sum;
+        p->agg_got++;
+        p->next_senders[p->n_next++] = part;
+    }
+    gpubridge__rank_aggregation_result__free_unpacked(m, NULL);
+    return 0;
+}
+
+/* A StartIterationCommand, encoded once for all partitions of a round. */
+typedef struct start_msg {
+    uint8_t buf[64];
+    size_t len;
+} start_msg_t;
+
+static void start_encode(start_msg_t *sm, const pr_opts_t *o, uint32_t it, double dangling, uint32_t n)
+{
+    Gpubridge__StartIterationCommand sc = GPUBRIDGE__START_ITERATION_COMMAND__INIT;
+    sc.iteration = it;
+    sc.damping = o->damping;
+    sc.tolerance = o->tolerance;
+    sc.node_count = n;
+    sc.dangling_rank = dangling;
+    sm->len = protobuf_c_message_pack(&sc.base, sm->buf); /* at most 5 fields of <= 10 bytes: fits */
+}
+
+static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)
+{
+    uint64_t corr = 0;
+    if (send_bytes(p, sender ? SENDER : AGGREGATOR, q,
+                   GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION, sm->buf, sm->len,
+                   &corr) != 0)
+        return -1;
+    struct tag *t = &p->tag[corr & (p->n_tags - 1)];
+    if (t->corr != NO_TAG) { /* cannot happen with the client's ids; refuse rather than mix replies up */
+        fprintf(stderr, PROG ": requests %" PRIu64 " and %" PRIu64 " share a tag slot\n", t->corr, corr);
+        return -1;
+    }
+    *t = (struct tag){corr, q, sender};
+    return 0;
+}
+
+/* Iteration 0's senders, before the first iteration. */
+int pr_senders_first(pr_t *p, uint32_t parts, uint32_t n)
+{
+    start_msg_t sm;
+    start_encode(&sm, p->o, 0, 0.0, n);
+    p->on_reply = on_result;
+    p->snd_dangling = 0;
+    p->snd_got = 0;
+    p->n_next = 0;
+    for (uint32_t q = 0; q < parts; q++)
+        if (start_send(p, true, q, &sm) != 0)
+            return -1;
+    while (p->snd_got < parts)
+        if (take_reply(p) != 0)
+            return -1;
+    p->on_reply = NULL;
+    return 0;
+}
+
+/* Iteration it: the aggregators' round with the senders' dangling rank,
+ * and (when next) iteration it + 1's senders, each sent when its partition's
+ * aggregator has answered. agg_s is when the last aggregator answered. */
+int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, double *agg_s)
+{
+    start_msg_t agg, snd;
+    start_encode(&agg, p->o, it, p->snd_dangling, n);
+    start_encode(&snd, p->o, it + 1, 0.0, n);
+    p->on_reply = on_result;
+    p->agg_l1 = p->agg_rank = p->snd_dangling = 0;
+    p->agg_got = p->snd_got = p->n_next = 0;
+    *agg_s = 0;
+    uint32_t snd_sent = 0;
+    for (uint32_t q = 0; q < parts; q++)
+        if (start_send(p, false, q, &agg) != 0)
+            return -1;
+    while (p->agg_got < parts || snd_sent < (next ? parts : 0) || p->snd_got < snd_sent) {
+        while (next && snd_sent < p->n_next)
+            if (start_send(p, true, p->next_senders[snd_sent++], &snd) != 0)
+                return -1;
+        if (p->inflight && take_reply(p) != 0)
+            return -1;
+        if (!*agg_s && p->agg_got == parts)
+            *agg_s = pr_now_s();
+    }
+    p->on_reply = NULL;
+    return 0;
+}
+
+static int on_ranks(pr_t *p, const gbc_reply_t *r)
+{
+    Gpubridge__NodeRankUpdateBatch *b = gpubridge__node_rank_update_batch__unpack(NULL, r->payload_len, r->payload);
+    if (!b || b->first_node > p->n || b->n_ranks > p->n - b->first_node) {
+        fprintf(stderr, PROG ": a RankQuery reply is malformed or out of range\n");
+        if (b)
+            gpubridge__node_rank_update_batch__free_unpacked(b, NULL);
+        return -1;
+    }
+    if (b->n_ranks)
+        memcpy(p->ranks + b->first_node, b->ranks, b->n_ranks * sizeof *p->ranks);
+    p->got += b->n_ranks;
+    gpubridge__node_rank_update_batch__free_unpacked(b, NULL);
+    return 0;
+}
+
+/* Reads every rank back (RankQuery to the aggregators). */
+int pr_fetch_ranks(pr_t *p, const uint64_t *first, uint32_t parts, double *ranks, uint32_t n)
+{
+    const uint32_t per = p->o->chunk;
+    p->on_reply = on_ranks;
+    p->ranks = ranks;
+    p->n = n;
+    p->got = 0;
+    int rc = 0;
+    for (uint32_t q = 0; q < parts && rc == 0; q++) {
+        for (uint64_t v = first[q]; v < first[q + 1] && rc == 0; v += per) {
+            Gpubridge__RankQuery rq = GPUBRIDGE__RANK_QUERY__INIT;
+            rq.first_node = v;
+            rq.count = (uint32_t)(first[q + 1] - v < per ? first[q + 1] - v : per);
+            rc = send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY,
+                          &rq.base);
+        }
+    }
+    if (rc == 0)
+        rc = drain(p);
+    p->on_reply = NULL;
+    if (rc == 0 && p->got != n) {
+        fprintf(stderr, PROG ": got %zu ranks back, expected %u\n", p->got, n);
+        return -1;
+    }
+    return rc;
+}

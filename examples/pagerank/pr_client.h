@@ -1,0 +1,88 @@
+/* The PageRank driver's conversation with the bridge: requests in flight,
+ * loading a graph into the grains, iterating, reading the ranks back
+ * (pr_client.c). examples/pagerank/pagerank.c parses the options and reports.
+ *
+ * An iteration sends a StartIterationCommand to every sender (it writes
+ * rank/out-degree of its vertices into device memory and reports its
+ * dangling rank), then to every aggregator with the summed dangling rank (it
+ * pulls the contributions, writes its vertices' new ranks and reports its L1
+ * delta). The contributions never cross to the host. The aggregators need
+ * every sender's contributions, but sender q of the next iteration needs only
+ * aggregator q's ranks: it is sent as soon as aggregator q answers (the
+ * grains keep two contribution buffers, by iteration parity), so an
+ * iteration waits for one round of messages, not two. */
+#ifndef GB_PR_CLIENT_H
+#define GB_PR_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpubridge_client.h"
+#include "graph.h"
+
+#define PROG "pagerank"
+#define SENDER "pagerank.sender"
+#define AGGREGATOR "pagerank.aggregator"
+#define WINDOW 256 /* requests in flight at most */
+
+typedef struct pr_opts {
+    const char *endpoint, *graph, *ranks_out, *edges_out, *csr_out, *ranks_bin;
+    unsigned kron_scale, edgefactor;
+    uint64_t seed;
+    uint32_t partitions, chunk, max_iter, top;
+    double damping, tolerance;
+    int timeout_ms;
+    bool quiet, json, allow_unconverged;
+} pr_opts_t;
+
+#define NO_TAG UINT64_MAX
+
+typedef struct pr pr_t;
+struct pr {
+    gbc_client_t *c;
+    const pr_opts_t *o;
+    size_t inflight;
+    /* What replies carry, while iterating or fetching ranks. */
+    int (*on_reply)(pr_t *p, const gbc_reply_t *r);
+    /* iterating: which START a reply answers (by correlation id; n_tags
+     * slots, a power of two above the STARTs one iterate() has in flight,
+     * all answered before it returns), the sums of the replies so far, and
+     * the partitions whose aggregator answered and whose next sender START
+     * is still to be sent */
+    struct tag {
+        uint64_t corr; /* NO_TAG: free */
+        uint32_t part;
+        bool sender;
+    } *tag;
+    uint64_t n_tags;
+    double agg_l1, agg_rank, snd_dangling;
+    uint32_t agg_got, snd_got, *next_senders, n_next, agg_parts; /* next_senders: agg_parts entries */
+    double *ranks; /* fetch_ranks */
+    uint32_t n;
+    size_t got;
+};
+
+/* Seconds on the monotonic clock. */
+double pr_now_s(void);
+
+/* Partition q holds vertices [first[q], first[q+1]) (parts + 1 entries,
+ * malloc'd; NULL when out of memory), balanced by in-edges plus vertices. */
+uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
+
+/* Lays the graph out in the grains and loads it, with progress on stderr
+ * unless quiet. 0, or -1 with the reason on stderr (as every call below). */
+int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts);
+
+/* Iteration 0's senders, before the first iteration: p->snd_dangling. */
+int pr_senders_first(pr_t *p, uint32_t parts, uint32_t n);
+
+/* Iteration it: the aggregators (p->agg_l1, p->agg_rank), and when next,
+ * iteration it + 1's senders (p->snd_dangling). *agg_s: when the last
+ * aggregator answered. */
+int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, double *agg_s);
+
+/* Every rank, read back from the aggregators into ranks[n]. */
+int pr_fetch_ranks(pr_t *p, const uint64_t *first, uint32_t parts, double *ranks, uint32_t n);
+
+#endif
