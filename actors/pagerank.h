@@ -141,6 +141,38 @@ GB_HD uint64_t gb_pr_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8);
 GB_HD uint32_t gb_pr_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 GB_HD double gb_pr_f64(const unsigned char *p) { double v; memcpy(&v, p, 8); return v; }
 
+/* Record builders for the host side that talks to the grains without the
+ * bridge's codec (tests, bench_pr_rounds). Each returns the record's length. */
+GB_HD uint32_t gb_pr_rec_pair(unsigned char *rec, uint64_t a, uint64_t b)
+{
+    memcpy(rec, &a, 8);
+    memcpy(rec + 8, &b, 8);
+    return 16;
+}
+
+/* GB_PR_CHUNK_HDR, then count entries of esz bytes from data. */
+GB_HD uint32_t gb_pr_rec_chunk(unsigned char *rec, uint64_t first, uint32_t count, const void *data, uint32_t esz)
+{
+    const uint32_t zero = 0;
+    memcpy(rec, &first, 8);
+    memcpy(rec + 8, &count, 4);
+    memcpy(rec + 12, &zero, 4);
+    if (count && esz)
+        memcpy(rec + GB_PR_CHUNK_HDR, data, (size_t)count * esz);
+    return GB_PR_CHUNK_HDR + count * esz;
+}
+
+GB_HD uint32_t gb_pr_rec_start(unsigned char *rec, uint32_t it, double damping, double dangling, uint64_t n)
+{
+    const uint32_t flags = 0;
+    memcpy(rec, &it, 4);
+    memcpy(rec + 4, &flags, 4);
+    memcpy(rec + 8, &damping, 8);
+    memcpy(rec + 16, &dangling, 8);
+    memcpy(rec + 24, &n, 8);
+    return GB_PR_START_LEN;
+}
+
 GB_HD void gb_pr_reply(unsigned char *out, double a, double b, uint64_t nodes, uint32_t *out_len)
 {
     memcpy(out, &a, 8);

@@ -92,29 +92,6 @@ static int finish(batch_t *b)
     return 0;
 }
 
-static uint32_t chunk_rec(unsigned char *rec, uint64_t first, uint32_t count, const void *data, uint32_t esz)
-{
-    uint32_t zero = 0;
-    memcpy(rec, &first, 8);
-    memcpy(rec + 8, &count, 4);
-    memcpy(rec + 12, &zero, 4);
-    if (count)
-        memcpy(rec + 16, data, (size_t)count * esz);
-    return 16 + count * esz;
-}
-
-static uint32_t start_rec(unsigned char *rec, uint32_t it, double dangling, uint64_t n)
-{
-    const uint32_t flags = 0;
-    const double damping = 0.85;
-    memcpy(rec, &it, 4);
-    memcpy(rec + 4, &flags, 4);
-    memcpy(rec + 8, &damping, 8);
-    memcpy(rec + 16, &dangling, 8);
-    memcpy(rec + 24, &n, 8);
-    return GB_PR_START_LEN;
-}
-
 static gb_rk_t *grain(const char *type, gb_mode mode, unsigned char *arena, uint64_t arena_size)
 {
     gb_rk_params_t p;
@@ -215,25 +192,24 @@ int main(int argc, char **argv)
     static unsigned char rec[SLOT];
     const uint32_t chunk = (SLOT - GB_SLOT_HDR_SIZE - GB_PR_CHUNK_HDR) / 8;
     batch_t bs = {snd, 0, 0, 0, 0, 0}, ba = {agg, 0, 0, 0, 0, 0};
-    uint64_t v2[2] = {pg.n, pg.m};
-    int rc = send_rec(&bs, 0, GB_PR_MSG_GRAPH_INIT, v2, 16) || finish(&bs);
+    int rc = send_rec(&bs, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, pg.n, pg.m)) || finish(&bs);
     const double tl = now_ms();
     for (uint32_t q = 0; q < parts && !rc; q++) {
         const uint64_t f = (uint64_t)pg.n * q / parts, e = (uint64_t)pg.n * (q + 1) / parts;
-        const uint64_t pi[2] = {f, e - f};
-        rc |= send_rec(&bs, q, GB_PR_MSG_PARTITION_INIT, pi, 16) || send_rec(&ba, q, GB_PR_MSG_PARTITION_INIT, pi, 16);
+        const uint32_t pl = gb_pr_rec_pair(rec, f, e - f);
+        rc |= send_rec(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, pl) || send_rec(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, pl);
         for (uint64_t v = f; v < e && !rc; v += chunk) {
             const uint32_t c = (uint32_t)(e - v < chunk ? e - v : chunk);
-            rc |= send_rec(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, chunk_rec(rec, v, c, pg.outdeg + v, 4));
+            rc |= send_rec(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, gb_pr_rec_chunk(rec, v, c, pg.outdeg + v, 4));
         }
         const uint64_t oend = q + 1 == parts ? (uint64_t)pg.n + 1 : e;
         for (uint64_t v = f; v < oend && !rc; v += chunk) {
             const uint32_t c = (uint32_t)(oend - v < chunk ? oend - v : chunk);
-            rc |= send_rec(&ba, q, GB_PR_MSG_IN_OFFSETS, rec, chunk_rec(rec, v, c, pg.in_off + v, 8));
+            rc |= send_rec(&ba, q, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, v, c, pg.in_off + v, 8));
         }
         for (uint64_t x = pg.in_off[f]; x < pg.in_off[e] && !rc; x += chunk) {
             const uint32_t c = (uint32_t)(pg.in_off[e] - x < chunk ? pg.in_off[e] - x : chunk);
-            rc |= send_rec(&ba, q, GB_PR_MSG_IN_EDGES, rec, chunk_rec(rec, x, c, pg.in_src + x, 4));
+            rc |= send_rec(&ba, q, GB_PR_MSG_IN_EDGES, rec, gb_pr_rec_chunk(rec, x, c, pg.in_src + x, 4));
         }
     }
     rc = rc || finish(&bs) || finish(&ba);
@@ -251,11 +227,11 @@ int main(int argc, char **argv)
         bs.a = bs.rank_sum = ba.a = ba.rank_sum = 0;
         double t0 = now_ms();
         for (uint32_t q = 0; q < parts && !rc; q++)
-            rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, start_rec(rec, (uint32_t)it, 0, pg.n));
+            rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0.85, 0, pg.n));
         rc = rc || finish(&bs);
         double t1 = now_ms();
         for (uint32_t q = 0; q < parts && !rc; q++)
-            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec, start_rec(rec, (uint32_t)it, bs.a, pg.n));
+            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0.85, bs.a, pg.n));
         rc = rc || finish(&ba);
         double t2 = now_ms();
         ts[it] = t1 - t0;

@@ -138,35 +138,6 @@ static uint16_t pr_call(gb_rk_t *rk, uint64_t key, uint16_t type, const void *re
     return r.status;
 }
 
-static uint32_t rec_pair(unsigned char *rec, uint64_t a, uint64_t b)
-{
-    memcpy(rec, &a, 8);
-    memcpy(rec + 8, &b, 8);
-    return 16;
-}
-
-static uint32_t rec_chunk(unsigned char *rec, uint64_t first, uint32_t count, const void *data, uint32_t esz)
-{
-    uint32_t zero = 0;
-    memcpy(rec, &first, 8);
-    memcpy(rec + 8, &count, 4);
-    memcpy(rec + 12, &zero, 4);
-    if (count && esz)
-        memcpy(rec + 16, data, (size_t)count * esz);
-    return 16 + count * esz;
-}
-
-static uint32_t rec_start(unsigned char *rec, uint32_t it, double damping, double dangling, uint64_t n)
-{
-    uint32_t flags = 0;
-    memcpy(rec, &it, 4);
-    memcpy(rec + 4, &flags, 4);
-    memcpy(rec + 8, &damping, 8);
-    memcpy(rec + 16, &dangling, 8);
-    memcpy(rec + 24, &n, 8);
-    return GB_PR_START_LEN;
-}
-
 /* Bad records get error replies, nothing is written out of bounds, and the
  * grains keep serving (the ranks case runs on the same fixture afterwards). */
 static void test_pr_bad_input(void **state)
@@ -174,49 +145,49 @@ static void test_pr_bad_input(void **state)
     prfx_t *f = *state;
     unsigned char rec[PR_SLOT];
     /* Before any graph: everything but GRAPH_INIT is refused. */
-    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 0, 4), NULL, NULL),
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 0, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 8, 10), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 8, 10), NULL, NULL),
                      GB_SLOT_UNKNOWN_MESSAGE_TYPE);
     assert_int_equal(pr_call(f->snd, 0, 999, rec, 0, NULL, NULL), GB_SLOT_UNKNOWN_MESSAGE_TYPE);
     /* A graph that does not fit the arena. */
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 100000000, 10), NULL, NULL),
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 100000000, 10), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     /* A large graph laid out first: its ranks (1/n, far above any vertex
      * number as bits) stay where the small graph's in_src goes, never loaded
      * below. */
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 100000, 16), NULL, NULL), GB_SLOT_OK);
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 8, 10), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 100000, 16), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 8, 10), NULL, NULL), GB_SLOT_OK);
     /* Ranges past n (or m), values past n (or m), lengths that lie. */
-    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 5, 4), NULL, NULL),
+    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 5, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     uint32_t srcs[3] = {1, 8, 2};
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_EDGES, rec, rec_chunk(rec, 0, 3, srcs, 4), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_EDGES, rec, gb_pr_rec_chunk(rec, 0, 3, srcs, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_EDGES, rec, rec_chunk(rec, 8, 3, srcs, 4), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_EDGES, rec, gb_pr_rec_chunk(rec, 8, 3, srcs, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     uint64_t offs[2] = {0, 11};
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, rec_chunk(rec, 0, 2, offs, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 2, offs, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     uint32_t degs[2] = {1, 2};
-    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_OUT_DEGREES, rec, rec_chunk(rec, 0, 2, degs, 4) - 1, NULL, NULL),
+    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_OUT_DEGREES, rec, gb_pr_rec_chunk(rec, 0, 2, degs, 4) - 1, NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, 6, 3, NULL, 0), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 6, 3, NULL, 0), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     /* START on a partition that was never initialised, and with a wrong n. */
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, 0, 8), NULL, NULL), GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 9), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 0, 8), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 9), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 1.5, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 1.5, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     /* A valid query: all ranks still 1/n. */
     unsigned char out[PR_SLOT];
     uint32_t len = 0;
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, 0, 8, NULL, 0), out, &len),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 0, 8, NULL, 0), out, &len),
                      GB_SLOT_OK);
     assert_int_equal(len, 8 + 8 * 4);
     for (int i = 0; i < 8; i++) {
@@ -228,11 +199,11 @@ static void test_pr_bad_input(void **state)
      * updating anything, and serves again once the offsets are good (in_src
      * was never loaded: whatever it holds must not be read out of bounds). */
     uint64_t bad_off[9] = {0, 4, 2, 6, 6, 7, 8, 9, 10};
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
                      GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, 0, 8, NULL, 0), out, &len),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 0, 8, NULL, 0), out, &len),
                      GB_SLOT_OK);
     for (int i = 0; i < 8; i++) {
         float r;
@@ -240,13 +211,13 @@ static void test_pr_bad_input(void **state)
         assert_true(r == 0.125f);
     }
     bad_off[2] = 4;
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
                      GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_OK);
     /* A smaller graph laid out over it: partition 2 still says [0, 8). */
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, 4, 2), NULL, NULL), GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, 4), NULL, NULL),
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 4, 2), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
 }
 
@@ -326,7 +297,7 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
     const uint32_t n = g->n, chunk = (PR_SLOT - 32 - 16) / 8;
     unsigned char rec[PR_SLOT];
     if (!(flags & RG_NO_GRAPH_INIT))
-        assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, rec_pair(rec, n, g->m), NULL, NULL),
+        assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, n, g->m), NULL, NULL),
                          GB_SLOT_OK);
     pr_batch_t bs = {f->snd, 0, 0, GB_SLOT_OK, NULL, NULL}, ba = {f->agg, 0, 0, GB_SLOT_OK, NULL, NULL};
     /* correlation ids restart per batch: pr_take checks them in order */
@@ -335,22 +306,22 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
         first[q] = (uint64_t)n * q / parts;
     for (uint32_t q = 0; q < parts; q++) {
         if (!(flags & RG_NO_PARTITION_INIT)) {
-            pr_send(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, first[q], first[q + 1] - first[q]));
-            pr_send(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, rec_pair(rec, first[q], first[q + 1] - first[q]));
+            pr_send(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, first[q], first[q + 1] - first[q]));
+            pr_send(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, first[q], first[q + 1] - first[q]));
         }
         for (uint64_t v = first[q]; v < first[q + 1]; v += chunk) {
             uint32_t c = (uint32_t)(first[q + 1] - v < chunk ? first[q + 1] - v : chunk);
-            pr_send(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, rec_chunk(rec, v, c, g->outdeg + v, 4));
+            pr_send(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, gb_pr_rec_chunk(rec, v, c, g->outdeg + v, 4));
         }
         uint64_t oend = q + 1 == parts ? (uint64_t)n + 1 : first[q + 1];
         for (uint64_t v = first[q]; v < oend; v += chunk) {
             uint32_t c = (uint32_t)(oend - v < chunk ? oend - v : chunk);
-            pr_send(&ba, q, GB_PR_MSG_IN_OFFSETS, rec, rec_chunk(rec, v, c, g->in_off + v, 8));
+            pr_send(&ba, q, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, v, c, g->in_off + v, 8));
         }
         for (uint64_t e = g->in_off[first[q]]; e < g->in_off[first[q + 1]]; e += chunk) {
             uint64_t e1 = g->in_off[first[q + 1]];
             uint32_t c = (uint32_t)(e1 - e < chunk ? e1 - e : chunk);
-            pr_send(&ba, q, GB_PR_MSG_IN_EDGES, rec, rec_chunk(rec, e, c, g->in_src + e, 4));
+            pr_send(&ba, q, GB_PR_MSG_IN_EDGES, rec, gb_pr_rec_chunk(rec, e, c, g->in_src + e, 4));
         }
     }
     pr_finish(&bs);
@@ -360,7 +331,7 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
     pr_sums_t ss = {0, 0};
     pr_batch_t b1 = {f->snd, bs.sent, bs.sent, GB_SLOT_OK, sum_sink, &ss};
     for (uint32_t q = 0; q < parts; q++)
-        pr_send(&b1, q, GB_PR_MSG_START, rec, rec_start(rec, 0, 0.85, 0, n));
+        pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, n));
     pr_finish(&b1);
     for (int it = 0; it < iters; it++) {
         assert_true(fabs(ss.sum - 1.0) < 1e-4); /* ranks sum to 1 */
@@ -369,18 +340,18 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
         pr_batch_t b2 = {f->agg, ba.sent, ba.sent, GB_SLOT_OK, sum_sink, &sa};
         b1 = (pr_batch_t){f->snd, b1.sent, b1.sent, GB_SLOT_OK, sum_sink, &sn};
         for (uint32_t q = 0; q < parts; q++) {
-            pr_send(&b2, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it, 0.85, ss.a, n));
+            pr_send(&b2, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0.85, ss.a, n));
             if (flags & RG_STAGGER) {
                 pr_finish(&b2);
                 if (next) {
-                    pr_send(&b1, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
+                    pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
                     pr_finish(&b1);
                 }
             }
         }
         pr_finish(&b2);
         for (uint32_t q = 0; next && !(flags & RG_STAGGER) && q < parts; q++)
-            pr_send(&b1, q, GB_PR_MSG_START, rec, rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
+            pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
         pr_finish(&b1);
         assert_true(fabs(sa.sum - 1.0) < 1e-4);
         ba.sent = ba.got = b2.sent;
@@ -391,7 +362,7 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
     pr_batch_t bq = {f->agg, ba.sent, ba.sent, GB_SLOT_OK, rank_sink, &rc};
     const uint32_t qchunk = (PR_SLOT - 32 - 8) / 4;
     for (uint32_t v = 0; v < n; v += qchunk)
-        pr_send(&bq, v / 97, GB_PR_MSG_RANK_QUERY, rec, rec_chunk(rec, v, n - v < qchunk ? n - v : qchunk, NULL, 0));
+        pr_send(&bq, v / 97, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, v, n - v < qchunk ? n - v : qchunk, NULL, 0));
     pr_finish(&bq);
     double l1 = 0;
     for (uint32_t v = 0; v < n; v++)
