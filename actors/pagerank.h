@@ -141,8 +141,8 @@ GB_HD uint64_t gb_pr_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8);
 GB_HD uint32_t gb_pr_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 GB_HD double gb_pr_f64(const unsigned char *p) { double v; memcpy(&v, p, 8); return v; }
 
-/* Record builders for the host side that talks to the grains without the
- * bridge's codec (tests, bench_pr_rounds). Each returns the record's length. */
+/* Record builders (the bridge's codec, and the tests and bench_pr_rounds,
+ * which talk to the grains without it). Each returns the record's length. */
 GB_HD uint32_t gb_pr_rec_pair(unsigned char *rec, uint64_t a, uint64_t b)
 {
     memcpy(rec, &a, 8);
@@ -162,9 +162,9 @@ GB_HD uint32_t gb_pr_rec_chunk(unsigned char *rec, uint64_t first, uint32_t coun
     return GB_PR_CHUNK_HDR + count * esz;
 }
 
-GB_HD uint32_t gb_pr_rec_start(unsigned char *rec, uint32_t it, double damping, double dangling, uint64_t n)
+GB_HD uint32_t gb_pr_rec_start(unsigned char *rec, uint32_t it, uint32_t flags, double damping, double dangling,
+                               uint64_t n)
 {
-    const uint32_t flags = 0;
     memcpy(rec, &it, 4);
     memcpy(rec + 4, &flags, 4);
     memcpy(rec + 8, &damping, 8);

@@ -197,7 +197,8 @@ int main(int argc, char **argv)
     for (uint32_t q = 0; q < parts && !rc; q++) {
         const uint64_t f = (uint64_t)pg.n * q / parts, e = (uint64_t)pg.n * (q + 1) / parts;
         const uint32_t pl = gb_pr_rec_pair(rec, f, e - f);
-        rc |= send_rec(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, pl) || send_rec(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, pl);
+        rc |= send_rec(&bs, q, GB_PR_MSG_PARTITION_INIT, rec, pl) ||
+              send_rec(&ba, q, GB_PR_MSG_PARTITION_INIT, rec, pl);
         for (uint64_t v = f; v < e && !rc; v += chunk) {
             const uint32_t c = (uint32_t)(e - v < chunk ? e - v : chunk);
             rc |= send_rec(&bs, q, GB_PR_MSG_OUT_DEGREES, rec, gb_pr_rec_chunk(rec, v, c, pg.outdeg + v, 4));
@@ -227,11 +228,11 @@ int main(int argc, char **argv)
         bs.a = bs.rank_sum = ba.a = ba.rank_sum = 0;
         double t0 = now_ms();
         for (uint32_t q = 0; q < parts && !rc; q++)
-            rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0.85, 0, pg.n));
+            rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, 0, pg.n));
         rc = rc || finish(&bs);
         double t1 = now_ms();
         for (uint32_t q = 0; q < parts && !rc; q++)
-            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0.85, bs.a, pg.n));
+            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, bs.a, pg.n));
         rc = rc || finish(&ba);
         double t2 = now_ms();
         ts[it] = t1 - t0;

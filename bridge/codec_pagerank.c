@@ -16,16 +16,6 @@
 #define ST_TOO_LARGE GPUBRIDGE__STATUS__STATUS_TOO_LARGE
 #define ST_UNKNOWN GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE
 
-static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
-static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
-
-/* The chunk header: first, count, 0. */
-static void chunk_hdr(unsigned char *rec, uint64_t first, uint32_t count)
-{
-    put64(rec, first);
-    put32(rec + 8, count);
-    put32(rec + 12, 0);
-}
 
 static int too_many(const char *what, size_t n, size_t max, char *err, size_t errlen)
 {
@@ -44,10 +34,7 @@ static int put_chunk(unsigned char *rec, size_t cap, const char *what, uint64_t 
     size_t max = (cap - GB_PR_CHUNK_HDR) / size;
     if (count > max)
         return too_many(what, count, max, err, errlen);
-    chunk_hdr(rec, first, (uint32_t)count);
-    if (count)
-        memcpy(rec + GB_PR_CHUNK_HDR, entries, size * count);
-    *rec_len = GB_PR_CHUNK_HDR + (uint32_t)(size * count);
+    *rec_len = gb_pr_rec_chunk(rec, first, (uint32_t)count, entries, (uint32_t)size);
     *slot_type = type;
     return ST_OK;
 }
@@ -132,12 +119,8 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         }
         if (cap < GB_PR_START_LEN)
             return too_many("StartIterationCommand", 1, 0, err, errlen);
-        put32(rec, m.iteration);
-        put32(rec + 4, m.report_ranks ? 1u : 0u);
-        memcpy(rec + 8, &m.damping, 8);
-        memcpy(rec + 16, &m.dangling_rank, 8);
-        put64(rec + 24, m.node_count);
-        *rec_len = GB_PR_START_LEN;
+        *rec_len = gb_pr_rec_start(rec, m.iteration, m.report_ranks ? 1u : 0u, m.damping, m.dangling_rank,
+                                   m.node_count);
         *slot_type = GB_PR_MSG_START;
         return ST_OK;
     }
@@ -149,9 +132,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
             snprintf(err, errlen, "node_count %llu is outside 1..4294967295", (unsigned long long)m->node_count);
             st = ST_MALFORMED;
         } else {
-            put64(rec, m->node_count);
-            put64(rec + 8, m->edge_count);
-            *rec_len = 16;
+            *rec_len = gb_pr_rec_pair(rec, m->node_count, m->edge_count);
             *slot_type = GB_PR_MSG_GRAPH_INIT;
         }
         gpubridge__graph_init__free_unpacked(m, NULL);
@@ -159,9 +140,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     }
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT: {
         UNPACK(PartitionInit, gpubridge__partition_init, m);
-        put64(rec, m->first_node);
-        put64(rec + 8, m->node_count);
-        *rec_len = 16;
+        *rec_len = gb_pr_rec_pair(rec, m->first_node, m->node_count);
         *slot_type = GB_PR_MSG_PARTITION_INIT;
         gpubridge__partition_init__free_unpacked(m, NULL);
         return st;
@@ -201,8 +180,7 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         if (m->count > max) {
             st = too_many("RankQuery", m->count, max, err, errlen);
         } else {
-            chunk_hdr(rec, m->first_node, m->count);
-            *rec_len = GB_PR_CHUNK_HDR;
+            *rec_len = gb_pr_rec_chunk(rec, m->first_node, m->count, NULL, 0);
             *slot_type = GB_PR_MSG_RANK_QUERY;
         }
         gpubridge__rank_query__free_unpacked(m, NULL);

@@ -145,7 +145,7 @@ static void test_pr_bad_input(void **state)
     prfx_t *f = *state;
     unsigned char rec[PR_SLOT];
     /* Before any graph: everything but GRAPH_INIT is refused. */
-    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 0, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 0, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
@@ -158,7 +158,8 @@ static void test_pr_bad_input(void **state)
     /* A large graph laid out first: its ranks (1/n, far above any vertex
      * number as bits) stay where the small graph's in_src goes, never loaded
      * below. */
-    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 100000, 16), NULL, NULL), GB_SLOT_OK);
+    assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 100000, 16), NULL, NULL),
+                     GB_SLOT_OK);
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 8, 10), NULL, NULL), GB_SLOT_OK);
     /* Ranges past n (or m), values past n (or m), lengths that lie. */
     assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 5, 4), NULL, NULL),
@@ -172,17 +173,19 @@ static void test_pr_bad_input(void **state)
     assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 2, offs, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     uint32_t degs[2] = {1, 2};
-    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_OUT_DEGREES, rec, gb_pr_rec_chunk(rec, 0, 2, degs, 4) - 1, NULL, NULL),
+    assert_int_equal(pr_call(f->snd, 1, GB_PR_MSG_OUT_DEGREES, rec, gb_pr_rec_chunk(rec, 0, 2, degs, 4) - 1, NULL,
+                             NULL),
                      GB_SLOT_HANDLER_ERROR);
     assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 6, 3, NULL, 0), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     /* START on a partition that was never initialised, and with a wrong n. */
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 0, 8), NULL, NULL), GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 9), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_PARTITION_INIT, rec, gb_pr_rec_pair(rec, 0, 8), NULL, NULL),
+                     GB_SLOT_OK);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 9), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 1.5, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 1.5, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     /* A valid query: all ranks still 1/n. */
     unsigned char out[PR_SLOT];
@@ -201,7 +204,7 @@ static void test_pr_bad_input(void **state)
     uint64_t bad_off[9] = {0, 4, 2, 6, 6, 7, 8, 9, 10};
     assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
                      GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 0, 8, NULL, 0), out, &len),
                      GB_SLOT_OK);
@@ -213,11 +216,11 @@ static void test_pr_bad_input(void **state)
     bad_off[2] = 4;
     assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
                      GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 8), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_OK);
     /* A smaller graph laid out over it: partition 2 still says [0, 8). */
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 4, 2), NULL, NULL), GB_SLOT_OK);
-    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, 4), NULL, NULL),
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 4), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
 }
 
@@ -331,7 +334,7 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
     pr_sums_t ss = {0, 0};
     pr_batch_t b1 = {f->snd, bs.sent, bs.sent, GB_SLOT_OK, sum_sink, &ss};
     for (uint32_t q = 0; q < parts; q++)
-        pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0.85, 0, n));
+        pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, n));
     pr_finish(&b1);
     for (int it = 0; it < iters; it++) {
         assert_true(fabs(ss.sum - 1.0) < 1e-4); /* ranks sum to 1 */
@@ -340,18 +343,18 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
         pr_batch_t b2 = {f->agg, ba.sent, ba.sent, GB_SLOT_OK, sum_sink, &sa};
         b1 = (pr_batch_t){f->snd, b1.sent, b1.sent, GB_SLOT_OK, sum_sink, &sn};
         for (uint32_t q = 0; q < parts; q++) {
-            pr_send(&b2, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0.85, ss.a, n));
+            pr_send(&b2, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, ss.a, n));
             if (flags & RG_STAGGER) {
                 pr_finish(&b2);
                 if (next) {
-                    pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
+                    pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0, 0.85, 0, n));
                     pr_finish(&b1);
                 }
             }
         }
         pr_finish(&b2);
         for (uint32_t q = 0; next && !(flags & RG_STAGGER) && q < parts; q++)
-            pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0.85, 0, n));
+            pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0, 0.85, 0, n));
         pr_finish(&b1);
         assert_true(fabs(sa.sum - 1.0) < 1e-4);
         ba.sent = ba.got = b2.sent;
@@ -362,7 +365,8 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
     pr_batch_t bq = {f->agg, ba.sent, ba.sent, GB_SLOT_OK, rank_sink, &rc};
     const uint32_t qchunk = (PR_SLOT - 32 - 8) / 4;
     for (uint32_t v = 0; v < n; v += qchunk)
-        pr_send(&bq, v / 97, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, v, n - v < qchunk ? n - v : qchunk, NULL, 0));
+        pr_send(&bq, v / 97, GB_PR_MSG_RANK_QUERY, rec,
+                gb_pr_rec_chunk(rec, v, n - v < qchunk ? n - v : qchunk, NULL, 0));
     pr_finish(&bq);
     double l1 = 0;
     for (uint32_t v = 0; v < n; v++)
