@@ -138,6 +138,22 @@ static uint16_t pr_call(gb_rk_t *rk, uint64_t key, uint16_t type, const void *re
     return r.status;
 }
 
+/* Queries vertices 0..7 (test_pr_bad_input's graph of 8): all must still be
+ * 1/8. Returns the reply's length. */
+static uint32_t ranks_of_8(prfx_t *f)
+{
+    unsigned char rec[64], out[PR_SLOT];
+    uint32_t len = 0;
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 0, 8, NULL, 0), out, &len),
+                     GB_SLOT_OK);
+    for (int i = 0; i < 8; i++) {
+        float r;
+        memcpy(&r, out + 8 + 4 * i, 4);
+        assert_true(r == 0.125f);
+    }
+    return len;
+}
+
 /* Bad records get error replies, nothing is written out of bounds, and the
  * grains keep serving (the ranks case runs on the same fixture afterwards). */
 static void test_pr_bad_input(void **state)
@@ -188,16 +204,7 @@ static void test_pr_bad_input(void **state)
     assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 1.5, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     /* A valid query: all ranks still 1/n. */
-    unsigned char out[PR_SLOT];
-    uint32_t len = 0;
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 0, 8, NULL, 0), out, &len),
-                     GB_SLOT_OK);
-    assert_int_equal(len, 8 + 8 * 4);
-    for (int i = 0; i < 8; i++) {
-        float r;
-        memcpy(&r, out + 8 + 4 * i, 4);
-        assert_true(r == 0.125f);
-    }
+    assert_int_equal(ranks_of_8(f), 8 + 8 * 4);
     /* in_off that decreases inside a partition: START refuses it before
      * updating anything, and serves again once the offsets are good (in_src
      * was never loaded: whatever it holds must not be read out of bounds). */
@@ -206,13 +213,7 @@ static void test_pr_bad_input(void **state)
                      GB_SLOT_OK);
     assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_RANK_QUERY, rec, gb_pr_rec_chunk(rec, 0, 8, NULL, 0), out, &len),
-                     GB_SLOT_OK);
-    for (int i = 0; i < 8; i++) {
-        float r;
-        memcpy(&r, out + 8 + 4 * i, 4);
-        assert_true(r == 0.125f);
-    }
+    ranks_of_8(f);
     bad_off[2] = 4;
     assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
                      GB_SLOT_OK);
