@@ -27,11 +27,19 @@
  * that aggregator wrote) while the other aggregators still read iteration
  * i's half. The client orders the rest: every sender of an iteration before
  * any of its aggregators.
+ * With GB_PR_START_NEXT an aggregator also does its vertices' share of step 1
+ * for iteration i + 1: it writes the new ranks' contributions into the other
+ * half and reports their dangling rank. When the aggregators' partitions are
+ * the senders', that is the whole senders' round, so the client can skip it:
+ * one round of messages per iteration instead of two.
  *
  * Records (little-endian; slot types; u64 fields 8-aligned):
  *   START (1), both:     u32 iteration, u32 flags, f64 damping, f64 dangling, u64 n
- *     sender reply:      f64 dangling_sum, f64 rank_sum, u64 nodes
- *     aggregator reply:  f64 l1_delta,    f64 rank_sum, u64 nodes
+ *     sender reply:      f64 dangling_sum, f64 rank_sum, u64 nodes, f64 0
+ *     aggregator reply:  f64 l1_delta,    f64 rank_sum, u64 nodes, f64 next_dangling
+ *     flags: GB_PR_START_RANKS (the client wants the ranks; the grains ignore
+ *     it), GB_PR_START_NEXT (aggregator: see above; next_dangling is the
+ *     dangling rank of its new ranks, 0 without the flag)
  *   GRAPH_INIT (9), sender:      u64 n, u64 m (lays out the arena; ranks 1/n)
  *   PARTITION_INIT (10), both:   u64 first, u64 count (sender: its ranks to 1/n)
  *   OUT_DEGREES (11), sender:    u64 first, u32 count, u32 0, u32 deg[count]
@@ -60,11 +68,16 @@ enum {
     GB_PR_MSG_RANK_QUERY = 14,
 };
 
+enum {
+    GB_PR_START_RANKS = 1u,
+    GB_PR_START_NEXT = 2u,
+};
+
 #define GB_PR_MAGIC 0x70616765726e6b31ull /* "pagernk1" */
 #define GB_PR_STATE_SIZE 32
 #define GB_PR_START_LEN 32
 #define GB_PR_CHUNK_HDR 16 /* first + count + pad */
-#define GB_PR_REPLY_LEN 24
+#define GB_PR_REPLY_LEN 32
 #define GB_PR_BATCH 4 /* vertices per thread whose loads are in flight together */
 
 /* At the start of the arena. */
@@ -173,11 +186,13 @@ GB_HD uint32_t gb_pr_rec_start(unsigned char *rec, uint32_t it, uint32_t flags, 
     return GB_PR_START_LEN;
 }
 
-GB_HD void gb_pr_reply(unsigned char *out, double a, double b, uint64_t nodes, uint32_t *out_len)
+GB_HD void gb_pr_reply(unsigned char *out, double a, double b, uint64_t nodes, double next_dangling,
+                       uint32_t *out_len)
 {
     memcpy(out, &a, 8);
     memcpy(out + 8, &b, 8);
     memcpy(out + 16, &nodes, 8);
+    memcpy(out + 24, &next_dangling, 8);
     *out_len = GB_PR_REPLY_LEN;
 }
 
@@ -324,9 +339,17 @@ GB_HD uint16_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uin
     return GB_SLOT_OK;
 }
 
+/* Vertex v's contribution x[v] = r / outdeg, 0 for a dangling vertex (out-
+ * degree 0); returns the rank it adds to the dangling sum. */
+GB_HD float gb_pr_contribute(float *x, uint64_t v, float r, uint32_t outdeg)
+{
+    x[v] = outdeg ? r / (float)outdeg : 0.0f;
+    return outdeg ? 0.0f : r;
+}
+
 /* x[u], or 0 for an edge whose source was never loaded (in_src is not
  * cleared when a graph is laid out, so it may hold anything). */
-GB_HD float gb_pr_x(const float *x, uint32_t u, uint64_t n) { return u < n ? GB_LOAD_SHARED(&x[u]) : 0.0f; }
+GB_HD float gb_pr_x(const float *x, uint32_t u, uint64_t n) { return u < n ? GB_LOAD_GATHER(&x[u]) : 0.0f; }
 
 /* Sum of x over the in-edges [e0, e1) of one vertex (the CPU's pull); four
  * independent gathers in flight. */
@@ -467,12 +490,13 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
     const uint64_t first = st->first, end = st->first + st->count;
     float *rank = (float *)(c->arena + d.off_rank);
     float *x = (float *)(c->arena + d.off_x) + (iteration & 1u) * d.n; /* this iteration's half */
-    double a = 0.0, sum = 0.0;
+    const uint32_t *outdeg = (const uint32_t *)(c->arena + d.off_outdeg);
+    double a = 0.0, sum = 0.0, next_dangling = 0.0;
+    float *xn = NULL; /* aggregator with GB_PR_START_NEXT: the next iteration's contributions */
     /* Vertex loops take GB_PR_BATCH vertices per thread at a time, their
      * loads first: on the GPU they are latency-bound. */
     const uint64_t stride = c->size;
     if (sender) {
-        const uint32_t *outdeg = (const uint32_t *)(c->arena + d.off_outdeg);
         for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
             float r[GB_PR_BATCH];
             uint32_t k[GB_PR_BATCH];
@@ -485,15 +509,15 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
                 const uint64_t v = v0 + j * stride;
                 if (v >= end)
                     break;
-                x[v] = k[j] ? r[j] / (float)k[j] : 0.0f;
-                if (!k[j])
-                    a += r[j];
+                a += gb_pr_contribute(x, v, r[j], k[j]);
                 sum += r[j];
             }
         }
     } else {
         const float df = (float)damping;
         const float base = (float)((1.0 - damping) / (double)n + damping * dangling / (double)n);
+        if (gb_pr_u32(in + 4) & GB_PR_START_NEXT) /* into the other half */
+            xn = (float *)(c->arena + d.off_x) + (~iteration & 1u) * d.n;
         if (st->dst_gen != d.gen) { /* in_off changed: check it (GPU: and rebuild in_dst) */
             if (!gb_pr_prepare(c, &d, first, end))
                 return GB_SLOT_HANDLER_ERROR;
@@ -505,6 +529,7 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
         float *acc = (float *)(c->arena + d.off_sum);
         for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
             float in[GB_PR_BATCH], old[GB_PR_BATCH];
+            uint32_t k[GB_PR_BATCH];
 #pragma unroll
             for (int j = 0; j < GB_PR_BATCH; j++) {
                 const uint64_t v = v0 + j * stride;
@@ -512,6 +537,7 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
                  * where the block's atomics landed */
                 in[j] = v < end ? atomicExch(&acc[v], 0.0f) : 0.0f;
                 old[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
+                k[j] = v < end && xn ? GB_LOAD_SHARED(&outdeg[v]) : 1u;
             }
 #pragma unroll
             for (int j = 0; j < GB_PR_BATCH; j++) {
@@ -521,6 +547,8 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
                     a += fabsf(nr - old[j]);
                     sum += nr;
                     rank[v] = nr;
+                    if (xn)
+                        next_dangling += gb_pr_contribute(xn, v, nr, k[j]);
                 }
             }
         }
@@ -534,13 +562,17 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
             a += fabsf(nr - old);
             sum += nr;
             rank[v] = nr;
+            if (xn)
+                next_dangling += gb_pr_contribute(xn, v, nr, outdeg[v]);
         }
 #endif
     }
     a = gb_team_sum(c, a);
     sum = gb_team_sum(c, sum);
+    if (xn)
+        next_dangling = gb_team_sum(c, next_dangling);
     if (c->rank == 0)
-        gb_pr_reply(out, a, sum, st->count, out_len);
+        gb_pr_reply(out, a, sum, st->count, next_dangling, out_len);
     return GB_SLOT_OK;
 }
 

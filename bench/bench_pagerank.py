@@ -7,7 +7,8 @@ graph, in one run: CuPy (cuSPARSE SpMV) on a GPU machine, SciPy on a CPU one.
     bench_pagerank.py --build BUILD --mode cpu --ref scipy --scales 16 18
 
 For each Kronecker scale (edge factor 16) a bridge is started, the driver loads the graph, iterates to the
-tolerance and reports its time per iteration (both message rounds included);
+tolerance and reports its time per iteration (every message round included;
+--ways two also runs it with a senders' round per iteration, for comparing);
 then the bridge is stopped (its resident kernels would share the GPU
 with the reference) and the reference runs the same number of iterations of the same recurrence
 (networkx's, float32 like the grains) on the CSR the driver wrote, timed
@@ -86,6 +87,9 @@ def main():
     ap.add_argument("--partitions", type=int, default=0, help="0: the driver's default for the mode")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--arena-mb", type=int, default=4096)
+    ap.add_argument("--ways", nargs="+", choices=["one", "two"], default=["one"],
+                    help="one: a round of messages per iteration (the driver's default); "
+                         "two: --two-rounds, a senders' round too; several: each in turn, same graph")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="gbprbench.")
@@ -118,36 +122,43 @@ def main():
     for s in a.scales:
         csr = os.path.join(tmp, f"k{s}.csr")
         rbin = os.path.join(tmp, f"k{s}.ranks")
-        cmd = [os.path.join(a.build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
-               "--edgefactor", str(a.edgefactor), "-p", str(a.partitions), "-t", str(a.tolerance),
-               "-k", "0", "-j", "--write-csr", csr, "--ranks-bin", rbin]
-        print("$", " ".join(cmd), flush=True)
-        bridge = start_bridge()
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True)
-        finally:
-            stop_bridge(bridge)  # the reference runs on an idle device / idle cores
-        sys.stderr.write("\n".join(l for l in p.stderr.splitlines() if not l.startswith("loading:"))[-3000:] + "\n")
-        if p.returncode != 0:
-            print(p.stdout)
-            sys.exit(f"driver failed at scale {s}")
-        res = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+        runs = []
+        for way in a.ways:
+            cmd = [os.path.join(a.build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
+                   "--edgefactor", str(a.edgefactor), "-p", str(a.partitions), "-t", str(a.tolerance),
+                   "-k", "0", "-j", "--write-csr", csr, "--ranks-bin", rbin]
+            if way == "two":
+                cmd.append("--two-rounds")
+            print("$", " ".join(cmd), flush=True)
+            bridge = start_bridge()
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True)
+            finally:
+                stop_bridge(bridge)  # the reference runs on an idle device / idle cores
+            sys.stderr.write("\n".join(l for l in p.stderr.splitlines() if not l.startswith("loading:"))[-3000:]
+                             + "\n")
+            if p.returncode != 0:
+                print(p.stdout)
+                sys.exit(f"driver failed at scale {s}")
+            res = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+            runs.append((way, res, np.fromfile(rbin, dtype="<f8")))
         n, m, in_off, in_src, outdeg = load_csr(csr)
-        ref_dt, ref_x = reference(a.ref, n, m, in_off, in_src, outdeg, res["iterations"], 0.85)
-        ours = np.fromfile(rbin, dtype="<f8")
-        l1 = float(np.abs(ours - ref_x).sum())
-        rows.append({"scale": s, "vertices": n, "edges": m, "iterations": res["iterations"],
-                     "mode": res["mode"], "partitions": res["partitions"], "bridge_ms": res["ms_per_iter"],
-                     "ref": a.ref, "ref_ms": ref_dt * 1e3, "ratio": res["ms_per_iter"] / (ref_dt * 1e3),
-                     "bridge_gedges": m / res["ms_per_iter"] / 1e6, "l1_vs_ref": l1})
+        for way, res, ours in runs:
+            ref_dt, ref_x = reference(a.ref, n, m, in_off, in_src, outdeg, res["iterations"], 0.85)
+            l1 = float(np.abs(ours - ref_x).sum())
+            rows.append({"scale": s, "vertices": n, "edges": m, "iterations": res["iterations"],
+                         "mode": res["mode"], "rounds": way, "partitions": res["partitions"],
+                         "bridge_ms": res["ms_per_iter"], "ref": a.ref, "ref_ms": ref_dt * 1e3,
+                         "ratio": res["ms_per_iter"] / (ref_dt * 1e3),
+                         "bridge_gedges": m / res["ms_per_iter"] / 1e6, "l1_vs_ref": l1})
         for f in (csr, rbin):
             os.unlink(f)
-    print(f"\n{'scale':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'bridge ms/it':>12} "
+    print(f"\n{'scale':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'rounds':>6} {'bridge ms/it':>12} "
           f"{a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs ref':>10}")
     for r in rows:
         print(f"{r['scale']:>5} {r['vertices']:>10} {r['edges']:>11} {r['iterations']:>5} {r['mode']:>10} "
-              f"{r['bridge_ms']:>12.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} {r['bridge_gedges']:>9.2f} "
-              f"{r['l1_vs_ref']:>10.2e}")
+              f"{r['rounds']:>6} {r['bridge_ms']:>12.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} "
+              f"{r['bridge_gedges']:>9.2f} {r['l1_vs_ref']:>10.2e}")
     print(json.dumps({"bench": "pagerank", "rows": rows}))
 
 

@@ -10,7 +10,12 @@
  *                   [--edgefactor E] [--partitions P] [--iters N]
  *
  * Partitions: 0 (default) takes the aggregator's lanes (one per worker block
- * on a GPU), as the driver does. The ranks' L1 delta is checked to fall. */
+ * on a GPU), as the driver does. The ranks' L1 delta is checked to fall.
+ * Iterations alternate between the two ways the driver can run one: even
+ * ones a senders' round, then aggregators that also write the next
+ * contributions (GB_PR_START_NEXT), odd ones plain aggregators (their
+ * contributions are the previous round's). So "senders + aggregators" and
+ * "aggregators writing the next contributions" are compared in one run. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +33,7 @@
 typedef struct batch {
     gb_rk_t *rk;
     uint64_t sent, got;
-    double a, rank_sum; /* START replies summed */
+    double a, rank_sum, next; /* START replies summed (next: an aggregator's next dangling rank) */
     int failed;
 } batch_t;
 
@@ -56,11 +61,13 @@ static int take(batch_t *b)
         return -1;
     }
     if (r.type == GB_PR_MSG_START && r.len == GB_PR_REPLY_LEN) {
-        double a, s;
+        double a, s, next;
         memcpy(&a, buf, 8);
         memcpy(&s, buf + 8, 8);
+        memcpy(&next, buf + 24, 8);
         b->a += a;
         b->rank_sum += s;
+        b->next += next;
     }
     b->got++;
     return 0;
@@ -157,8 +164,8 @@ int main(int argc, char **argv)
             return ch == 'h' ? 0 : 2;
         }
     }
-    if (scale < 4 || scale > 26 || ef < 1 || ef > 64 || iters < 3 || iters > 10000) {
-        fprintf(stderr, "bench_pr_rounds: scale 4..26, edge factor 1..64, iters 3..10000\n");
+    if (scale < 4 || scale > 26 || ef < 1 || ef > 64 || iters < 4 || iters > 10000) {
+        fprintf(stderr, "bench_pr_rounds: scale 4..26, edge factor 1..64, iters 4..10000 (half of each kind)\n");
         return 2;
     }
     gb_graph_t *g = NULL;
@@ -187,7 +194,7 @@ int main(int argc, char **argv)
     /* Load: partitions of equal vertex count, the in-edges in chunks. */
     static unsigned char rec[SLOT];
     const uint32_t chunk = (SLOT - GB_SLOT_HDR_SIZE - GB_PR_CHUNK_HDR) / 8;
-    batch_t bs = {snd, 0, 0, 0, 0, 0}, ba = {agg, 0, 0, 0, 0, 0};
+    batch_t bs = {.rk = snd}, ba = {.rk = agg};
     int rc = send_rec(&bs, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, pg.n, pg.m)) || finish(&bs);
     const double tl = now_ms();
     for (uint32_t q = 0; q < parts && !rc; q++) {
@@ -214,27 +221,42 @@ int main(int argc, char **argv)
 
     /* Iterate: each round alone, replies summed (the first aggregator round
      * also builds the edge targets: reported apart). */
-    double *ts = calloc((size_t)iters, sizeof *ts), *ta = calloc((size_t)iters, sizeof *ta), first_agg = 0;
-    double l1_first = 0, l1_last = 0;
-    if (!ts || !ta) {
+    const int half = iters / 2; /* timed rounds of each kind */
+    double *ts = calloc((size_t)half, sizeof *ts), *ta = calloc((size_t)half, sizeof *ta);
+    double *tn = calloc((size_t)half, sizeof *tn), first_agg = 0, l1_first = 0, l1_last = 0, dangling = 0;
+    if (!ts || !ta || !tn) {
         fprintf(stderr, "bench_pr_rounds: out of memory\n");
         rc = 1;
     }
-    for (int it = 0; it < iters && !rc; it++) {
-        bs.a = bs.rank_sum = ba.a = ba.rank_sum = 0;
+    gb_rk_status_t st0s, st0a, st1s, st1a; /* launches per round, in relaunch mode */
+    gb_rk_status(snd, &st0s);
+    gb_rk_status(agg, &st0a);
+    for (int it = 0; it < 2 * half && !rc; it++) {
+        const int even = it % 2 == 0;
+        bs.a = bs.rank_sum = ba.a = ba.rank_sum = ba.next = 0;
         double t0 = now_ms();
-        for (uint32_t q = 0; q < parts && !rc; q++)
-            rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, 0, pg.n));
-        rc = rc || finish(&bs);
+        if (even) {
+            for (uint32_t q = 0; q < parts && !rc; q++)
+                rc |= send_rec(&bs, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, 0, pg.n));
+            rc = rc || finish(&bs);
+            dangling = bs.a;
+        }
         double t1 = now_ms();
+        const uint32_t flags = even ? GB_PR_START_NEXT : 0;
         for (uint32_t q = 0; q < parts && !rc; q++)
-            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, bs.a, pg.n));
+            rc |= send_rec(&ba, q, GB_PR_MSG_START, rec,
+                           gb_pr_rec_start(rec, (uint32_t)it, flags, 0.85, dangling, pg.n));
         rc = rc || finish(&ba);
         double t2 = now_ms();
-        ts[it] = t1 - t0;
-        ta[it] = t2 - t1;
+        dangling = ba.next;
+        if (even) {
+            ts[it / 2] = t1 - t0;
+            tn[it / 2] = t2 - t1;
+        } else {
+            ta[it / 2] = t2 - t1;
+        }
         if (it == 0) {
-            first_agg = ta[0];
+            first_agg = t2 - t1;
             l1_first = ba.a;
         }
         l1_last = ba.a;
@@ -248,21 +270,32 @@ int main(int argc, char **argv)
         rc = 1;
     }
     if (!rc) {
-        const double ms_s = median(ts, iters), ms_a = median(ta + 1, iters - 1);
+        /* the first round, which also builds the edge targets, is left out */
+        const double ms_s = median(ts, half), ms_a = median(ta, half), ms_n = median(tn + 1, half - 1);
         printf("bench_pr_rounds: mode %s, Kronecker scale %u (%u vertices, %llu edges), %u partitions, "
                "loaded in %.0f ms\n\n",
                gb_mode_name(mode), scale, pg.n, (unsigned long long)pg.m, parts, load_ms);
-        printf("round                          median ms\n");
-        printf("senders (rank / out-degree)       %7.3f\n", ms_s);
-        printf("aggregators (pull, new ranks)     %7.3f  (first, building edge targets: %.3f)\n", ms_a, first_agg);
-        printf("both, one after the other         %7.3f  (%.1f G edges/s)\n\n", ms_s + ms_a,
+        printf("round                                       median ms\n");
+        printf("senders (rank / out-degree)                   %7.3f\n", ms_s);
+        printf("aggregators (pull, new ranks)                 %7.3f\n", ms_a);
+        printf("aggregators writing the next contributions    %7.3f  (first, building edge targets: %.3f)\n",
+               ms_n, first_agg);
+        printf("an iteration, two rounds (senders + aggr.)    %7.3f  (%.1f G edges/s)\n", ms_s + ms_a,
                (double)pg.m / ((ms_s + ms_a) * 1e6));
+        printf("an iteration, one round (aggr. with next)     %7.3f  (%.1f G edges/s)\n\n", ms_n,
+               (double)pg.m / (ms_n * 1e6));
+        gb_rk_status(snd, &st1s);
+        gb_rk_status(agg, &st1a);
+        if (mode == GB_MODE_RELAUNCH)
+            printf("kernel launches per round: senders %.1f, aggregators %.1f\n\n",
+                   (double)(st1s.launches - st0s.launches) / half, (double)(st1a.launches - st0a.launches) / (2 * half));
         printf("{\"bench\":\"pr_rounds\",\"mode\":\"%s\",\"scale\":%u,\"edges\":%llu,\"partitions\":%u,"
-               "\"sender_ms\":%.4f,\"aggregator_ms\":%.4f,\"aggregator_first_ms\":%.4f}\n",
-               gb_mode_name(mode), scale, (unsigned long long)pg.m, parts, ms_s, ms_a, first_agg);
+               "\"sender_ms\":%.4f,\"aggregator_ms\":%.4f,\"aggregator_next_ms\":%.4f,\"aggregator_first_ms\":%.4f}\n",
+               gb_mode_name(mode), scale, (unsigned long long)pg.m, parts, ms_s, ms_a, ms_n, first_agg);
     }
     free(ts);
     free(ta);
+    free(tn);
     gb_rk_destroy(&snd);
     gb_rk_destroy(&agg);
     gb_arena_free(mode, arena);

@@ -59,7 +59,7 @@ typedef struct start_cmd {
     uint32_t iteration;
     double damping, dangling_rank;
     uint64_t node_count;
-    int report_ranks;
+    int report_ranks, next_contributions;
 } start_cmd_t;
 
 static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
@@ -75,12 +75,13 @@ static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
         const int varint = f.num == 1 || f.num == 4, dbl = f.num == 2 || f.num == 3 || f.num == 5;
         if ((varint && f.wt != GB_PB_VARINT) || (dbl && f.wt != GB_PB_I64))
             return -1;
-        if (f.num == 6) {
+        if (f.num == 6 || f.num == 7) {
             uint64_t key;
+            int b = 0;
             gb_pb_varint_get(&at, end, &key); /* read once already: cannot fail */
-            m->report_ranks = 0;
             for (; at < p; at++)
-                m->report_ranks |= (*at & 0x7f) != 0;
+                b |= (*at & 0x7f) != 0;
+            *(f.num == 6 ? &m->report_ranks : &m->next_contributions) = b;
         } else if (f.num == 1)
             m->iteration = (uint32_t)f.v;
         else if (f.num == 4)
@@ -119,8 +120,8 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
         }
         if (cap < GB_PR_START_LEN)
             return too_many("StartIterationCommand", 1, 0, err, errlen);
-        *rec_len = gb_pr_rec_start(rec, m.iteration, m.report_ranks ? 1u : 0u, m.damping, m.dangling_rank,
-                                   m.node_count);
+        const uint32_t flags = (m.report_ranks ? GB_PR_START_RANKS : 0u) | (m.next_contributions ? GB_PR_START_NEXT : 0u);
+        *rec_len = gb_pr_rec_start(rec, m.iteration, flags, m.damping, m.dangling_rank, m.node_count);
         *slot_type = GB_PR_MSG_START;
         return ST_OK;
     }
@@ -208,15 +209,17 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
     switch (hdr->type) {
     case GB_PR_MSG_START: {
         /* RankAggregationResult, written in place (once per partition per
-         * round): l1_delta 2 or dangling_rank 5, nodes 3, rank_sum 6; proto3
-         * leaves out zeros. At most 3 * 9 + 11 bytes. */
-        if (hdr->len != GB_PR_REPLY_LEN || cap < 40)
+         * round): l1_delta 2, nodes 3, dangling_rank 5, rank_sum 6; proto3
+         * leaves out zeros. At most 4 * 9 + 11 bytes. */
+        if (hdr->len != GB_PR_REPLY_LEN || cap < 48)
             return -1;
-        double a, sum;
+        double a, sum, next_dangling;
         uint64_t nodes;
         memcpy(&a, rec, 8);
         memcpy(&sum, rec + 8, 8);
         memcpy(&nodes, rec + 16, 8);
+        memcpy(&next_dangling, rec + 24, 8);
+        const double dangling = sender ? a : next_dangling;
         size_t n = 0;
         if (!sender && a != 0.0) {
             n += gb_pb_key_put(out + n, 2, GB_PB_I64);
@@ -227,9 +230,9 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
             n += gb_pb_key_put(out + n, 3, GB_PB_VARINT);
             n += gb_pb_varint_put(out + n, nodes);
         }
-        if (sender && a != 0.0) {
+        if (dangling != 0.0) {
             n += gb_pb_key_put(out + n, 5, GB_PB_I64);
-            memcpy(out + n, &a, 8);
+            memcpy(out + n, &dangling, 8);
             n += 8;
         }
         if (sum != 0.0) {

@@ -315,6 +315,10 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
             for (;;) {
                 uint64_t p = ldv(&T->pub);
                 if (p > pos) {
+                    /* Acquire: what was written before these messages were
+                     * published is seen by the whole block, and the SM's L1
+                     * holds no older line (GB_LOAD_GATHER relies on it). */
+                    __threadfence();
                     s_to = p;
                     break;
                 }

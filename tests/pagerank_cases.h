@@ -228,18 +228,20 @@ static void test_pr_bad_input(void **state)
 /* ---- a full run against a double-precision reference ---------------------- */
 
 typedef struct pr_sums {
-    double a, sum;
+    double a, sum, next; /* next: the 4th reply field, an aggregator's next dangling rank */
 } pr_sums_t;
 
 static void sum_sink(const gb_reply_t *r, const unsigned char *pl, void *ctx)
 {
     pr_sums_t *s = ctx;
-    double a, sum;
+    double a, sum, next;
     assert_int_equal(r->len, GB_PR_REPLY_LEN);
     memcpy(&a, pl, 8);
     memcpy(&sum, pl + 8, 8);
+    memcpy(&next, pl + 24, 8);
     s->a += a;
     s->sum += sum;
+    s->next += next;
 }
 
 typedef struct rank_sink_ctx {
@@ -288,6 +290,7 @@ enum {
     RG_NO_GRAPH_INIT = 1,     /* the arena is laid out for g's n and m already (ranks are not reset) */
     RG_NO_PARTITION_INIT = 2, /* the partitions are set up for g's n already */
     RG_STAGGER = 4,           /* see run_graph */
+    RG_NEXT = 8,              /* see run_graph */
 };
 
 /* Loads g into parts partitions (equal vertex ranges), runs iters iterations,
@@ -295,7 +298,10 @@ enum {
  * RG_STAGGER: as the example driver may, each partition's sender for the next
  * iteration runs right after that partition's aggregator, before the other
  * aggregators of the iteration run (one request at a time, so the order is
- * exactly that). */
+ * exactly that).
+ * RG_NEXT: no senders' round after the first; the aggregators' STARTs carry
+ * GB_PR_START_NEXT and their replies the next iteration's dangling rank. With
+ * RG_STAGGER too, iterations alternate between the two ways. */
 static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, int flags)
 {
     const uint32_t n = g->n, chunk = (PR_SLOT - 32 - 16) / 8;
@@ -332,19 +338,23 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
     pr_finish(&ba);
 
     double *ref = reference(g, 0.85, iters);
-    pr_sums_t ss = {0, 0};
+    pr_sums_t ss = {0, 0, 0};
     pr_batch_t b1 = {f->snd, bs.sent, bs.sent, GB_SLOT_OK, sum_sink, &ss};
     for (uint32_t q = 0; q < parts; q++)
         pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, n));
     pr_finish(&b1);
+    assert_true(ss.next == 0.0); /* senders never fill the 4th field */
     for (int it = 0; it < iters; it++) {
         assert_true(fabs(ss.sum - 1.0) < 1e-4); /* ranks sum to 1 */
-        pr_sums_t sa = {0, 0}, sn = {0, 0};
-        const int next = it + 1 < iters;
+        pr_sums_t sa = {0, 0, 0}, sn = {0, 0, 0};
+        /* fused: this iteration's aggregators write the next contributions */
+        const int fused = (flags & RG_NEXT) && (!(flags & RG_STAGGER) || it % 2 == 0);
+        const int next = it + 1 < iters && !fused;
+        const uint32_t sf = fused && it + 1 < iters ? GB_PR_START_NEXT : 0;
         pr_batch_t b2 = {f->agg, ba.sent, ba.sent, GB_SLOT_OK, sum_sink, &sa};
         b1 = (pr_batch_t){f->snd, b1.sent, b1.sent, GB_SLOT_OK, sum_sink, &sn};
         for (uint32_t q = 0; q < parts; q++) {
-            pr_send(&b2, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, 0, 0.85, ss.a, n));
+            pr_send(&b2, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it, sf, 0.85, ss.a, n));
             if (flags & RG_STAGGER) {
                 pr_finish(&b2);
                 if (next) {
@@ -358,8 +368,10 @@ static void run_graph(prfx_t *f, const gb_pull_t *g, uint32_t parts, int iters, 
             pr_send(&b1, q, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, (uint32_t)it + 1, 0, 0.85, 0, n));
         pr_finish(&b1);
         assert_true(fabs(sa.sum - 1.0) < 1e-4);
+        if (!sf)
+            assert_true(sa.next == 0.0);
         ba.sent = ba.got = b2.sent;
-        ss = sn;
+        ss = sf ? (pr_sums_t){sa.next, sa.sum, 0} : sn;
     }
     float *ranks = calloc(n, sizeof *ranks);
     rank_sink_ctx_t rc = {ranks, n};
@@ -390,6 +402,10 @@ static void test_pr_small_graph(void **state)
     gb_pull_t p;
     assert_int_equal(gb_graph_pull(g, &p), 0);
     run_graph(*state, &p, 3, 40, 0);
+    /* again, the aggregators writing the next contributions; then the two
+     * ways alternating */
+    run_graph(*state, &p, 3, 40, RG_NEXT);
+    run_graph(*state, &p, 3, 41, RG_NEXT | RG_STAGGER);
     gb_pull_free(&p);
     gb_graph_destroy(&g);
     /* The same vertices and edge count, every edge reversed, loaded over it
@@ -426,6 +442,7 @@ static void test_pr_kronecker(void **state)
     assert_int_equal(gb_graph_pull(g, &p), 0);
     /* more partitions than a GPU has SMs: several grains per block */
     run_graph(*state, &p, 300, 20, 0);
+    run_graph(*state, &p, 300, 20, RG_NEXT);
     gb_pull_free(&p);
     gb_graph_destroy(&g);
 }

@@ -467,7 +467,7 @@ static void start_differential(int kind, const uint8_t *pb, size_t len)
         memcpy(&dr, rec + 16, 8);
         memcpy(&n, rec + 24, 8);
         assert_int_equal(it, m->iteration);
-        assert_int_equal(flags, m->report_ranks ? 1 : 0);
+        assert_int_equal(flags, (m->report_ranks ? GB_PR_START_RANKS : 0) | (m->next_contributions ? GB_PR_START_NEXT : 0));
         assert_memory_equal(&d, &m->damping, 8);
         assert_memory_equal(&dr, &m->dangling_rank, 8);
         assert_int_equal(n, m->node_count);
@@ -488,6 +488,7 @@ static void test_pagerank_start_codec(void **state)
         sc.tolerance = i % 3 ? 1e-6 : 0.0;
         sc.node_count = i % 7 ? (uint64_t)i << (i % 40) : 0;
         sc.report_ranks = i % 2;
+        sc.next_contributions = i % 3 == 1;
         size_t len = gpubridge__start_iteration_command__pack(&sc, base);
         start_differential(GB_GRAIN_PR_AGGREGATOR, base, len);
         start_differential(GB_GRAIN_PR_SENDER, base, len);
@@ -504,15 +505,19 @@ static void test_pagerank_start_codec(void **state)
         {0x20, 0x05, 0x32, 0x01, 0x80},                   /* as bytes: only 0x80 inside */
         {0x20, 0x05, 0x35, 0x80, 0x80, 0x80, 0x80},       /* as fixed32 with no low bits */
         {0x20, 0x05, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+        {0x20, 0x05, 0x3a, 0x01, 0x02, 0x30, 0x00},       /* next_contributions as bytes, then report_ranks 0 */
+        {0x20, 0x05, 0x38, 0x01, 0x38, 0x00, 0x30, 0x01}, /* next_contributions twice: the last wins */
     };
-    const size_t quirk_len[] = {11, 5, 7, 12};
-    for (size_t i = 0; i < 4; i++)
+    const size_t quirk_len[] = {11, 5, 7, 12, 7, 8};
+    for (size_t i = 0; i < sizeof quirk_len / sizeof *quirk_len; i++)
         start_differential(GB_GRAIN_PR_AGGREGATOR, quirks[i], quirk_len[i]);
     sc.damping = 0.85;
     sc.dangling_rank = 0.25;
     sc.node_count = 1000;
     for (int i = 0; i < 30000; i++) {
         sc.iteration = (uint32_t)i;
+        sc.report_ranks = i % 3 == 0;
+        sc.next_contributions = i % 5 < 2;
         size_t len = gpubridge__start_iteration_command__pack(&sc, base);
         memcpy(buf, base, len);
         len = mutate(buf, len, sizeof buf);
@@ -531,9 +536,12 @@ static void test_pagerank_result_codec(void **state)
             for (size_t j = 0; j < sizeof vals / sizeof *vals; j++)
                 for (size_t k = 0; k < sizeof nodes / sizeof *nodes; k++) {
                     unsigned char rec[GB_PR_REPLY_LEN];
+                    /* the 4th field, an aggregator's next dangling rank: a third value */
+                    const double next = vals[(i + j + k) % (sizeof vals / sizeof *vals)];
                     memcpy(rec, &vals[i], 8);
                     memcpy(rec + 8, &vals[j], 8);
                     memcpy(rec + 16, &nodes[k], 8);
+                    memcpy(rec + 24, &next, 8);
                     gb_slot_hdr_t h = {0};
                     h.type = GB_PR_MSG_START;
                     h.len = GB_PR_REPLY_LEN;
@@ -546,8 +554,13 @@ static void test_pagerank_result_codec(void **state)
                     Gpubridge__RankAggregationResult *r =
                         gpubridge__rank_aggregation_result__unpack(NULL, out_len, out);
                     assert_non_null(r);
-                    assert_true((sender ? r->dangling_rank : r->l1_delta) == vals[i]);
-                    assert_true((sender ? r->l1_delta : r->dangling_rank) == 0.0);
+                    if (sender) { /* the 4th field is not the sender's */
+                        assert_true(r->dangling_rank == vals[i]);
+                        assert_true(r->l1_delta == 0.0);
+                    } else {
+                        assert_true(r->l1_delta == vals[i]);
+                        assert_true(r->dangling_rank == next);
+                    }
                     assert_true(r->rank_sum == vals[j]);
                     assert_int_equal(r->nodes, nodes[k]);
                     gpubridge__rank_aggregation_result__free_unpacked(r, NULL);

@@ -58,6 +58,8 @@ static const char usage_text[] =
     "  -q, --quiet             no per-iteration progress\n"
     "  -j, --json              print a JSON line last\n"
     "      --allow-unconverged exit 0 when --max-iter is reached first\n"
+    "      --two-rounds        a senders' round in every iteration (default: the\n"
+    "                          aggregators write the next contributions themselves)\n"
     "  -h, --help              this text\n";
 
 
@@ -89,7 +91,7 @@ static bool parse_f64(const char *s, double min, double max, double *out)
 
 static int parse_args(int argc, char **argv, pr_opts_t *o)
 {
-    enum { OPT_ALLOW = 256, OPT_CSR, OPT_RBIN };
+    enum { OPT_ALLOW = 256, OPT_CSR, OPT_RBIN, OPT_TWO };
     static const struct option lopts[] = {
         {"graph", required_argument, 0, 'g'},      {"kron", required_argument, 0, 'K'},
         {"edgefactor", required_argument, 0, 'E'}, {"seed", required_argument, 0, 'S'},
@@ -101,6 +103,7 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
         {"quiet", no_argument, 0, 'q'},            {"json", no_argument, 0, 'j'},
         {"allow-unconverged", no_argument, 0, OPT_ALLOW}, {"help", no_argument, 0, 'h'},
         {"write-csr", required_argument, 0, OPT_CSR},      {"ranks-bin", required_argument, 0, OPT_RBIN},
+        {"two-rounds", no_argument, 0, OPT_TWO},
         {0, 0, 0, 0}};
     *o = (pr_opts_t){.endpoint = "tcp://127.0.0.1:5555", .edgefactor = 16, .seed = 1, .partitions = 0,
                   .chunk = 4000, .max_iter = 100, .top = 10, .damping = 0.85, .tolerance = 1e-6,
@@ -165,6 +168,7 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
         case OPT_ALLOW: o->allow_unconverged = true; break;
         case OPT_CSR: o->csr_out = optarg; break;
         case OPT_RBIN: o->ranks_bin = optarg; break;
+        case OPT_TWO: o->two_rounds = true; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         default: fputs(usage_text, stderr); return -1;
         }

@@ -202,6 +202,7 @@ static int on_result(pr_t *p, const gbc_reply_t *r)
     } else {
         p->agg_l1 += m->l1_delta;
         p->agg_rank += m->rank_sum;
+        p->snd_dangling += m->dangling_rank; /* next_contributions: the next iteration's; else 0 */
         p->agg_got++;
         p->next_senders[p->n_next++] = part;
     }
@@ -215,15 +216,17 @@ typedef struct start_msg {
     size_t len;
 } start_msg_t;
 
-static void start_encode(start_msg_t *sm, const pr_opts_t *o, uint32_t it, double dangling, uint32_t n)
+static void start_encode(start_msg_t *sm, const pr_opts_t *o, uint32_t it, double dangling, uint32_t n,
+                         bool next_contributions)
 {
     Gpubridge__StartIterationCommand sc = GPUBRIDGE__START_ITERATION_COMMAND__INIT;
     sc.iteration = it;
+    sc.next_contributions = next_contributions;
     sc.damping = o->damping;
     sc.tolerance = o->tolerance;
     sc.node_count = n;
     sc.dangling_rank = dangling;
-    sm->len = protobuf_c_message_pack(&sc.base, sm->buf); /* at most 5 fields of <= 10 bytes: fits */
+    sm->len = protobuf_c_message_pack(&sc.base, sm->buf); /* at most 6 fields of <= 10 bytes: fits */
 }
 
 static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)
@@ -246,7 +249,7 @@ static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)
 int pr_senders_first(pr_t *p, uint32_t parts, uint32_t n)
 {
     start_msg_t sm;
-    start_encode(&sm, p->o, 0, 0.0, n);
+    start_encode(&sm, p->o, 0, 0.0, n, false);
     p->on_reply = on_result;
     p->snd_dangling = 0;
     p->snd_got = 0;
@@ -261,14 +264,18 @@ int pr_senders_first(pr_t *p, uint32_t parts, uint32_t n)
     return 0;
 }
 
-/* Iteration it: the aggregators' round with the senders' dangling rank,
- * and (when next) iteration it + 1's senders, each sent when its partition's
- * aggregator has answered. agg_s is when the last aggregator answered. */
+/* Iteration it: the aggregators' round with the senders' dangling rank.
+ * When next, iteration it + 1's contributions too: by default the
+ * aggregators write them (next_contributions; the partitions are the same for
+ * both grain types), with --two-rounds iteration it + 1's senders, each sent
+ * when its partition's aggregator has answered. agg_s is when the last
+ * aggregator answered. */
 int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, double *agg_s)
 {
+    const bool senders = next && p->o->two_rounds;
     start_msg_t agg, snd;
-    start_encode(&agg, p->o, it, p->snd_dangling, n);
-    start_encode(&snd, p->o, it + 1, 0.0, n);
+    start_encode(&agg, p->o, it, p->snd_dangling, n, next && !senders);
+    start_encode(&snd, p->o, it + 1, 0.0, n, false);
     p->on_reply = on_result;
     p->agg_l1 = p->agg_rank = p->snd_dangling = 0;
     p->agg_got = p->snd_got = p->n_next = 0;
@@ -277,8 +284,8 @@ int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, doub
     for (uint32_t q = 0; q < parts; q++)
         if (start_send(p, false, q, &agg) != 0)
             return -1;
-    while (p->agg_got < parts || snd_sent < (next ? parts : 0) || p->snd_got < snd_sent) {
-        while (next && snd_sent < p->n_next)
+    while (p->agg_got < parts || snd_sent < (senders ? parts : 0) || p->snd_got < snd_sent) {
+        while (senders && snd_sent < p->n_next)
             if (start_send(p, true, p->next_senders[snd_sent++], &snd) != 0)
                 return -1;
         if (p->inflight && take_reply(p) != 0)

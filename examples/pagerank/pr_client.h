@@ -10,7 +10,11 @@
  * every sender's contributions, but sender q of the next iteration needs only
  * aggregator q's ranks: it is sent as soon as aggregator q answers (the
  * grains keep two contribution buffers, by iteration parity), so an
- * iteration waits for one round of messages, not two. */
+ * iteration waits for one round of messages, not two.
+ * By default there is no senders' round after the first: the aggregators'
+ * START asks them to write the next iteration's contributions themselves
+ * (next_contributions), which halves the messages per iteration;
+ * --two-rounds keeps the senders' round. */
 #ifndef GB_PR_CLIENT_H
 #define GB_PR_CLIENT_H
 
@@ -33,7 +37,7 @@ typedef struct pr_opts {
     uint32_t partitions, chunk, max_iter, top;
     double damping, tolerance;
     int timeout_ms;
-    bool quiet, json, allow_unconverged;
+    bool quiet, json, allow_unconverged, two_rounds;
 } pr_opts_t;
 
 #define NO_TAG UINT64_MAX
@@ -78,8 +82,8 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts);
 int pr_senders_first(pr_t *p, uint32_t parts, uint32_t n);
 
 /* Iteration it: the aggregators (p->agg_l1, p->agg_rank), and when next,
- * iteration it + 1's senders (p->snd_dangling). *agg_s: when the last
- * aggregator answered. */
+ * iteration it + 1's contributions, by the aggregators or (o->two_rounds) the
+ * senders (p->snd_dangling). *agg_s: when the last aggregator answered. */
 int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, double *agg_s);
 
 /* Every rank, read back from the aggregators into ranks[n]. */

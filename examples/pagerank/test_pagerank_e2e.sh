@@ -55,6 +55,7 @@ run_check small -g "$T/small.txt" -p 3
 run_check karate -g "$SRC/examples/pagerank/data/karate.txt"
 run_check kron12 --kron 12 --edgefactor 16 --seed 3
 run_check kron12_few -g "$T/kron12.edges" -p 5   # the same graph through the edge-list reader, 5 partitions
+run_check kron12_two -g "$T/kron12.edges" --two-rounds   # a senders' round every iteration
 
 # Malformed inputs: line-numbered errors, exit 1.
 printf '# ok\n1 2\n3 x\n' > "$T/bad.txt"
