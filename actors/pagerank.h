@@ -349,7 +349,7 @@ GB_HD float gb_pr_contribute(float *x, uint64_t v, float r, uint32_t outdeg)
 
 /* x[u], or 0 for an edge whose source was never loaded (in_src is not
  * cleared when a graph is laid out, so it may hold anything). */
-GB_HD float gb_pr_x(const float *x, uint32_t u, uint64_t n) { return u < n ? GB_LOAD_GATHER(&x[u]) : 0.0f; }
+GB_HD float gb_pr_x(const float *x, uint32_t u, uint64_t n) { return u < n ? GB_LOAD_SHARED(&x[u]) : 0.0f; }
 
 /* Sum of x over the in-edges [e0, e1) of one vertex (the CPU's pull); four
  * independent gathers in flight. */
@@ -418,9 +418,11 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
  * partition (see gb_pr_prepare), are skipped: every atomic lands in the
  * partition's own accumulators.
  * Measured on an H100 (bench_pr_rounds): about 70 G edges/s at scale 22, the
- * same as a warp-per-32-edges version with a segmented scan, and with L2
- * eviction hints (streams first out, x last) or without: the gathers' L2
- * sector rate, not the instruction count or DRAM, sets the pace. */
+ * same as a warp-per-32-edges version with a segmented scan, with L2
+ * eviction hints (streams first out, x last) or without, and with the
+ * gathers through L1 (safe: the worker's acquire drops the SM's L1) or past
+ * it: the gathers' L2 sector rate, not the instruction count or DRAM, sets
+ * the pace. */
 #define GB_PR_EDGES 8
 static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const float *x,
                                         uint64_t first, uint64_t end)

@@ -75,17 +75,4 @@ GB_HD int gb_team_any(const gb_grain_ctx_t *c, int cond)
 #define GB_LOAD_SHARED(p) (*(p))
 #endif
 
-/* Gathers of data other blocks wrote *before this message was published*
- * and nobody writes while it runs (PageRank's contributions): through the
- * SM's L1, which keeps a graph's hub vertices close. Safe because the team
- * kernel's worker acquires at GPU scope when it sees new messages (a fence
- * that, on sm_70 and later, also drops every line in its SM's L1), so no line
- * older than the message survives. GB_PR_GATHER_L2 (a build option, for
- * comparing) loads past L1 instead. */
-#if defined(__CUDA_ARCH__) && !defined(GB_PR_GATHER_L2)
-#define GB_LOAD_GATHER(p) (*(p))
-#else
-#define GB_LOAD_GATHER(p) GB_LOAD_SHARED(p)
-#endif
-
 #endif

@@ -7,7 +7,7 @@
  * table, then one JSON line.
  *
  *   bench_pr_rounds [--mode persistent|relaunch|cpu] [--scale S]
- *                   [--edgefactor E] [--partitions P] [--iters N]
+ *                   [--edgefactor E] [--partitions P] [--iters N] [--log LEVEL]
  *
  * Partitions: 0 (default) takes the aggregator's lanes (one per worker block
  * on a GPU), as the driver does. The ranks' L1 delta is checked to fall.
@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "graph.h"
+#include "log.h"
 #include "pagerank.h"
 #include "runtime.h"
 
@@ -144,9 +145,10 @@ int main(int argc, char **argv)
         {"mode", required_argument, 0, 'm'},       {"scale", required_argument, 0, 's'},
         {"edgefactor", required_argument, 0, 'e'}, {"partitions", required_argument, 0, 'p'},
         {"iters", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"log", required_argument, 0, 'l'},        {0, 0, 0, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "m:s:e:p:n:h", lopts, NULL)) != -1) {
+    gb_log_level level;
+    while ((ch = getopt_long(argc, argv, "m:s:e:p:n:l:h", lopts, NULL)) != -1) {
         switch (ch) {
         case 'm':
             if (gb_mode_parse(optarg, &mode) != 0 || mode == GB_MODE_AUTO) {
@@ -158,9 +160,16 @@ int main(int argc, char **argv)
         case 'e': ef = (unsigned)atoi(optarg); break;
         case 'p': parts = (uint32_t)atoi(optarg); break;
         case 'n': iters = atoi(optarg); break;
+        case 'l':
+            if (gb_log_level_parse(optarg, &level) != 0) {
+                fprintf(stderr, "bench_pr_rounds: --log: error, warn, info, debug or diag\n");
+                return 2;
+            }
+            gb_log_set_level(level);
+            break;
         default:
             fprintf(stderr, "usage: bench_pr_rounds [--mode persistent|relaunch|cpu] [--scale S] [--edgefactor E]\n"
-                            "                       [--partitions P] [--iters N]\n");
+                            "                       [--partitions P] [--iters N] [--log LEVEL]\n");
             return ch == 'h' ? 0 : 2;
         }
     }

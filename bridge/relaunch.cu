@@ -171,6 +171,8 @@ static gb_err launch_once(gb_rk_t *rk)
         return GB_ERR_CUDA;
     }
     b->launches++;
+    GB_DIAG("ring kernel '%s': launch %llu issued, requests [%llu, %llu)", rk->type_name,
+            (unsigned long long)b->launches, (unsigned long long)from, (unsigned long long)to);
     if (rk->placement == GB_PLACEMENT_MAPPED)
         rk->ctl->launches = b->launches; /* the kernel never writes this field */
     b->in_flight++;

@@ -51,7 +51,8 @@ typedef struct gb_team_state {
     volatile uint64_t pub;  /* requests below it are in the mirror */
     volatile uint64_t end;  /* where workers stop, once stop == epoch + 1 */
     volatile uint64_t stop;
-    uint64_t _pad[GB_LINE / 8 - 3];
+    volatile uint64_t test_flags; /* the control line's, as the reader read it at launch */
+    uint64_t _pad[GB_LINE / 8 - 4];
     gb_team_worker_t w[1]; /* workers entries */
 } gb_team_state_t;
 

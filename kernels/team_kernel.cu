@@ -58,16 +58,25 @@ static __device__ void team_reader(const gb_kargs_t &a)
     gb_team_state_t *T = a.team;
     __shared__ unsigned long long s_min, s_proc, s_err;
     __shared__ uint64_t s_cword;
-    __shared__ uint32_t s_take, s_len[GBK_TEAM_THREADS];
+    __shared__ uint32_t s_take, s_test, s_len[GBK_TEAM_THREADS];
 
     gb_kstate_t ks = *a.kstate;
     const uint64_t E = ks.epoch;
     uint64_t pub = ldv(&T->pub), launch_done = 0, last_min = ~0ull, beat = 0;
     int acked = ks.active_seen, reason = GB_EXIT_NONE;
     uint32_t idle = 0, sleep_ns = 0;
-    const uint32_t test = ldv(&ctl->test_flags);
-    if (tid == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
-        stv(&ctl->heartbeat, ++beat);
+    /* The test flags: one read over PCIe, by one thread, handed to the workers
+     * in device memory (published with the first window). Every thread of
+     * every block reading the mapped line at start cost a relaunch about 2 ms
+     * on an H100: thousands of reads of one host address, served one by one. */
+    if (tid == 0) {
+        s_test = ldv(&ctl->test_flags);
+        stv(&T->test_flags, (uint64_t)s_test);
+        if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
+            stv(&ctl->heartbeat, ++beat);
+    }
+    __syncthreads();
+    const uint32_t test = s_test;
 
     for (;;) {
         /* Gather the workers' progress and the host's control word. */
@@ -302,11 +311,10 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
 {
     const uint32_t tid = threadIdx.x, W = a.team_workers, mask = a.geom.cap - 1;
     gb_team_state_t *T = a.team;
-    const gb_control_t *ctl = (const gb_control_t *)(a.region + gb_region_ctl_off());
     __shared__ uint64_t s_to;
+    __shared__ uint32_t s_test;
     __shared__ uint8_t s_own[GBK_TEAM_THREADS];
     const uint64_t E = ldv((const volatile uint64_t *)&a.kstate->epoch);
-    const uint32_t test = ldv(&ctl->test_flags);
     uint64_t pos = ldv(&T->w[w].scan);
     unsigned long long processed = ldv(&T->w[w].processed), errors = ldv(&T->w[w].errors);
     for (;;) {
@@ -316,10 +324,12 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
                 uint64_t p = ldv(&T->pub);
                 if (p > pos) {
                     /* Acquire: what was written before these messages were
-                     * published is seen by the whole block, and the SM's L1
-                     * holds no older line (GB_LOAD_GATHER relies on it). */
+                     * published (PageRank's contributions, by other blocks)
+                     * is what the block reads; on sm_70+ this also drops the
+                     * SM's L1 (CCTL.IVALL), so even cached loads see it. */
                     __threadfence();
                     s_to = p;
+                    s_test = (uint32_t)ldv(&T->test_flags); /* the reader set it before pub */
                     break;
                 }
                 if (ldv(&T->stop) == E + 1 && pos >= ldv(&T->end)) {
@@ -334,7 +344,8 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
         }
         __syncthreads();
         const uint64_t to = s_to;
-        __syncthreads(); /* s_to is rewritten next round */
+        const uint32_t test = s_test;
+        __syncthreads(); /* s_to and s_test are rewritten next round */
         if (to == 0)
             break;
         /* Which of the window's requests are ours: a thread per position
