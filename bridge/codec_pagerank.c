@@ -210,8 +210,9 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
     case GB_PR_MSG_START: {
         /* RankAggregationResult, written in place (once per partition per
          * round): l1_delta 2, nodes 3, dangling_rank 5, rank_sum 6; proto3
-         * leaves out zeros. At most 4 * 9 + 11 bytes. */
-        if (hdr->len != GB_PR_REPLY_LEN || cap < 48)
+         * leaves out zeros. At most 3 * 9 + 11 bytes (an aggregator's three
+         * doubles and nodes). */
+        if (hdr->len != GB_PR_REPLY_LEN || cap < 38)
             return -1;
         double a, sum, next_dangling;
         uint64_t nodes;

@@ -45,5 +45,7 @@ start = pr.StartIterationCommand(iteration=0, damping=0.85, node_count=4)
 b.add().CopyFrom(env(45, S, 0, 1, start.SerializeToString()))
 start.dangling_rank = 0.0
 b.add().CopyFrom(env(46, A, 0, 1, start.SerializeToString()))
+start.iteration, start.next_contributions = 1, True  # one round: the aggregator writes iteration 2's contributions
+b.add().CopyFrom(env(48, A, 0, 1, start.SerializeToString()))
 b.add().CopyFrom(env(47, A, 0, 14, pr.RankQuery(first_node=0, count=4).SerializeToString()))
 write("pagerank.bin", f)

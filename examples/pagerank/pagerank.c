@@ -277,6 +277,14 @@ int main(int argc, char **argv)
         agg_total_s += agg_s - ts;
         delta = p.agg_l1;
         rank_sum = p.agg_rank;
+        if (!(fabs(rank_sum - 1.0) < 1e-2)) { /* float32 ranks drift far less than this */
+            fprintf(stderr,
+                    PROG ": the ranks sum to %.6f after iteration %u, not 1: the grains did not run the "
+                         "iteration this driver asked for (a bridge that predates next_contributions? "
+                         "--two-rounds works with one)\n",
+                    rank_sum, it + 1);
+            goto out;
+        }
         converged = delta < o.tolerance;
         if (!o.quiet)
             fprintf(stderr,
