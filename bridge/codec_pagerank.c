@@ -1,6 +1,6 @@
 /* Codec of the PageRank grains: protobuf (pagerank.proto) <-> the records of
- * actors/pagerank.h. Everything a client can get wrong is caught here with a
- * sentence; the handlers check indices against the graph again (they alone
+ * actors/pagerank_layout.h. Everything a client can get wrong is caught here
+ * with a sentence; the handlers check indices against the graph again (they alone
  * know n and m). */
 #include "codec_pagerank.h"
 
