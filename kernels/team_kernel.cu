@@ -344,10 +344,10 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
         }
         __syncthreads();
         const uint64_t to = s_to;
+        const uint32_t test = s_test; /* set when to != 0; unused otherwise */
         __syncthreads(); /* s_to and s_test are rewritten next round */
         if (to == 0)
             break;
-        const uint32_t test = s_test; /* set with s_to != 0 */
         /* Which of the window's requests are ours: a thread per position
          * reads the key, then the block runs ours in order. */
         while (pos < to) {
