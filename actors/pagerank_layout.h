@@ -176,4 +176,21 @@ GB_HD void gb_pr_reply(unsigned char *out, double a, double b, uint64_t nodes, d
     *out_len = GB_PR_REPLY_LEN;
 }
 
+/* A START reply (GB_PR_REPLY_LEN bytes) as gb_pr_reply wrote it: a is the
+ * aggregator's L1 delta or the sender's dangling rank. */
+typedef struct gb_pr_result {
+    double a, rank_sum, next_dangling;
+    uint64_t nodes;
+} gb_pr_result_t;
+
+GB_HD gb_pr_result_t gb_pr_reply_read(const unsigned char *rec)
+{
+    gb_pr_result_t r;
+    memcpy(&r.a, rec, 8);
+    memcpy(&r.rank_sum, rec + 8, 8);
+    memcpy(&r.nodes, rec + 16, 8);
+    memcpy(&r.next_dangling, rec + 24, 8);
+    return r;
+}
+
 #endif

@@ -62,13 +62,10 @@ static int take(batch_t *b)
         return -1;
     }
     if (r.type == GB_PR_MSG_START && r.len == GB_PR_REPLY_LEN) {
-        double a, s, next;
-        memcpy(&a, buf, 8);
-        memcpy(&s, buf + 8, 8);
-        memcpy(&next, buf + 24, 8);
-        b->a += a;
-        b->rank_sum += s;
-        b->next += next;
+        const gb_pr_result_t res = gb_pr_reply_read(buf);
+        b->a += res.a;
+        b->rank_sum += res.rank_sum;
+        b->next += res.next_dangling;
     }
     b->got++;
     return 0;

@@ -195,6 +195,16 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     return ST_UNKNOWN;
 }
 
+/* A double field at out + n unless it is 0 (proto3 leaves zeros out); the new length. */
+static size_t put_double(uint8_t *out, size_t n, uint32_t field, double v)
+{
+    if (v == 0.0)
+        return n;
+    n += gb_pb_key_put(out + n, field, GB_PB_I64);
+    memcpy(out + n, &v, 8);
+    return n + 8;
+}
+
 size_t gbi_codec_pr_max_query(uint32_t cap)
 {
     size_t max = cap < 8 ? 0 : (cap - 8) / 4;
@@ -214,34 +224,14 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
          * doubles and nodes). */
         if (hdr->len != GB_PR_REPLY_LEN || cap < 38)
             return -1;
-        double a, sum, next_dangling;
-        uint64_t nodes;
-        memcpy(&a, rec, 8);
-        memcpy(&sum, rec + 8, 8);
-        memcpy(&nodes, rec + 16, 8);
-        memcpy(&next_dangling, rec + 24, 8);
-        const double dangling = sender ? a : next_dangling;
-        size_t n = 0;
-        if (!sender && a != 0.0) {
-            n += gb_pb_key_put(out + n, 2, GB_PB_I64);
-            memcpy(out + n, &a, 8);
-            n += 8;
-        }
-        if (nodes) {
+        const gb_pr_result_t r = gb_pr_reply_read(rec);
+        size_t n = put_double(out, 0, 2, sender ? 0.0 : r.a);
+        if (r.nodes) {
             n += gb_pb_key_put(out + n, 3, GB_PB_VARINT);
-            n += gb_pb_varint_put(out + n, nodes);
+            n += gb_pb_varint_put(out + n, r.nodes);
         }
-        if (dangling != 0.0) {
-            n += gb_pb_key_put(out + n, 5, GB_PB_I64);
-            memcpy(out + n, &dangling, 8);
-            n += 8;
-        }
-        if (sum != 0.0) {
-            n += gb_pb_key_put(out + n, 6, GB_PB_I64);
-            memcpy(out + n, &sum, 8);
-            n += 8;
-        }
-        *out_len = n;
+        n = put_double(out, n, 5, sender ? r.a : r.next_dangling);
+        *out_len = put_double(out, n, 6, r.rank_sum);
         *message_type = GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_AGGREGATION_RESULT;
         return 0;
     }

@@ -234,14 +234,11 @@ typedef struct pr_sums {
 static void sum_sink(const gb_reply_t *r, const unsigned char *pl, void *ctx)
 {
     pr_sums_t *s = ctx;
-    double a, sum, next;
     assert_int_equal(r->len, GB_PR_REPLY_LEN);
-    memcpy(&a, pl, 8);
-    memcpy(&sum, pl + 8, 8);
-    memcpy(&next, pl + 24, 8);
-    s->a += a;
-    s->sum += sum;
-    s->next += next;
+    const gb_pr_result_t res = gb_pr_reply_read(pl);
+    s->a += res.a;
+    s->sum += res.rank_sum;
+    s->next += res.next_dangling;
 }
 
 typedef struct rank_sink_ctx {

@@ -275,7 +275,8 @@ int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, doub
     const bool senders = next && p->o->two_rounds;
     start_msg_t agg, snd;
     start_encode(&agg, p->o, it, p->snd_dangling, n, next && !senders);
-    start_encode(&snd, p->o, it + 1, 0.0, n, false);
+    if (senders)
+        start_encode(&snd, p->o, it + 1, 0.0, n, false);
     p->on_reply = on_result;
     p->agg_l1 = p->agg_rank = p->snd_dangling = 0;
     p->agg_got = p->snd_got = p->n_next = 0;
