@@ -7,13 +7,16 @@
  *
  * Round trip: one request published, its reply awaited, N times after a
  * warm-up (median, p99). Throughput: batches of B requests published together,
- * then their replies drained, for about S seconds; then streaming (batches
- * published while earlier ones are in flight, as far as the ring allows).
+ * then their replies drained, for about S seconds; then streaming (a producer
+ * thread publishes batches while earlier ones are in flight, as far as the
+ * ring allows, and this thread receives).
  * Every result is checked. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "runtime.h"
@@ -109,31 +112,77 @@ static int wait_reply(gb_rk_t *rk, uint64_t i)
     return 0;
 }
 
-static int g_window = 256;
+static int g_window = 1024;
 static const uint32_t STREAM_BATCHES[2] = {256, 4096};
 
-/* Streaming throughput, as libzmq's remote_thr measures: the producer never
- * waits for a batch's replies before sending the next while the ring has
- * room; one host thread publishes batches and drains every reply that is
- * there, checking each. */
+/* Streaming throughput, as libzmq's remote_thr and local_thr measure it: the
+ * sender and the receiver are separate (here a producer thread and this
+ * thread, as runtime.h allows). The producer publishes batches for `seconds`
+ * as far as the ring has room; the receiver drains and checks every reply. */
+typedef struct stream {
+    gb_rk_t *rk;
+    uint32_t batch;
+    double seconds;
+    uint64_t first;
+    uint64_t sent; /* published so far (release; read by the receiver) */
+    int done;      /* the producer has stopped (release) */
+} stream_t;
+
+/* One producer step: claims and fills up to a batch, publishes what it got.
+ * Returns how many it published (0: no credit). */
+static uint32_t stream_send(stream_t *S, uint64_t sent)
+{
+    uint32_t k = 0;
+    gb_slot_hdr_t *slot;
+    while (k < S->batch && (slot = gb_rk_claim(S->rk)))
+        fill_request(slot, sent + k++);
+    if (k)
+        gb_rk_publish(S->rk);
+    return k;
+}
+
+static void *stream_producer(void *arg)
+{
+    stream_t *S = arg;
+    uint64_t sent = S->first;
+    double t0 = now_us();
+    while (now_us() - t0 < S->seconds * 1e6 && !__atomic_load_n(&S->done, __ATOMIC_ACQUIRE)) {
+        uint32_t k = stream_send(S, sent); /* 0: no credit until the receiver frees slots */
+        sent += k;
+        if (k)
+            __atomic_store_n(&S->sent, sent, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&S->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* g_stream_threads 2: a producer thread beside this one (machines with 4 or
+ * more CPUs); 1: this thread alternates sending and receiving, which on a
+ * 2-core machine beats three threads (cpu backend) on two cores. */
+static int g_stream_threads = 1;
+
 static int stream_run(gb_rk_t *rk, uint32_t batch, double seconds, uint64_t *ip, double *rate)
 {
-    gb_rk_status_t st;
-    gb_rk_status(rk, &st);
-    uint64_t first = *ip, sent = first, recvd = first;
+    stream_t S = {rk, batch, seconds, *ip, *ip, 0};
+    pthread_t producer;
     double t0 = now_us(), t1 = t0, last_progress = t0;
+    if (g_stream_threads == 2 && pthread_create(&producer, NULL, stream_producer, &S) != 0) {
+        fprintf(stderr, "bench: cannot start the producer thread\n");
+        return -1;
+    }
+    uint64_t recvd = *ip;
     int rc = 0;
     for (;;) {
         t1 = now_us();
-        int sending = t1 - t0 < seconds * 1e6;
-        if (!sending && recvd == sent)
-            break;
-        if (sending && st.capacity - (sent - recvd) >= batch) {
-            for (uint32_t k = 0; k < batch; k++)
-                fill_request(gb_rk_claim(rk), sent + k);
-            gb_rk_publish(rk);
-            sent += batch;
+        if (g_stream_threads == 1) {
+            if (t1 - t0 < seconds * 1e6)
+                S.sent += stream_send(&S, S.sent);
+            else
+                S.done = 1;
         }
+        int done = __atomic_load_n(&S.done, __ATOMIC_ACQUIRE);
+        if (done && recvd == __atomic_load_n(&S.sent, __ATOMIC_ACQUIRE))
+            break;
         const gb_slot_hdr_t *r;
         uint64_t before = recvd;
         while ((r = gb_rk_peek(rk))) {
@@ -151,12 +200,21 @@ static int stream_run(gb_rk_t *rk, uint32_t batch, double seconds, uint64_t *ip,
             last_progress = t1;
         } else if (gb_rk_poll(rk) != GB_OK || t1 - last_progress > 5e6) {
             fprintf(stderr, "bench: streaming stalled at reply %llu of %llu\n", (unsigned long long)recvd,
-                    (unsigned long long)sent);
+                    (unsigned long long)__atomic_load_n(&S.sent, __ATOMIC_ACQUIRE));
             rc = -1;
             break;
         }
     }
-    *rate = (double)(recvd - first) / ((t1 - t0) / 1e6);
+    if (g_stream_threads == 2) {
+        __atomic_store_n(&S.done, 1, __ATOMIC_RELEASE);
+        pthread_join(producer, NULL);
+    }
+    if (rc == 0 && recvd != S.sent) {
+        fprintf(stderr, "bench: streaming ended with %llu replies of %llu\n", (unsigned long long)recvd,
+                (unsigned long long)S.sent);
+        rc = -1;
+    }
+    *rate = (double)(recvd - *ip) / ((t1 - t0) / 1e6);
     *ip = recvd;
     return rc;
 }
@@ -226,10 +284,10 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
             if (ks.prof_big_windows) {
                 w = (double)ks.prof_big_windows;
                 printf("profile %s %s: %llu windows of >= 64, %.1f msgs/window; per window us: read %.2f "
-                       "dispatch %.2f write %.2f\n",
+                       "dispatch %.2f (%.2f rounds) write %.2f\n",
                        name, phase, (unsigned long long)ks.prof_big_windows, (double)ks.prof_big_msgs / w,
                        (double)ks.prof_big_read / w * us, (double)ks.prof_big_dispatch / w * us,
-                       (double)ks.prof_big_write / w * us);
+                       (double)ks.prof_big_rounds / w, (double)ks.prof_big_write / w * us);
             }
         }
     }
@@ -306,10 +364,18 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
                batch, send_us * 1e3 / (double)done, (t1 - t0 - send_us) * 1e3 / (double)done);
     }
     row->has_tput = rc == 0;
+    rc = finish_ring(&rk, name, "batches", mode, i, rc);
+    if (rc != 0)
+        return rc;
+
+    /* Streaming, on a ring of its own: its kernel profile is its own. */
+    if (!(rk = start_ring(label, mode, fallback)))
+        return -1;
+    i = 0;
     for (int b = 0; b < 2 && rc == 0; b++)
         rc = stream_run(rk, STREAM_BATCHES[b], seconds, &i, &row->stream_rate[b]);
     row->has_stream = rc == 0;
-    return finish_ring(&rk, name, "throughput", mode, i, rc);
+    return finish_ring(&rk, name, "streaming", mode, i, rc);
 }
 
 /* CPU the host side spends on an idle ring kernel over one second, when an
@@ -399,19 +465,22 @@ static void bench_floors(int warmup, int iters)
 static void usage(void)
 {
     printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
-           "                  [--fallback] [--variants F1,F2] [--keys N]\n"
+           "                  [--fallback] [--variants F1,F2] [--keys N] [--stream-threads 1|2]\n"
            "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
-           "  --window    requests per dispatch window (default 256)\n"
+           "  --window    requests per dispatch window (default 1024)\n"
            "  --fallback  also measure the fallback placements (device memory + staging)\n"
            "  --keys      distinct grain keys the requests cycle over (default 4096)\n"
-           "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n");
+           "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n"
+           "  --stream-threads  streaming rows: 2 = a producer thread beside the receiver (default\n"
+           "              with 4 or more CPUs), 1 = one thread alternates\n");
 }
 
 int main(int argc, char **argv)
 {
     int iters = 20000, warmup = 2000, fallback = 0;
+    g_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
     double seconds = 0.5;
     const char *modes = NULL, *variants = NULL;
     for (int a = 1; a < argc; a++) {
@@ -429,6 +498,8 @@ int main(int argc, char **argv)
             g_keys = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--variants") && a + 1 < argc)
             variants = argv[++a];
+        else if (!strcmp(argv[a], "--stream-threads") && a + 1 < argc)
+            g_stream_threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--fallback"))
             fallback = 1;
         else {
@@ -437,8 +508,9 @@ int main(int argc, char **argv)
         }
     }
     if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096 || g_keys < 1 ||
-        g_keys > 65536) {
-        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096, --keys 1..65536\n");
+        g_keys > 65536 || g_stream_threads < 1 || g_stream_threads > 2) {
+        fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096, --keys 1..65536, "
+                        "--stream-threads 1 or 2\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
@@ -449,8 +521,10 @@ int main(int argc, char **argv)
 #endif
     if (!modes)
         modes = have_gpu ? "cpu,persistent,relaunch" : "cpu";
-    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d, %llu keys\n",
-           gpu, iters, warmup, seconds, g_window, (unsigned long long)g_keys);
+    printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d, %llu keys, "
+           "streaming on %d host thread%s\n",
+           gpu, iters, warmup, seconds, g_window, (unsigned long long)g_keys, g_stream_threads,
+           g_stream_threads > 1 ? "s" : "");
     int rc = 0;
 #ifdef GB_HAVE_CUDA
     if (have_gpu)

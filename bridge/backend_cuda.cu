@@ -70,6 +70,7 @@ static void free_now(cuda_backend_t *b)
     if (b->cstream)
         cudaStreamDestroy(b->cstream);
     cudaGetLastError();
+    pthread_mutex_destroy(&b->relaunch_lock);
     free(b);
 }
 
@@ -177,11 +178,13 @@ static gb_err cuda_create(gb_rk_t *rk)
     if (!b)
         return GB_ERR_NOMEM;
     rk->be = b;
+    pthread_mutex_init(&b->relaunch_lock, NULL);
     b->device = rk->p.device;
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count <= b->device) {
         GB_ERROR("ring kernel '%s': no CUDA device %d (%d present)", rk->type_name, b->device, count);
         cudaGetLastError();
+        pthread_mutex_destroy(&b->relaunch_lock);
         free(b);
         rk->be = NULL;
         return GB_ERR_NODEV;

@@ -4,8 +4,10 @@
 #define GB_BACKEND_CUDA_INTERNAL_H
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "ring_kernel.h"
+
 #include "runtime_internal.h"
 
 typedef struct cuda_backend {
@@ -36,6 +38,10 @@ typedef struct cuda_backend {
     int lhdr_pinned;
     uint64_t launch_from, launch_to;
     uint64_t launches;
+    /* The producer's publish, the consumer's pull and poll, and control calls
+     * may come from different threads (runtime.h), and each may launch or
+     * retire a launch: this serialises the relaunch bookkeeping above. */
+    pthread_mutex_t relaunch_lock;
 } cuda_backend_t;
 
 /* Records err as the ring kernel's last error and logs it with what. */

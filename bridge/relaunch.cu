@@ -198,7 +198,7 @@ static int should_launch(gb_rk_t *rk, uint64_t published)
     return 0;
 }
 
-gb_err gbi_relaunch_kick(gb_rk_t *rk)
+static gb_err kick(gb_rk_t *rk)
 {
     /* A malloc-staging launch completes inside launch_once, so loop while
      * requests remain; a graph launch runs on and is noticed by progress(). */
@@ -215,7 +215,7 @@ gb_err gbi_relaunch_kick(gb_rk_t *rk)
     }
 }
 
-int gbi_relaunch_progress(gb_rk_t *rk)
+static int progress(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     int finished = 0;
@@ -237,12 +237,30 @@ int gbi_relaunch_progress(gb_rk_t *rk)
                 (unsigned long long)b->launches, gb_exit_reason_name(rk->ctl->exit_reason),
                 (unsigned long long)rk->ctl->consumed);
     }
-    if (gbi_relaunch_kick(rk) != GB_OK)
+    if (kick(rk) != GB_OK)
         return -1;
     return finished;
 }
 
-gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
+gb_err gbi_relaunch_kick(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    pthread_mutex_lock(&b->relaunch_lock);
+    gb_err err = kick(rk);
+    pthread_mutex_unlock(&b->relaunch_lock);
+    return err;
+}
+
+int gbi_relaunch_progress(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    pthread_mutex_lock(&b->relaunch_lock);
+    int r = progress(rk);
+    pthread_mutex_unlock(&b->relaunch_lock);
+    return r;
+}
+
+static gb_err wait_idle(gb_rk_t *rk, int timeout_ms)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -265,4 +283,13 @@ gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
         nanosleep(&ts, NULL);
     }
     return GB_OK;
+}
+
+gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    pthread_mutex_lock(&b->relaunch_lock);
+    gb_err err = wait_idle(rk, timeout_ms);
+    pthread_mutex_unlock(&b->relaunch_lock);
+    return err;
 }

@@ -57,14 +57,16 @@ struct gb_rk {
     char last_error_name[64];
     char fallback_reason[128]; /* why the mode changed at run time ("" if it did not) */
 
-    /* Producer-owned, on its own line: next request position, and how far it
-     * has been published. */
+    /* Producer-owned, on its own line: next request position, how far it has
+     * been published, and the last out_tail it read (its credit). */
     __attribute__((aligned(GB_LINE))) uint64_t in_head;
     uint64_t published;
-    /* Consumer-owned, on its own line: next reply position. The producer reads
-     * it (acquire) for credit. */
+    uint64_t credit_tail;
+    /* Consumer-owned, on its own line: next reply position, and the last
+     * `published` it read. The producer reads out_tail (acquire) for credit. */
     __attribute__((aligned(GB_LINE))) uint64_t out_tail;
-    uint64_t _pad[GB_LINE / 8 - 1];
+    uint64_t seen_published;
+    uint64_t _pad[GB_LINE / 8 - 2];
 };
 
 extern const gbi_backend_ops_t gbi_backend_cpu;

@@ -15,8 +15,9 @@
  *      such read pulls a line out of the writing CPU's cache. (Staging
  *      placement: in_head is read first; device memory makes that cheap, and
  *      stamps are not needed. Staging always runs windows.)
- *   B. dispatch, in rounds by rank within each owner lane (see below),
- *      writing replies into shared memory.
+ *   B. dispatch, in rounds: each round runs the earliest remaining request
+ *      of every activation-table partition (see below), writing replies
+ *      into shared memory.
  *   C. write: the block copies the replies out coalesced, with the stamp left
  *      at its old value; the writing threads fence at system scope; then one
  *      store per reply sets its stamp. A host that sees the stamp sees the
@@ -48,7 +49,7 @@ static __device__ __forceinline__ void put_counters(gb_control_t *ctl, const gb_
 
 /* Profile of one busy window of n requests: read, dispatch, write cycles. */
 static __device__ __forceinline__ void prof_window(gb_kstate_t &ks, long long read, long long dispatch,
-                                                   long long write, uint32_t n)
+                                                   long long write, uint32_t n, uint32_t rounds)
 {
     ks.prof_read += (uint64_t)read;
     ks.prof_dispatch += (uint64_t)dispatch;
@@ -61,6 +62,7 @@ static __device__ __forceinline__ void prof_window(gb_kstate_t &ks, long long re
         ks.prof_big_write += (uint64_t)write;
         ks.prof_big_windows++;
         ks.prof_big_msgs += n;
+        ks.prof_big_rounds += rounds;
     }
 }
 
@@ -68,9 +70,11 @@ extern __shared__ uint4 gbk_smem[];
 
 #define FULL_MASK 0xffffffffu
 /* 16-byte loads a thread issues before it uses any: one PCIe round reads
- * GBK_READ_UNROLL * 16 bytes a thread (a window of 256 64-byte slots; 8
- * spills registers). */
-#define GBK_READ_UNROLL 4
+ * GBK_READ_UNROLL * 16 bytes a thread, 64 KiB a block (a window of 1,024
+ * 64-byte slots). One SM reading mapped memory is bound by the loads it has
+ * in flight: on an H100, 16 KiB in flight read at 9 GB/s, 64 KiB at 21. */
+#define GBK_READ_UNROLL 8
+#define GBK_NO_BID 0xFFFFFFFFu
 
 /* Where the dispatch loop stands; every thread holds the same copy, except
  * beat, which only thread 0 keeps. */
@@ -172,7 +176,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                 st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(P.tail));
                 if (!(test & GB_TEST_SKIP_HEARTBEAT))
                     st_volatile(&ctl->heartbeat, ++P.beat);
-                prof_window(*ks, t1 - t0, t2 - t1, clock64() - t2, 1);
+                prof_window(*ks, t1 - t0, t2 - t1, clock64() - t2, 1, 1);
             }
             P.tail++;
             P.done++;
@@ -215,12 +219,12 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
     const gb_ring_geom_t g = a.geom;
     const uint32_t S = g.slot_size, C16 = S / 16, mask = g.cap - 1;
+    const uint32_t SP = gbk_smem_pitch(S); /* a slot's stride in shared memory */
     unsigned char *s_in = (unsigned char *)gbk_smem;
-    unsigned char *s_out = s_in + (size_t)a.window * S;
-    uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * S);
-    uint16_t *s_rank = s_lane + a.window;
-    __shared__ uint16_t s_cnt[GBK_MAX_PARTITIONS]; /* requests per partition in the window so far */
-    __shared__ uint32_t s_rounds;
+    unsigned char *s_out = s_in + (size_t)a.window * SP;
+    uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * SP);
+    /* Per partition: the lowest position bidding in the current round (GBK_NO_BID: none). */
+    __shared__ uint32_t s_first[GBK_MAX_PARTITIONS];
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
     __shared__ uint64_t s_head, s_known, s_done;
     __shared__ int s_reason;
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
     for (uint32_t i = tid; i < a.tab.lanes; i += nthreads)
-        s_cnt[i] = 0;
+        s_first[i] = GBK_NO_BID;
     long long clk0 = 0;
     uint64_t ns0 = 0;
     if (tid == 0) {
@@ -318,7 +322,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 uint32_t c = base + k * nthreads + tid;
                 if (c < total) {
                     uint32_t i = c / C16, off = (c - i * C16) * 16;
-                    *(uint4 *)(s_in + (size_t)i * S + off) = v[k];
+                    *(uint4 *)(s_in + (size_t)i * SP + off) = v[k];
                 }
             }
         }
@@ -335,7 +339,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         if (!a.staging) {
             /* The window is the stamped prefix (a polled slot may not be written yet). */
             for (uint32_t i = tid; i < want; i += nthreads) {
-                const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * S);
+                const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * SP);
                 if (h->seq != gb_stamp(P.tail + i))
                     atomicMin(&s_n, i);
             }
@@ -381,66 +385,54 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                 if (off < GB_SNAPSHOT)
                     continue;
                 const unsigned char *src = in + (size_t)((P.tail + i) & mask) * S + off;
-                *(uint4 *)(s_in + (size_t)i * S + off) = ld_volatile_v4(src);
+                *(uint4 *)(s_in + (size_t)i * SP + off) = ld_volatile_v4(src);
             }
         }
         for (uint32_t i = tid; i < n; i += nthreads)
-            s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(s_in + (size_t)i * S))->key,
+            s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(s_in + (size_t)i * SP))->key,
                                                 a.tab.lanes);
         __syncthreads();
         long long t1 = clock64();
 
-        /* B. dispatch in rounds. A request's rank is the number of earlier
-         * requests in the window for the same activation-table partition;
-         * round r runs every request of rank r, one per partition, in
-         * parallel, on whichever thread holds it. Rounds are separated by a
-         * barrier, so each partition's requests run one at a time, in window
-         * order (turn semantics), and a window whose grains fall into
-         * distinct partitions runs in one round. */
-        if (tid < 32) {
-            uint32_t maxr = 0;
-            for (uint32_t c = 0; c < n; c += 32) {
-                uint32_t i = c + tid;
-                bool valid = i < n;
-                uint32_t o = valid ? s_lane[i] : 0x10000u + tid; /* unique: matches nothing */
-                uint32_t m = __match_any_sync(0xffffffffu, o);
-                uint32_t before = __popc(m & ((1u << tid) - 1u));
-                uint32_t base = valid ? s_cnt[o] : 0;
-                __syncwarp();
-                if (valid) {
-                    uint32_t r = base + before;
-                    s_rank[i] = (uint16_t)r;
-                    maxr = max(maxr, r);
-                    if ((m >> tid) == 1u) /* the group's highest lane updates the count */
-                        s_cnt[o] = (uint16_t)(base + __popc(m));
-                }
-                __syncwarp();
-            }
-            maxr = __reduce_max_sync(0xffffffffu, maxr);
-            if (tid == 0)
-                s_rounds = maxr + 1;
-        }
-        __syncthreads();
+        /* B. dispatch in rounds. Each round runs, for every activation-table
+         * partition with requests left in the window, its earliest one: a
+         * request's thread bids its position for the partition (shared
+         * atomicMin), and after a barrier the lowest bid runs. So each
+         * partition's requests run one at a time, in window order (turn
+         * semantics), and a window whose grains fall into distinct
+         * partitions runs in one round. The barrier that ends a round also
+         * makes its grain-state writes visible to the next round's threads.
+         * The winner re-arms its partition's bid at once: another thread
+         * still checking this round compares with its own position, which
+         * neither the winning bid nor the re-armed value matches. */
         uint32_t bad = 0;
-        const uint32_t rounds = s_rounds;
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL}; /* one thread per message: no team grains here */
-        for (uint32_t r = 0; r < rounds; r++) {
-            for (uint32_t i = tid; i < n; i += nthreads) {
-                if (s_rank[i] != r)
+        uint32_t pending = 0; /* bit j: request tid + j * nthreads not yet run */
+        for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads)
+            pending |= 1u << j;
+        int more = __syncthreads_or(pending != 0);
+        uint32_t rounds = 0;
+        while (more) {
+            rounds++;
+            for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads)
+                if (pending >> j & 1u)
+                    atomicMin(&s_first[s_lane[i]], i);
+            __syncthreads();
+            for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads) {
+                if (!(pending >> j & 1u) || s_first[s_lane[i]] != i)
                     continue;
-                const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * S);
+                s_first[s_lane[i]] = GBK_NO_BID;
+                pending &= ~(1u << j);
+                const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * SP);
                 gb_slot_hdr_t oh;
-                bad += gbi_dispatch_one(a.kind, &ctx, &a.tab, s_lane[i], h, s_in + (size_t)i * S + GB_SLOT_HDR_SIZE,
-                                        &oh, s_out + (size_t)i * S + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
+                bad += gbi_dispatch_one(a.kind, &ctx, &a.tab, s_lane[i], h, s_in + (size_t)i * SP + GB_SLOT_HDR_SIZE,
+                                        &oh, s_out + (size_t)i * SP + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
                                         s_test);
                 oh.seq = gb_stamp(P.tail + i - g.cap); /* "not yet" until step C's stamp store */
-                *(gb_slot_hdr_t *)(s_out + (size_t)i * S) = oh;
+                *(gb_slot_hdr_t *)(s_out + (size_t)i * SP) = oh;
             }
-            if (rounds > 1)
-                __syncthreads();
+            more = __syncthreads_or(pending != 0);
         }
-        for (uint32_t i = tid; i < n; i += nthreads)
-            s_cnt[s_lane[i]] = 0; /* only what this window counted; read again after the barriers below */
         if (bad)
             atomicAdd(&s_bad, bad);
         __syncthreads();
@@ -461,7 +453,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             uint32_t i = c / C16, off = (c - i * C16) * 16;
             /* Plain stores, which the memory system may combine; the system
              * fence below orders them before the stamps. */
-            *(uint4 *)(out + (size_t)((P.tail + i) & mask) * S + off) = *(const uint4 *)(s_out + (size_t)i * S + off);
+            *(uint4 *)(out + (size_t)((P.tail + i) & mask) * S + off) = *(const uint4 *)(s_out + (size_t)i * SP + off);
             wrote = true;
         }
         if (wrote)
@@ -482,7 +474,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             }
             if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
                 st_volatile(&ctl->heartbeat, ++P.beat);
-            prof_window(ks, t1 - t0, t2 - t1, clock64() - t2, n);
+            prof_window(ks, t1 - t0, t2 - t1, clock64() - t2, n, rounds);
         }
         if (a.budget && P.done >= a.budget) {
             reason = GB_EXIT_BUDGET_SPENT;
@@ -523,7 +515,7 @@ extern "C" cudaError_t gbk_preload(void)
 
 extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
 {
-    return (size_t)window * slot_size * 2 + (size_t)window * 2 * sizeof(uint16_t);
+    return (size_t)window * gbk_smem_pitch(slot_size) * 2 + (size_t)window * sizeof(uint16_t);
 }
 
 extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team)
@@ -538,7 +530,7 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
     if (!team && cudaFuncGetAttributes(&fa, (const void *)gbk_ring_kernel) == cudaSuccess)
         stat = fa.sharedSizeBytes + 64;
     size_t budget = (size_t)optin > stat + 4096 ? (size_t)optin - stat : 4096;
-    uint32_t w = (uint32_t)(budget / (2u * slot_size + 4u));
+    uint32_t w = (uint32_t)(budget / (2u * (team ? slot_size : gbk_smem_pitch(slot_size)) + 4u));
     return w ? w : 1;
 }
 

@@ -35,6 +35,7 @@ typedef struct gb_kstate {
      * SM cycles and global-timer ns the kernel ran (their ratio is the SM
      * clock the profile's cycles were counted at). */
     uint64_t prof_handler, prof_clk, prof_ns;
+    uint64_t prof_big_rounds; /* dispatch rounds of the windows of 64 or more */
 } gb_kstate_t;
 
 /* Team kernel bookkeeping, in device memory (team_kernel.cu): block 0 copies
@@ -83,19 +84,33 @@ typedef struct gb_kargs {
 #define GBK_F_NO_FAST 1u /* no warp-0 poll and single-message path: every window on the block */
 /* Measured on an H200 and dropped (round trip within 0.1 us of the default):
  * counters written after the stamp; st.release.sys stamp instead of fence +
- * store; an L1 prefetch of grain entries before window dispatch. */
+ * store; an L1 prefetch of grain entries before window dispatch (again on
+ * an H100 with the 1,024-request windows: dispatch 5.3 us per window with
+ * it, 5.4 without). */
+
+/* The stride of a window's slot copies in shared memory: an odd number of
+ * 16-byte chunks. Each thread of a dispatch round reads its own slot's
+ * fields; at a stride of 64 bytes (16 banks) a warp's 4-byte reads of one
+ * field fall into 2 of the 32 banks, a 16-way conflict on every access of
+ * the handler. At 80 bytes they spread over 8 banks, and 16-byte accesses
+ * (the copies in and out) over all 32. Payloads stay 16-byte aligned. */
+GB_HD uint32_t gbk_smem_pitch(uint32_t slot_size)
+{
+    return (slot_size / 16) % 2 ? slot_size : slot_size + 16;
+}
 
 /* Shared memory the kernel needs for a window (input and output copies). */
 size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
 /* Largest window that fits the device's shared memory for slot_size, in the
  * ring kernel or (team set) in the team kernel. */
 uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team);
-/* Threads per block of a ring kernel. */
-#define GBK_THREADS 256u
-/* Most activation-table partitions of a ring kernel. A window's requests are
- * ranked by partition and each round runs one per partition, so more
- * partitions than threads means fewer rounds: 256 distinct grains fall into
- * about 5 rounds over 256 partitions, 2 over 4,096. */
+/* Threads per block of a ring kernel: 512 keep 64 KiB of PCIe reads in
+ * flight (a window of 1,024 64-byte slots) within 128 registers a thread. */
+#define GBK_THREADS 512u
+/* Most activation-table partitions of a ring kernel. Each dispatch round runs
+ * one request per partition, so more partitions than threads means fewer
+ * rounds: 256 distinct grains fall into about 5 rounds over 256 partitions,
+ * 2 over 4,096. */
 #define GBK_MAX_PARTITIONS 4096u
 /* Threads of a team kernel's block: the team that runs one message. More
  * warps per SM hide the latency of PageRank's gathers. */

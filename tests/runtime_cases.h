@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,6 +452,85 @@ static void test_window_shared_memory(void **state)
     gb_rk_destroy(&rk);
 }
 
+/* A producer thread and a consumer thread (runtime.h allows them to differ):
+ * the producer sends as fast as credit allows, the consumer checks every
+ * reply. Per-key order (aux counts each grain's requests) must hold with
+ * windows of up to 1,024 requests, where a dispatch thread holds several
+ * requests and one partition's requests span rounds; a small ring makes the
+ * producer run out of credit again and again. */
+typedef struct stream_case {
+    gb_rk_t *rk;
+    uint64_t total, keys;
+    int failed; /* the producer saw an error other than GB_ERR_FULL */
+} stream_case_t;
+
+static void *stream_case_producer(void *arg)
+{
+    stream_case_t *c = arg;
+    for (uint64_t i = 0; i < c->total;) {
+        uint64_t payload[2] = {i % c->keys, i * 3 + 1};
+        gb_err err = gb_rk_send(c->rk, i % c->keys, i, GB_ECHO_MSG_ECHO, payload, sizeof payload);
+        if (err == GB_ERR_FULL)
+            continue;
+        if (err != GB_OK) {
+            c->failed = 1;
+            break;
+        }
+        i++;
+    }
+    return NULL;
+}
+
+static void stream_threads(uint32_t cap, uint32_t window, uint64_t keys, uint64_t total)
+{
+    gb_rk_params_t p = params_for("echo", cap, 64, 4096);
+    p.grain.messages_per_iteration = window;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    stream_case_t c = {rk, total, keys, 0};
+    uint32_t *seen = calloc(keys, sizeof *seen);
+    assert_non_null(seen);
+    pthread_t producer;
+    assert_int_equal(pthread_create(&producer, NULL, stream_case_producer, &c), 0);
+    uint64_t got = 0, last_progress = now_ms();
+    while (got < total) {
+        gb_reply_t r;
+        uint64_t pl[2];
+        gb_err err = gb_rk_recv(rk, &r, pl, sizeof pl);
+        if (err == GB_ERR_EMPTY) {
+            assert_int_equal(gb_rk_poll(rk), GB_OK);
+            assert_true(now_ms() - last_progress < 10000); /* stalled */
+            continue;
+        }
+        last_progress = now_ms();
+        assert_int_equal(err, GB_OK);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        /* One producer: replies come back in the order it sent them. */
+        assert_int_equal(r.corr, got);
+        assert_int_equal(r.key, got % keys);
+        assert_int_equal(pl[0], r.key);
+        assert_int_equal(pl[1], got * 3 + 1);
+        assert_int_equal(r.aux, ++seen[r.key]);
+        got++;
+    }
+    assert_int_equal(pthread_join(producer, NULL), 0);
+    assert_int_equal(c.failed, 0);
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.sent, total);
+    assert_int_equal(st.received, total);
+    free(seen);
+    gb_rk_destroy(&rk);
+}
+
+static void test_producer_consumer_threads(void **state)
+{
+    (void)state;
+    stream_threads(64, 64, 7, (uint64_t)scaled(20000));       /* credit runs out every 64 */
+    stream_threads(4096, 1024, 300, (uint64_t)scaled(200000)); /* big windows, rounds per partition */
+}
+
 #define GB_RUNTIME_CASES                                  \
     cmocka_unit_test(test_lifecycle),                     \
     cmocka_unit_test(test_turn_order),                    \
@@ -460,6 +540,7 @@ static void test_window_shared_memory(void **state)
     cmocka_unit_test(test_activation_table),              \
     cmocka_unit_test(test_concurrent_kernels),            \
     cmocka_unit_test(test_window_shared_memory),          \
+    cmocka_unit_test(test_producer_consumer_threads),     \
     cmocka_unit_test(test_cycles)
 
 #endif

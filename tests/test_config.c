@@ -113,7 +113,7 @@ static void test_defaults(void **state)
         assert_non_null(g);
         assert_int_equal(g->queue_capacity, 4096);
         assert_int_equal(g->slot_size, 64);
-        assert_int_equal(g->messages_per_iteration, 256);
+        assert_int_equal(g->messages_per_iteration, 1024);
         assert_int_equal(g->max_grains, 65536);
         assert_int_equal(g->cpu_threads, 0);
     }
