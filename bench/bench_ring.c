@@ -284,10 +284,11 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
             if (ks.prof_big_windows) {
                 w = (double)ks.prof_big_windows;
                 printf("profile %s %s: %llu windows of >= 64, %.1f msgs/window; per window us: read %.2f "
-                       "dispatch %.2f (%.2f rounds) write %.2f\n",
+                       "dispatch %.2f (%.2f rounds, bidding %.2f) write %.2f\n",
                        name, phase, (unsigned long long)ks.prof_big_windows, (double)ks.prof_big_msgs / w,
                        (double)ks.prof_big_read / w * us, (double)ks.prof_big_dispatch / w * us,
-                       (double)ks.prof_big_rounds / w, (double)ks.prof_big_write / w * us);
+                       (double)ks.prof_big_rounds / w, (double)ks.prof_big_bid / w * us,
+                       (double)ks.prof_big_write / w * us);
             }
         }
     }

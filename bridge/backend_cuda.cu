@@ -237,11 +237,11 @@ static gb_err cuda_create(gb_rk_t *rk)
     b->placement = rk->placement;
 
     /* Activation table. Team grains: one partition per worker block of the
-     * team kernel (one per SM). Ring kernels: partitions need not match
-     * threads (a round of a window runs one request per partition on any
-     * thread), so there are up to GBK_MAX_PARTITIONS of them, while each
-     * still expects 8 or more grains; every partition gets room for what
-     * uneven hashing may send it (gb_grain_partition_entries). */
+     * team kernel (one per SM). Ring kernels: a round of a window runs one
+     * request per key on any thread, so partitions only bound the probe
+     * sequences: up to GBK_MAX_PARTITIONS of them, each still expecting 8 or
+     * more grains; every partition gets room for what uneven hashing may
+     * send it (gb_grain_partition_entries). */
     if (gb_grain_is_team(rk->kind)) {
         b->tab.lanes = gbk_team_workers(b->device, rk->geom.slot_size);
         b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);

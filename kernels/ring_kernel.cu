@@ -49,7 +49,7 @@ static __device__ __forceinline__ void put_counters(gb_control_t *ctl, const gb_
 
 /* Profile of one busy window of n requests: read, dispatch, write cycles. */
 static __device__ __forceinline__ void prof_window(gb_kstate_t &ks, long long read, long long dispatch,
-                                                   long long write, uint32_t n, uint32_t rounds)
+                                                   long long write, uint32_t n, uint32_t rounds, long long bid)
 {
     ks.prof_read += (uint64_t)read;
     ks.prof_dispatch += (uint64_t)dispatch;
@@ -63,6 +63,7 @@ static __device__ __forceinline__ void prof_window(gb_kstate_t &ks, long long re
         ks.prof_big_windows++;
         ks.prof_big_msgs += n;
         ks.prof_big_rounds += rounds;
+        ks.prof_big_bid += (uint64_t)bid;
     }
 }
 
@@ -176,7 +177,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                 st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(P.tail));
                 if (!(test & GB_TEST_SKIP_HEARTBEAT))
                     st_volatile(&ctl->heartbeat, ++P.beat);
-                prof_window(*ks, t1 - t0, t2 - t1, clock64() - t2, 1, 1);
+                prof_window(*ks, t1 - t0, t2 - t1, clock64() - t2, 1, 1, 0);
             }
             P.tail++;
             P.done++;
@@ -220,11 +221,17 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     const gb_ring_geom_t g = a.geom;
     const uint32_t S = g.slot_size, C16 = S / 16, mask = g.cap - 1;
     const uint32_t SP = gbk_smem_pitch(S); /* a slot's stride in shared memory */
+    /* Slot sizes are powers of two (gb_rk_new): chunk -> slot by a shift, not
+     * a division by a run-time value (some 20 instructions a load). */
+    const uint32_t C16_LOG = (uint32_t)(__ffs((int)C16) - 1);
     unsigned char *s_in = (unsigned char *)gbk_smem;
     unsigned char *s_out = s_in + (size_t)a.window * SP;
-    uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * SP);
-    /* Per partition: the lowest position bidding in the current round (GBK_NO_BID: none). */
-    __shared__ uint32_t s_first[GBK_MAX_PARTITIONS];
+    uint16_t *s_lane = (uint16_t *)(s_out + (size_t)a.window * SP); /* each request's table partition */
+    uint16_t *s_bslot = s_lane + a.window; /* each request's entry in s_bid */
+    /* Dispatch bids: an open-addressing table, one entry per key bidding in
+     * the current round, holding its lowest position (GBK_NO_BID: free). */
+    uint32_t *s_bid = (uint32_t *)(s_bslot + a.window);
+    const uint32_t nbid = gbk_bid_slots(a.window);
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
     __shared__ uint64_t s_head, s_known, s_done;
     __shared__ int s_reason;
@@ -240,8 +247,8 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     int reason = GB_EXIT_NONE;
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
-    for (uint32_t i = tid; i < a.tab.lanes; i += nthreads)
-        s_first[i] = GBK_NO_BID;
+    for (uint32_t i = tid; i < nbid; i += nthreads)
+        s_bid[i] = GBK_NO_BID;
     long long clk0 = 0;
     uint64_t ns0 = 0;
     if (tid == 0) {
@@ -313,7 +320,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
                 uint32_t c = base + k * nthreads + tid;
                 if (c < total) {
-                    uint32_t i = c / C16, off = (c - i * C16) * 16;
+                    uint32_t i = c >> C16_LOG, off = (c & (C16 - 1)) * 16;
                     v[k] = ld_volatile_v4(in + (size_t)((P.tail + i) & mask) * S + off);
                 }
             }
@@ -321,7 +328,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
                 uint32_t c = base + k * nthreads + tid;
                 if (c < total) {
-                    uint32_t i = c / C16, off = (c - i * C16) * 16;
+                    uint32_t i = c >> C16_LOG, off = (c & (C16 - 1)) * 16;
                     *(uint4 *)(s_in + (size_t)i * SP + off) = v[k];
                 }
             }
@@ -381,7 +388,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
              * that the stamp (written after them) has been seen. */
             __threadfence_system();
             for (uint32_t c = tid; c < n * C16; c += nthreads) {
-                uint32_t i = c / C16, off = (c - i * C16) * 16;
+                uint32_t i = c >> C16_LOG, off = (c & (C16 - 1)) * 16;
                 if (off < GB_SNAPSHOT)
                     continue;
                 const unsigned char *src = in + (size_t)((P.tail + i) & mask) * S + off;
@@ -394,38 +401,61 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         __syncthreads();
         long long t1 = clock64();
 
-        /* B. dispatch in rounds. Each round runs, for every activation-table
-         * partition with requests left in the window, its earliest one: a
-         * request's thread bids its position for the partition (shared
-         * atomicMin), and after a barrier the lowest bid runs. So each
-         * partition's requests run one at a time, in window order (turn
-         * semantics), and a window whose grains fall into distinct
-         * partitions runs in one round. The barrier that ends a round also
+        /* B. dispatch in rounds. Each round runs, for every grain with
+         * requests left in the window, its earliest one: a request's thread
+         * enters its key in the bid table (compare-and-swap of a free entry,
+         * or the entry already holding that key) with its position, the
+         * lowest position per key stays (atomicMin), and after a barrier
+         * that one runs. So each grain's requests run one at a time, in
+         * window order (turn semantics), and a window of distinct grains
+         * runs in one round; grains of one table partition may run at once
+         * (gb_grain_find allows it). The barrier that ends a round also
          * makes its grain-state writes visible to the next round's threads.
-         * The winner re-arms its partition's bid at once: another thread
-         * still checking this round compares with its own position, which
-         * neither the winning bid nor the re-armed value matches. */
+         * The winner frees its bid entry at once: another thread of the same
+         * key still checking compares with its own position, which neither
+         * the winning bid nor a free entry matches, and no thread of another
+         * key reads the entry again this round. So every entry is free when
+         * the next round starts. */
         uint32_t bad = 0;
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL}; /* one thread per message: no team grains here */
+        gb_grain_table_t tab = a.tab;
+        tab.concurrent = 1; /* keys of one partition run at once (gb_grain_find) */
         uint32_t pending = 0; /* bit j: request tid + j * nthreads not yet run */
         for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads)
             pending |= 1u << j;
         int more = __syncthreads_or(pending != 0);
         uint32_t rounds = 0;
+        long long bid_cycles = 0;
         while (more) {
             rounds++;
-            for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads)
-                if (pending >> j & 1u)
-                    atomicMin(&s_first[s_lane[i]], i);
-            __syncthreads();
+            const long long tb = clock64();
             for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads) {
-                if (!(pending >> j & 1u) || s_first[s_lane[i]] != i)
+                if (!(pending >> j & 1u))
                     continue;
-                s_first[s_lane[i]] = GBK_NO_BID;
+                const uint64_t key = ((const gb_slot_hdr_t *)(s_in + (size_t)i * SP))->key;
+                uint32_t b = (uint32_t)gb_key_mix(key) & (nbid - 1);
+                for (;;) { /* ends: fewer keys bid than the table has entries */
+                    const uint32_t v = atomicCAS(&s_bid[b], GBK_NO_BID, i);
+                    if (v == GBK_NO_BID)
+                        break;
+                    if (((const gb_slot_hdr_t *)(s_in + (size_t)v * SP))->key == key) {
+                        atomicMin(&s_bid[b], i);
+                        break;
+                    }
+                    b = (b + 1) & (nbid - 1);
+                }
+                s_bslot[i] = (uint16_t)b;
+            }
+            __syncthreads();
+            bid_cycles += clock64() - tb;
+            for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads) {
+                if (!(pending >> j & 1u) || s_bid[s_bslot[i]] != i)
+                    continue;
+                s_bid[s_bslot[i]] = GBK_NO_BID;
                 pending &= ~(1u << j);
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * SP);
                 gb_slot_hdr_t oh;
-                bad += gbi_dispatch_one(a.kind, &ctx, &a.tab, s_lane[i], h, s_in + (size_t)i * SP + GB_SLOT_HDR_SIZE,
+                bad += gbi_dispatch_one(a.kind, &ctx, &tab, s_lane[i], h, s_in + (size_t)i * SP + GB_SLOT_HDR_SIZE,
                                         &oh, s_out + (size_t)i * SP + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
                                         s_test);
                 oh.seq = gb_stamp(P.tail + i - g.cap); /* "not yet" until step C's stamp store */
@@ -450,7 +480,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             wrote = true;
         }
         for (uint32_t c = tid; c < n * C16; c += nthreads) {
-            uint32_t i = c / C16, off = (c - i * C16) * 16;
+            uint32_t i = c >> C16_LOG, off = (c & (C16 - 1)) * 16;
             /* Plain stores, which the memory system may combine; the system
              * fence below orders them before the stamps. */
             *(uint4 *)(out + (size_t)((P.tail + i) & mask) * S + off) = *(const uint4 *)(s_out + (size_t)i * SP + off);
@@ -474,7 +504,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             }
             if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
                 st_volatile(&ctl->heartbeat, ++P.beat);
-            prof_window(ks, t1 - t0, t2 - t1, clock64() - t2, n, rounds);
+            prof_window(ks, t1 - t0, t2 - t1, clock64() - t2, n, rounds, bid_cycles);
         }
         if (a.budget && P.done >= a.budget) {
             reason = GB_EXIT_BUDGET_SPENT;
@@ -515,7 +545,8 @@ extern "C" cudaError_t gbk_preload(void)
 
 extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
 {
-    return (size_t)window * gbk_smem_pitch(slot_size) * 2 + (size_t)window * sizeof(uint16_t);
+    return (size_t)window * gbk_smem_pitch(slot_size) * 2 + (size_t)window * 2 * sizeof(uint16_t) +
+           (size_t)gbk_bid_slots(window) * sizeof(uint32_t);
 }
 
 extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team)
@@ -530,7 +561,8 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
     if (!team && cudaFuncGetAttributes(&fa, (const void *)gbk_ring_kernel) == cudaSuccess)
         stat = fa.sharedSizeBytes + 64;
     size_t budget = (size_t)optin > stat + 4096 ? (size_t)optin - stat : 4096;
-    uint32_t w = (uint32_t)(budget / (2u * (team ? slot_size : gbk_smem_pitch(slot_size)) + 4u));
+    /* Ring kernel: per request two slot copies, two uint16 and up to four bid entries. */
+    uint32_t w = (uint32_t)(budget / (team ? 2u * slot_size + 4u : 2u * gbk_smem_pitch(slot_size) + 20u));
     return w ? w : 1;
 }
 

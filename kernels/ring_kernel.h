@@ -36,6 +36,7 @@ typedef struct gb_kstate {
      * clock the profile's cycles were counted at). */
     uint64_t prof_handler, prof_clk, prof_ns;
     uint64_t prof_big_rounds; /* dispatch rounds of the windows of 64 or more */
+    uint64_t prof_big_bid;    /* cycles of their dispatch spent bidding (the rest runs handlers) */
 } gb_kstate_t;
 
 /* Team kernel bookkeeping, in device memory (team_kernel.cu): block 0 copies
@@ -86,7 +87,11 @@ typedef struct gb_kargs {
  * counters written after the stamp; st.release.sys stamp instead of fence +
  * store; an L1 prefetch of grain entries before window dispatch (again on
  * an H100 with the 1,024-request windows: dispatch 5.3 us per window with
- * it, 5.4 without). */
+ * it, 5.4 without). On an H100, also not kept: 1,024 threads a block (64
+ * registers: spills, relaunch round trip +3.5 us, no throughput gain);
+ * barrier + one thread's system fence before the stamps instead of a fence
+ * in every writing thread (write 2.2 -> 1.7 us per window, but that the
+ * fence orders the other threads' replies rests on its cumulativity alone). */
 
 /* The stride of a window's slot copies in shared memory: an odd number of
  * 16-byte chunks. Each thread of a dispatch round reads its own slot's
@@ -99,7 +104,18 @@ GB_HD uint32_t gbk_smem_pitch(uint32_t slot_size)
     return (slot_size / 16) % 2 ? slot_size : slot_size + 16;
 }
 
-/* Shared memory the kernel needs for a window (input and output copies). */
+/* Entries of a window's dispatch bid table: at least twice the window, a
+ * power of two (open addressing stays short). */
+GB_HD uint32_t gbk_bid_slots(uint32_t window)
+{
+    uint32_t n = 1;
+    while (n < 2 * window)
+        n <<= 1;
+    return n;
+}
+
+/* Shared memory the kernel needs for a window (slot copies in and out, and
+ * the dispatch bookkeeping). */
 size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
 /* Largest window that fits the device's shared memory for slot_size, in the
  * ring kernel or (team set) in the team kernel. */
@@ -107,10 +123,7 @@ uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team);
 /* Threads per block of a ring kernel: 512 keep 64 KiB of PCIe reads in
  * flight (a window of 1,024 64-byte slots) within 128 registers a thread. */
 #define GBK_THREADS 512u
-/* Most activation-table partitions of a ring kernel. Each dispatch round runs
- * one request per partition, so more partitions than threads means fewer
- * rounds: 256 distinct grains fall into about 5 rounds over 256 partitions,
- * 2 over 4,096. */
+/* Most activation-table partitions of a ring kernel. */
 #define GBK_MAX_PARTITIONS 4096u
 /* Threads of a team kernel's block: the team that runs one message. More
  * warps per SM hide the latency of PageRank's gathers. */

@@ -452,6 +452,79 @@ static void test_window_shared_memory(void **state)
     gb_rk_destroy(&rk);
 }
 
+/* Publishes n requests at once (one window on a GPU): key keys[i], type types[i]. */
+static void send_burst(gb_rk_t *rk, const uint64_t *keys, const uint16_t *types, uint32_t n, uint64_t corr0)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        gb_slot_hdr_t *s = gb_rk_claim(rk);
+        assert_non_null(s);
+        s->key = keys[i];
+        s->corr = corr0 + i;
+        s->type = types[i];
+        s->len = types[i] == GB_ECHO_MSG_ECHO ? 1 : 0;
+        gb_slot_payload(s)[0] = 'x';
+    }
+    gb_rk_publish(rk);
+}
+
+/* Activations and deactivations of many grains of one table partition in one
+ * window: on a GPU they run in one dispatch round, at once, and must neither
+ * share an entry nor lose one. Each grain's count (aux) tells. */
+static void test_concurrent_activation(void **state)
+{
+    (void)state;
+    enum { KEYS = 24 }; /* one partition of 32 entries (4 grains' worth, see above) */
+    uint32_t lanes_save = g_lanes;
+    g_lanes = 1;
+    gb_rk_t *rk = start("echo", 256, 64, 4);
+    g_lanes = lanes_save;
+    uint64_t keys[3 * KEYS];
+    uint16_t types[3 * KEYS];
+    gb_reply_t r;
+    unsigned char buf[32];
+    uint64_t corr = 0;
+    for (int pass = 1; pass <= 2; pass++) { /* activate all at once, then count 2 */
+        for (uint32_t i = 0; i < KEYS; i++) {
+            keys[i] = 1000 + 7 * i;
+            types[i] = GB_ECHO_MSG_ECHO;
+        }
+        send_burst(rk, keys, types, KEYS, corr);
+        for (uint32_t i = 0; i < KEYS; i++) {
+            recv_one(rk, &r, buf, sizeof buf, 5000);
+            assert_int_equal(r.corr, corr + i);
+            assert_int_equal(r.status, GB_SLOT_OK);
+            assert_int_equal(r.aux, (uint32_t)pass);
+        }
+        corr += KEYS;
+    }
+    /* One window: deactivate the even grains while the odd ones count 3;
+     * then message every grain: the even ones start again at 1. */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < KEYS; i++) {
+        keys[n] = 1000 + 7 * i;
+        types[n++] = i % 2 ? GB_ECHO_MSG_ECHO : GB_MSG_DEACTIVATE_KEY;
+    }
+    for (uint32_t i = 0; i < KEYS; i++) {
+        keys[n] = 1000 + 7 * i;
+        types[n++] = GB_ECHO_MSG_ECHO;
+    }
+    send_burst(rk, keys, types, n, corr);
+    for (uint32_t i = 0; i < n; i++) {
+        recv_one(rk, &r, buf, sizeof buf, 5000);
+        assert_int_equal(r.corr, corr + i);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        uint32_t k = i % KEYS, odd = k % 2;
+        if (i < KEYS && odd)
+            assert_int_equal(r.aux, 3);
+        if (i >= KEYS)
+            assert_int_equal(r.aux, odd ? 4 : 1);
+    }
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.errors, 0);
+    gb_rk_destroy(&rk);
+}
+
 /* A producer thread and a consumer thread (runtime.h allows them to differ):
  * the producer sends as fast as credit allows, the consumer checks every
  * reply. Per-key order (aux counts each grain's requests) must hold with
@@ -528,7 +601,8 @@ static void test_producer_consumer_threads(void **state)
 {
     (void)state;
     stream_threads(64, 64, 7, (uint64_t)scaled(20000));       /* credit runs out every 64 */
-    stream_threads(4096, 1024, 300, (uint64_t)scaled(200000)); /* big windows, rounds per partition */
+    stream_threads(4096, 1024, 300, (uint64_t)scaled(200000)); /* big windows, rounds per grain */
+    stream_threads(4096, 1024, 3000, (uint64_t)scaled(60000));  /* activations at once in each partition */
 }
 
 #define GB_RUNTIME_CASES                                  \
@@ -541,6 +615,7 @@ static void test_producer_consumer_threads(void **state)
     cmocka_unit_test(test_concurrent_kernels),            \
     cmocka_unit_test(test_window_shared_memory),          \
     cmocka_unit_test(test_producer_consumer_threads),     \
+    cmocka_unit_test(test_concurrent_activation),         \
     cmocka_unit_test(test_cycles)
 
 #endif
