@@ -313,13 +313,7 @@ static void cuda_control(gb_rk_t *rk)
     if (rk->state == GB_RK_FAILED)
         return;
     if (b->relaunch) {
-        /* No kernel between launches: let the one in flight finish, then the
-         * host's flags are what the next launch sees. */
-        if (gbi_relaunch_wait(rk, 10000) != GB_OK)
-            return;
-        rk->ctl->active_seen = rk->ctl->is_active;
-        if (rk->state == GB_RK_RUNNING)
-            gbi_relaunch_kick(rk);
+        gbi_relaunch_control(rk); /* no kernel between launches */
         return;
     }
     if (!gbi_cuda_staging(rk))

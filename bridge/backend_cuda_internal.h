@@ -59,6 +59,10 @@ gb_err gbi_relaunch_kick(gb_rk_t *rk);
 int gbi_relaunch_progress(gb_rk_t *rk);
 /* Waits for the launch in flight, if any. */
 gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms);
+/* A control-line change: lets the launch in flight finish, then the host's
+ * flags are what the next launch sees; relaunches if requests wait. One
+ * hold of the lock, so no launch slips in between. */
+gb_err gbi_relaunch_control(gb_rk_t *rk);
 void gbi_relaunch_free(cuda_backend_t *b);
 
 #define CK(call, what)                              \

@@ -135,7 +135,14 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
          * may be activating entries of this partition, but a stale view is
          * harmless (a free entry is claimed by compare-and-swap, which
          * reports the truth; a key is written before its USED flag, and a
-         * 16-byte load reads both at once). Loads at GPU scope
+         * 16-byte load returns the key and the flag of one moment). That
+         * last point is the hardware's, not PTX's: the PTX model lets a
+         * vector load read its words in any order, so a lookup of a
+         * tombstoned key could in principle see another key's new USED with
+         * the old key. Re-reading `used` (acquire) and then the key on a
+         * match closes that, but made the round trip 1.2 us slower on an
+         * H100 even though only window rounds run it (5.63 against 4.45 us,
+         * A/B in one run), so it is not done. Loads at GPU scope
          * (ld.relaxed.gpu) made the round trip 1.1 us slower on an H100
          * (5.6 us against 4.5, same run; likely waiting on the stores to
          * host memory before them).

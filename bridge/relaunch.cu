@@ -285,6 +285,20 @@ static gb_err wait_idle(gb_rk_t *rk, int timeout_ms)
     return GB_OK;
 }
 
+gb_err gbi_relaunch_control(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    pthread_mutex_lock(&b->relaunch_lock);
+    gb_err err = wait_idle(rk, 10000);
+    if (err == GB_OK) {
+        rk->ctl->active_seen = rk->ctl->is_active;
+        if (rk->state == GB_RK_RUNNING)
+            err = kick(rk);
+    }
+    pthread_mutex_unlock(&b->relaunch_lock);
+    return err;
+}
+
 gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;

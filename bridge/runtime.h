@@ -145,7 +145,8 @@ const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk);
 void gb_rk_consume(gb_rk_t *rk);
 /* Whether the next reply's stamp is in host memory already (1 or 0): one
  * load, no backend call. -1 for a staging ring, whose replies show up only
- * after gb_rk_peek or gb_rk_poll copied them. For tight waiting loops. */
+ * after gb_rk_peek or gb_rk_poll copied them. For tight waiting loops; a
+ * consumer call (it refreshes the consumer's view of what is published). */
 int gb_rk_reply_visible(gb_rk_t *rk);
 /* Requests published whose replies have not been consumed yet. */
 uint64_t gb_rk_in_flight(const gb_rk_t *rk);

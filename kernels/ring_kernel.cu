@@ -16,8 +16,8 @@
  *      placement: in_head is read first; device memory makes that cheap, and
  *      stamps are not needed. Staging always runs windows.)
  *   B. dispatch, in rounds: each round runs the earliest remaining request
- *      of every activation-table partition (see below), writing replies
- *      into shared memory.
+ *      of every grain in the window (see below), writing replies into
+ *      shared memory.
  *   C. write: the block copies the replies out coalesced, with the stamp left
  *      at its old value; the writing threads fence at system scope; then one
  *      store per reply sets its stamp. A host that sees the stamp sees the
@@ -554,8 +554,7 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
         optin = 48 * 1024;
-    /* Static __shared__ variables: the ring kernel's partition counters, or
-     * the team kernel's few words. */
+    /* Static __shared__ variables: a few words in either kernel. */
     size_t stat = 1024;
     cudaFuncAttributes fa;
     if (!team && cudaFuncGetAttributes(&fa, (const void *)gbk_ring_kernel) == cudaSuccess)
@@ -569,8 +568,7 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
 extern "C" cudaError_t gbk_allow_smem(const void *func, size_t smem)
 {
     /* Without the opt-in, dynamic shared memory is capped at 48 KiB minus the
-     * kernel's static shared memory (the ring kernel's partition counters
-     * take 8 KiB), not at 48 KiB. */
+     * kernel's static shared memory, not at 48 KiB. */
     cudaFuncAttributes fa;
     cudaError_t err = cudaFuncGetAttributes(&fa, func);
     if (err != cudaSuccess)

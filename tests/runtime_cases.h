@@ -525,6 +525,40 @@ static void test_concurrent_activation(void **state)
     gb_rk_destroy(&rk);
 }
 
+/* One burst of 1,536 requests over 512 grains, published at once, so that a
+ * GPU window holds 1,024 of them: the ring kernel's thread t then holds
+ * requests t and t + 512, of the same grain, and must run them in two
+ * rounds, in order. Each grain's count (aux) tells. */
+static void test_window_same_grain_per_thread(void **state)
+{
+    (void)state;
+    enum { N = 1536, GRAINS = 512 };
+    gb_rk_params_t p = params_for("echo", 4096, 64, 4096);
+    p.grain.messages_per_iteration = 1024;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    static uint64_t keys[N];
+    static uint16_t types[N];
+    for (uint32_t i = 0; i < N; i++) {
+        keys[i] = 77 + i % GRAINS;
+        types[i] = GB_ECHO_MSG_ECHO;
+    }
+    for (int burst = 0; burst < 3; burst++) {
+        send_burst(rk, keys, types, N, (uint64_t)burst * N);
+        for (uint32_t i = 0; i < N; i++) {
+            gb_reply_t r;
+            unsigned char buf[8];
+            recv_one(rk, &r, buf, sizeof buf, 5000);
+            assert_int_equal(r.corr, (uint64_t)burst * N + i);
+            assert_int_equal(r.status, GB_SLOT_OK);
+            assert_int_equal(r.key, keys[i]);
+            assert_int_equal(r.aux, (uint32_t)(burst * (N / GRAINS) + i / GRAINS + 1));
+        }
+    }
+    gb_rk_destroy(&rk);
+}
+
 /* A producer thread and a consumer thread (runtime.h allows them to differ):
  * the producer sends as fast as credit allows, the consumer checks every
  * reply. Per-key order (aux counts each grain's requests) must hold with
@@ -600,9 +634,9 @@ static void stream_threads(uint32_t cap, uint32_t window, uint64_t keys, uint64_
 static void test_producer_consumer_threads(void **state)
 {
     (void)state;
-    stream_threads(64, 64, 7, (uint64_t)scaled(20000));       /* credit runs out every 64 */
-    stream_threads(4096, 1024, 300, (uint64_t)scaled(200000)); /* big windows, rounds per grain */
-    stream_threads(4096, 1024, 3000, (uint64_t)scaled(60000));  /* activations at once in each partition */
+    stream_threads(64, 64, 7, (uint64_t)scaled(5000));        /* credit runs out every 64 */
+    stream_threads(4096, 1024, 300, (uint64_t)scaled(30000));  /* big windows, rounds per grain */
+    stream_threads(4096, 1024, 3000, (uint64_t)scaled(12000)); /* activations at once in each partition */
 }
 
 #define GB_RUNTIME_CASES                                  \
@@ -616,6 +650,7 @@ static void test_producer_consumer_threads(void **state)
     cmocka_unit_test(test_window_shared_memory),          \
     cmocka_unit_test(test_producer_consumer_threads),     \
     cmocka_unit_test(test_concurrent_activation),         \
+    cmocka_unit_test(test_window_same_grain_per_thread),  \
     cmocka_unit_test(test_cycles)
 
 #endif
