@@ -7,9 +7,9 @@
  *
  * Round trip: one request published, its reply awaited, N times after a
  * warm-up (median, p99). Throughput: batches of B requests published together,
- * then their replies drained, for about S seconds; then streaming (a producer
- * thread publishes batches while earlier ones are in flight, as far as the
- * ring allows, and this thread receives).
+ * then their replies drained, for about S seconds; then streaming (batches
+ * published while earlier ones are in flight, as far as the ring allows, by a
+ * producer thread or by the receiving thread itself: --stream-threads).
  * Every result is checked. */
 #include <pthread.h>
 #include <stdio.h>

@@ -7,7 +7,6 @@
 #include <pthread.h>
 
 #include "ring_kernel.h"
-
 #include "runtime_internal.h"
 
 typedef struct cuda_backend {
