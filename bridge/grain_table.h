@@ -100,6 +100,37 @@ GB_HD uint32_t gb_grain_partition_entries(uint32_t max_grains, uint32_t parts)
     return p;
 }
 
+#if defined(__CUDA_ARCH__)
+/* gb_grain_find's activation when t->concurrent: claims the first free entry
+ * from slot `from` of the partition at `base` on (EMPTY or TOMB -> BUSY by
+ * compare-and-swap; one another thread took first is passed over: the key
+ * is absent, any free entry will do), writes the key (and, zero_state, a
+ * zero state), then marks it USED. Returns the entry, or -1 when the
+ * partition is full. */
+static __device__ __forceinline__ int64_t gb_grain_claim(gb_grain_table_t *t, uint64_t base, uint32_t mask,
+                                                         uint32_t from, uint64_t key, int zero_state)
+{
+    for (uint32_t n = 0; n < t->per_lane; n++) {
+        const uint64_t e = base + ((from + n) & mask);
+        gb_grain_entry_t *en = gb_grain_entry(t, e);
+        uint32_t u;
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(u) : "l"(__cvta_generic_to_global(&en->used))
+                     : "memory");
+        if ((u != GB_ENTRY_EMPTY && u != GB_ENTRY_TOMB) || atomicCAS((unsigned int *)&en->used, u, GB_ENTRY_BUSY) != u)
+            continue;
+        en->key = key;
+        if (zero_state)
+            memset(en + 1, 0, t->state_size);
+        __threadfence_block(); /* the key and state before USED */
+        asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(&en->used)),
+                     "r"(GB_ENTRY_USED)
+                     : "memory");
+        return (int64_t)e;
+    }
+    return -1;
+}
+#endif
+
 /* Finds key in lane's partition; activates it (zeroed state) when absent and
  * create is set. Returns the entry index, or -1 (absent, or partition full).
  *
@@ -123,8 +154,7 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
     uint64_t base = (uint64_t)lane * t->per_lane;
     uint32_t mask = t->per_lane - 1, h = (uint32_t)gb_key_mix(key);
     int64_t tomb = -1;
-    uint32_t i = 0, free_i = 0, free_u = GB_ENTRY_EMPTY;
-    for (; i < t->per_lane; i++) {
+    for (uint32_t i = 0; i < t->per_lane; i++) {
         uint64_t e = base + ((h + i) & mask);
         const gb_grain_entry_t *en = gb_grain_entry(t, e);
         uint64_t k;
@@ -180,66 +210,30 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
 #endif
             return (int64_t)e;
         }
-        if (u == GB_ENTRY_TOMB && tomb < 0) {
+        if (u == GB_ENTRY_TOMB && tomb < 0)
             tomb = (int64_t)e;
-            free_i = i;
-            free_u = u;
-        }
         if (u == GB_ENTRY_EMPTY) {
-            if (tomb < 0) {
+            if (tomb < 0)
                 tomb = (int64_t)e;
-                free_i = i;
-                free_u = u;
-            }
             break;
         }
     }
     if (!create || tomb < 0)
         return -1;
-    gb_grain_entry_t *en = gb_grain_entry(t, (uint64_t)tomb);
 #if defined(__CUDA_ARCH__)
-    /* Claim the first free entry; one another thread took first is passed
-     * over (the key is absent: any free entry of the partition will do).
-     * Without concurrent lookups, plain stores (the atomic and the ordered
-     * stores cost the single-message path about 2 us at p99). */
-    if (!t->concurrent) {
+    if (t->concurrent)
+        tomb = gb_grain_claim(t, base, mask, (uint32_t)(tomb - (int64_t)base), key, copy16 == NULL);
+    else
+#endif
+    {
+        gb_grain_entry_t *en = gb_grain_entry(t, (uint64_t)tomb);
         en->key = key;
         en->used = GB_ENTRY_USED;
-        if (copy16)
-            copy16[0] = copy16[1] = 0;
-        else
+        if (!copy16)
             memset(en + 1, 0, t->state_size);
-        return tomb;
     }
-    for (;;) {
-        if ((free_u == GB_ENTRY_EMPTY || free_u == GB_ENTRY_TOMB) &&
-            atomicCAS((unsigned int *)&en->used, free_u, GB_ENTRY_BUSY) == free_u)
-            break;
-        if (++free_i == t->per_lane)
-            return -1;
-        tomb = (int64_t)(base + ((h + free_i) & mask));
-        en = gb_grain_entry(t, (uint64_t)tomb);
-        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(free_u) : "l"(__cvta_generic_to_global(&en->used))
-                     : "memory");
-    }
-    en->key = key;
-    if (!copy16)
-        memset(en + 1, 0, t->state_size);
-    __threadfence_block(); /* the key (and state) before USED */
-    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(&en->used)), "r"(GB_ENTRY_USED)
-                 : "memory");
-    if (copy16)
+    if (tomb >= 0 && copy16)
         copy16[0] = copy16[1] = 0; /* the caller's write-back zeroes the state */
-#else
-    (void)free_i;
-    (void)free_u;
-    en->key = key;
-    en->used = GB_ENTRY_USED;
-    if (copy16)
-        copy16[0] = copy16[1] = 0; /* the caller's write-back zeroes the state */
-    else
-        memset(en + 1, 0, t->state_size);
-#endif
     return tomb;
 }
 
