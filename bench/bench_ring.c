@@ -267,11 +267,20 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
         rc = -1;
     }
 #ifdef GB_HAVE_CUDA
+    gbi_relaunch_prof_t rp = {0, 0, 0, 0};
+    if (mode == GB_MODE_RELAUNCH && gbi_cuda_relaunch_prof(rk, &rp) == GB_OK && rp.launches)
+        printf("host %s %s: %llu launches, launch call %.2f us each; %.1f stream queries a launch, %.2f us each\n",
+               name, phase, (unsigned long long)rp.launches, (double)rp.launch_ns / (double)rp.launches / 1e3,
+               (double)rp.queries / (double)rp.launches,
+               rp.queries ? (double)rp.query_ns / (double)rp.queries / 1e3 : 0.0);
     if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK) {
         gb_kstate_t ks;
         double khz = gbi_cuda_clock_khz(0);
         if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_ns > 0)
             khz = (double)ks.prof_clk / (double)ks.prof_ns * 1e6; /* the SM clock it really ran at */
+        if (rp.launches && gbi_cuda_kstate(rk, &ks) == GB_OK)
+            printf("profile %s %s: the kernel ran %.2f us a launch\n", name, phase,
+                   (double)ks.prof_ns / (double)rp.launches / 1e3);
         if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_windows && khz > 0) {
             double w = (double)ks.prof_windows, us = 1e3 / khz;
             printf("profile %s %s: SM clock %.0f MHz (rated %d); handler %.2f us per window (single-message path)\n", name,
@@ -442,6 +451,14 @@ static void bench_floors(int warmup, int iters)
         r->has_lat = 1;
     }
     free(s);
+    /* Not a floor: where a graph round trip's time goes on the host. */
+    for (int slots = 0; slots <= 1; slots++) {
+        gbk_graph_probe_t gp;
+        if (gbk_probe_graph(0, slots, warmup, iters / 4, &gp) == 0)
+            printf("probe: %s graph: launch call %.2f us; launch + synchronize %.2f us; launch + query until "
+                   "done %.2f us (%.1f queries)\n",
+                   slots ? "copy" : "empty", gp.launch_us, gp.sync_us, gp.poll_us, gp.queries);
+    }
     /* Not a floor: the handler step alone (gbi_dispatch_one), to take a round
      * trip apart. Back to back, and with the idle gap of a round trip. */
     static const struct {
@@ -558,6 +575,8 @@ int main(int argc, char **argv)
             rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds, 1);
         if (strstr(modes, "relaunch"))
             rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 0, warmup, iters, seconds, 1);
+        if (strstr(modes, "relaunch") && fallback)
+            rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup, iters / 4, seconds, 1);
         unsetenv("GPUBRIDGE_KERNEL_FLAGS");
         v += len + (v[len] == ',');
     }

@@ -595,6 +595,17 @@ extern "C" gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out)
     return e == cudaSuccess ? GB_OK : GB_ERR_CUDA;
 }
 
+extern "C" gb_err gbi_cuda_relaunch_prof(gb_rk_t *rk, gbi_relaunch_prof_t *out)
+{
+    if (rk->ops != &gbi_backend_cuda || !rk->be)
+        return GB_ERR_UNSUPPORTED;
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    pthread_mutex_lock(&b->relaunch_lock);
+    *out = b->prof;
+    pthread_mutex_unlock(&b->relaunch_lock);
+    return GB_OK;
+}
+
 extern "C" int gbi_cuda_clock_khz(int device)
 {
     int khz = 0;

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <pthread.h>
 
+#include "backend_cuda.h"
+#include "inline_kernel.h"
 #include "ring_kernel.h"
 #include "runtime_internal.h"
 
@@ -37,6 +39,18 @@ typedef struct cuda_backend {
     int lhdr_pinned;
     uint64_t launch_from, launch_to;
     uint64_t launches;
+    /* inline launches (inline_kernel.h) */
+    uint32_t inline_max;     /* requests one carries; 0: none for this grain type */
+    uint32_t inline_n;       /* staging: requests of the inline launch in flight (0: none) */
+    int exact;               /* every launch in flight is inline: the work issued ends at launch_to */
+    cudaGraph_t igraph;      /* inline kernel [-> outbox copy] */
+    cudaGraphExec_t igexec;
+    cudaGraphNode_t n_ik;    /* its kernel node, updated per launch */
+    unsigned char *dev_outbox;  /* staging: the inline kernel's replies and counters */
+    unsigned char *host_outbox; /* staging: where they land (pinned, or malloc with malloc staging) */
+    int host_outbox_pinned;
+    gbk_inline_t inl;        /* the next inline launch's parameters */
+    gbi_relaunch_prof_t prof; /* host time in launch and query calls */
     /* The producer's publish, the consumer's pull and poll, and control calls
      * may come from different threads (runtime.h), and each may launch or
      * retire a launch: this serialises the relaunch bookkeeping above. */

@@ -14,7 +14,13 @@
  *   malloc staging:    the same copies and launch issued one by one and waited
  *                      for (graphs cannot copy from pageable memory without
  *                      staging it themselves).
- * A launch's range never wraps the ring: a wrapping batch takes two launches. */
+ * A launch's range never wraps the ring: a wrapping batch takes two launches.
+ *
+ * A few requests (up to gbk_inline_max) go out as an inline launch instead
+ * (inline_kernel.h): they ride in the kernel's parameters, so the kernel
+ * reads nothing across PCIe and waits for no copy-in. Its graph is the
+ * inline kernel alone (mapped) or the inline kernel -> one fixed-size outbox
+ * copy (pinned staging); malloc staging launches it plainly. */
 #include <cuda_runtime.h>
 
 #include <stddef.h>
@@ -27,9 +33,74 @@
 
 #define LHDR_SIZE (sizeof(gb_control_t) + sizeof(gb_ring_indices_t))
 
+/* Mapped placement: how often launches in flight are queried for when
+ * nothing waits on them (see progress). */
+#define QUERY_EVERY_NS 20000u
+
+/* cudaStreamQuery on the kernel's stream, its time counted (bench_ring). */
+static cudaError_t query(cuda_backend_t *b)
+{
+    const uint64_t t0 = gb_now_ns();
+    cudaError_t e = cudaStreamQuery(b->kstream);
+    b->last_query_ns = gb_now_ns();
+    b->prof.query_ns += b->last_query_ns - t0;
+    b->prof.queries++;
+    return e;
+}
+
+/* Counts a launch that began at t0 (gb_now_ns). */
+static void count_launch(cuda_backend_t *b, uint64_t t0)
+{
+    b->prof.launch_ns += gb_now_ns() - t0;
+    b->prof.launches++;
+}
+
 static size_t slot_off(const gb_rk_t *rk, uint64_t pos)
 {
     return (size_t)(pos & (rk->geom.cap - 1)) * rk->geom.slot_size;
+}
+
+/* The inline launch's graph (inline kernel [-> outbox copy]) and, for
+ * staging, its outbox; malloc staging launches it plainly. Team grains keep
+ * the team kernel; GBK_F_NO_INLINE turns inline launches off (bench_ring
+ * compares). */
+static gb_err inline_setup(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    const uint32_t S = rk->geom.slot_size;
+    uint32_t nmax = gbk_inline_max(S);
+    b->inline_max = 0;
+    if (b->args.team_workers || (b->args.flags & GBK_F_NO_INLINE) || nmax == 0)
+        return GB_OK;
+    if (nmax > b->args.budget)
+        nmax = b->args.budget;
+    const size_t ob = GBK_INLINE_OUT_SIZE(nmax, S);
+    cudaGraphNode_t n_copy;
+    if (gbi_cuda_staging(rk)) {
+        CK(cudaMalloc((void **)&b->dev_outbox, ob), "cudaMalloc inline outbox");
+        if (rk->placement == GB_PLACEMENT_DEVICE_PINNED) {
+            CK(cudaHostAlloc((void **)&b->host_outbox, ob, cudaHostAllocDefault), "cudaHostAlloc inline outbox");
+            b->host_outbox_pinned = 1;
+        } else if (!(b->host_outbox = (unsigned char *)malloc(ob))) {
+            return GB_ERR_NOMEM;
+        }
+    }
+    memset(&b->inl, 0, sizeof b->inl);
+    b->inl.a = b->args;
+    b->inl.outbox = b->dev_outbox;
+    if (rk->placement != GB_PLACEMENT_DEVICE_MALLOC) {
+        CK(cudaGraphCreate(&b->igraph, 0), "cudaGraphCreate inline");
+        CK(gbk_inline_add_node(&b->n_ik, b->igraph, &b->inl), "graph inline kernel node");
+        if (b->dev_outbox)
+            CK(cudaGraphAddMemcpyNode1D(&n_copy, b->igraph, &b->n_ik, 1, b->host_outbox, b->dev_outbox, ob,
+                                        cudaMemcpyDeviceToHost),
+               "graph outbox copy");
+        CK(cudaGraphInstantiate(&b->igexec, b->igraph, 0), "cudaGraphInstantiate inline");
+    }
+    b->inline_max = nmax;
+    return GB_OK;
+fail:
+    return GB_ERR_CUDA;
 }
 
 gb_err gbi_relaunch_setup(gb_rk_t *rk)
@@ -52,7 +123,7 @@ gb_err gbi_relaunch_setup(gb_rk_t *rk)
         memset(b->lhdr, 0, LHDR_SIZE);
     }
     if (rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
-        return GB_OK; /* issued call by call, see the header comment */
+        return inline_setup(rk); /* issued call by call, see the header comment */
     CK(cudaGraphCreate(&b->graph, 0), "cudaGraphCreate");
     if (rk->placement == GB_PLACEMENT_MAPPED) {
         CK(gbk_ring_add_node(&n_k, b->graph, NULL, 0, &b->args), "graph kernel node");
@@ -72,7 +143,7 @@ gb_err gbi_relaunch_setup(gb_rk_t *rk)
            "graph replies copy");
     }
     CK(cudaGraphInstantiate(&b->gexec, b->graph, 0), "cudaGraphInstantiate");
-    return GB_OK;
+    return inline_setup(rk);
 fail:
     return GB_ERR_CUDA;
 }
@@ -83,6 +154,21 @@ void gbi_relaunch_free(cuda_backend_t *b)
         cudaGraphExecDestroy(b->gexec);
     if (b->graph)
         cudaGraphDestroy(b->graph);
+    if (b->igexec)
+        cudaGraphExecDestroy(b->igexec);
+    if (b->igraph)
+        cudaGraphDestroy(b->igraph);
+    cudaFree(b->dev_outbox);
+    if (b->host_outbox_pinned)
+        cudaFreeHost(b->host_outbox);
+    else
+        free(b->host_outbox);
+    b->igexec = NULL;
+    b->igraph = NULL;
+    b->dev_outbox = NULL;
+    b->host_outbox = NULL;
+    b->host_outbox_pinned = 0;
+    b->inline_max = 0;
     if (b->lhdr_pinned)
         cudaFreeHost(b->lhdr);
     else
@@ -92,12 +178,41 @@ void gbi_relaunch_free(cuda_backend_t *b)
     b->lhdr = NULL;
 }
 
+/* Staging, after an inline launch: its replies and counters from the host
+ * outbox into the ring and onto the control line. Each reply's stamp goes
+ * last (release), so a consumer that sees it sees the whole reply. */
+static void apply_outbox(gb_rk_t *rk, uint32_t n)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    const gbk_inline_out_t *h = (const gbk_inline_out_t *)b->host_outbox;
+    const unsigned char *src = b->host_outbox + sizeof *h;
+    const uint32_t S = rk->geom.slot_size;
+    const size_t seq_off = offsetof(gb_slot_hdr_t, seq);
+    for (uint32_t i = 0; i < n; i++) {
+        const gb_slot_hdr_t *r = (const gb_slot_hdr_t *)(src + (size_t)i * S);
+        gb_slot_hdr_t *d = gb_slot_at(rk->out, rk->geom, b->launch_from + i);
+        memcpy(d, r, seq_off);
+        memcpy((unsigned char *)d + seq_off + sizeof d->seq, (const unsigned char *)r + seq_off + sizeof r->seq,
+               S - seq_off - sizeof r->seq);
+        __atomic_store_n(&d->seq, r->seq, __ATOMIC_RELEASE);
+    }
+    rk->ctl->processed = h->processed;
+    rk->ctl->errors = h->errors;
+    rk->ctl->iterations = h->iterations;
+    rk->ctl->consumed = h->consumed;
+    rk->ctl->exit_reason = h->exit_reason;
+}
+
 /* After a launch: the host's view of what the kernel did. */
 static void finish_launch(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     b->in_flight = 0;
     gbi_cuda_set_resident(b, 0);
+    if (b->inline_n) {
+        apply_outbox(rk, b->inline_n);
+        b->inline_n = 0;
+    }
     if (gbi_cuda_staging(rk))
         b->pulled_out = rk->ctl->consumed;
     /* The kernel only reports activation changes it acts on; between launches
@@ -120,6 +235,7 @@ static gb_err launch_once(gb_rk_t *rk)
         to = wrap; /* one contiguous range per launch */
     b->launch_from = from;
     b->launch_to = to;
+    b->exact = 0; /* a ring kernel reads in_head and may take more than [from, to) */
     cudaError_t e = cudaSuccess;
     if (gbi_cuda_staging(rk)) {
         /* The header: the host's control line and an in_head that ends at this
@@ -164,8 +280,11 @@ static gb_err launch_once(gb_rk_t *rk)
             return GB_OK;
         }
     }
-    if (e == cudaSuccess)
+    if (e == cudaSuccess) {
+        const uint64_t t0 = gb_now_ns();
         e = cudaGraphLaunch(b->gexec, b->kstream);
+        count_launch(b, t0);
+    }
     if (e != cudaSuccess) {
         gbi_cuda_fail(rk, e, "relaunch");
         return GB_ERR_CUDA;
@@ -178,6 +297,80 @@ static gb_err launch_once(gb_rk_t *rk)
     b->in_flight++;
     gbi_cuda_set_resident(b, 1);
     return GB_OK;
+}
+
+/* An inline launch of requests [from, from + n) (see the header comment). */
+static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    const uint32_t S = rk->geom.slot_size;
+    const int staging = gbi_cuda_staging(rk);
+    gbk_inbox_t *in = &b->inl.in;
+    in->from = from;
+    in->n = n;
+    in->test_flags = rk->ctl->test_flags;
+    for (uint32_t i = 0; i < n; i++) {
+        /* Header and payload; a length past the slot is copied no further
+         * and answered by the kernel's check. */
+        const gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, from + i);
+        uint32_t len = s->len < S - GB_SLOT_HDR_SIZE ? s->len : S - GB_SLOT_HDR_SIZE;
+        memcpy(in->slots + (size_t)i * S, s, (GB_SLOT_HDR_SIZE + len + 15) & ~15u);
+    }
+    cudaError_t e;
+    const uint64_t t0 = gb_now_ns();
+    if (b->igexec) {
+        e = gbk_inline_set_node(b->igexec, b->n_ik, &b->inl);
+        if (e == cudaSuccess)
+            e = cudaGraphLaunch(b->igexec, b->kstream);
+    } else {
+        e = gbk_inline_launch(&b->inl, b->kstream);
+        if (e == cudaSuccess && staging)
+            e = cudaMemcpyAsync(b->host_outbox, b->dev_outbox, GBK_INLINE_OUT_SIZE(n, S), cudaMemcpyDeviceToHost,
+                                b->kstream);
+    }
+    count_launch(b, t0);
+    if (e != cudaSuccess) {
+        gbi_cuda_fail(rk, e, "inline relaunch");
+        return GB_ERR_CUDA;
+    }
+    b->launches++;
+    b->launch_from = from;
+    b->launch_to = from + n;
+    b->exact = 1;
+    b->inline_n = staging ? n : 0;
+    if (!staging)
+        rk->ctl->launches = b->launches;
+    b->in_flight++;
+    gbi_cuda_set_resident(b, 1);
+    if (rk->placement == GB_PLACEMENT_DEVICE_MALLOC) {
+        e = cudaStreamSynchronize(b->kstream);
+        if (e != cudaSuccess) {
+            gbi_cuda_fail(rk, e, "inline relaunch");
+            gbi_cuda_set_resident(b, 0);
+            return GB_ERR_CUDA;
+        }
+        finish_launch(rk);
+    }
+    return GB_OK;
+}
+
+/* Whether the requests not yet issued go out as an inline launch, and from
+ * where: they must fit one, and where they start must be known exactly --
+ * with nothing in flight, at what the kernel consumed; behind inline
+ * launches (mapped placement queues one, as should_launch does), where the
+ * last one ends. */
+static int inline_fits(gb_rk_t *rk, uint64_t published, uint64_t *from)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (!b->inline_max || rk->state != GB_RK_RUNNING || !rk->ctl->is_active || rk->ctl->should_terminate)
+        return 0;
+    if (b->in_flight == 0)
+        *from = rk->ctl->consumed;
+    else if (b->in_flight == 1 && b->exact && rk->placement == GB_PLACEMENT_MAPPED)
+        *from = b->launch_to;
+    else
+        return 0;
+    return published > *from && published - *from <= b->inline_max;
 }
 
 /* Mapped placement may queue one launch behind the one running: the queued
@@ -203,10 +396,14 @@ static gb_err kick(gb_rk_t *rk)
     /* A malloc-staging launch completes inside launch_once, so loop while
      * requests remain; a graph launch runs on and is noticed by progress(). */
     for (;;) {
-        uint64_t published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
-        if (!should_launch(rk, published))
+        uint64_t published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE), from;
+        gb_err err;
+        if (inline_fits(rk, published, &from))
+            err = launch_inline(rk, from, (uint32_t)(published - from));
+        else if (should_launch(rk, published))
+            err = launch_once(rk);
+        else
             return GB_OK;
-        gb_err err = launch_once(rk);
         if (err != GB_OK) {
             rk->state = GB_RK_FAILED;
             rk->ctl->exit_reason = GB_EXIT_ERROR;
@@ -219,10 +416,21 @@ static int progress(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     int finished = 0;
-    if (b->in_flight) {
-        cudaError_t e = cudaStreamQuery(b->kstream);
-        if (e == cudaErrorNotReady)
+    if (b->in_flight && rk->placement == GB_PLACEMENT_MAPPED) {
+        /* Replies come by their stamps, and a new request can be queued
+         * behind the launch running: a stream query (some 0.5 us) is only
+         * needed when requests wait for a launch, and now and then to retire
+         * launches and see errors. */
+        if (kick(rk) != GB_OK)
+            return -1;
+        const uint64_t published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
+        if (published <= b->launch_to && gb_now_ns() - b->last_query_ns < QUERY_EVERY_NS)
             return 0;
+    }
+    if (b->in_flight) {
+        cudaError_t e = query(b);
+        if (e == cudaErrorNotReady)
+            return kick(rk) == GB_OK ? 0 : -1; /* mapped: queue behind the launch running */
         if (e != cudaSuccess) {
             gbi_cuda_fail(rk, e, "relaunch failed");
             b->in_flight = 0;
@@ -265,7 +473,7 @@ static gb_err wait_idle(gb_rk_t *rk, int timeout_ms)
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (b->in_flight) {
-        cudaError_t e = cudaStreamQuery(b->kstream);
+        cudaError_t e = query(b);
         if (e == cudaSuccess) {
             finish_launch(rk);
             break;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -86,43 +87,126 @@ extern "C" int gbk_floor_echo(int device, int fence, int warmup, int iters, doub
 
 __global__ void floor_empty_kernel(void) {}
 
-extern "C" int gbk_floor_graph(int device, int copy_slots, int warmup, int iters, double *samples)
-{
-    if (cudaSetDevice(device) != cudaSuccess)
-        return -1;
+/* The floor graph: [copy-in ->] empty kernel [-> copy-out] of copy_slots
+ * 64-byte slots, and what it needs. */
+typedef struct floor_graph {
     cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    size_t bytes = (size_t)(copy_slots > 0 ? copy_slots : 1) * 64;
-    void *h = NULL, *d = NULL;
-    if (cudaHostAlloc(&h, bytes, cudaHostAllocDefault) != cudaSuccess || cudaMalloc(&d, bytes) != cudaSuccess)
-        return -1;
-    memset(h, 1, bytes);
+    void *h, *d;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-    if (copy_slots > 0)
-        cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s);
-    floor_empty_kernel<<<1, 32, 0, s>>>();
-    if (copy_slots > 0)
-        cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s);
-    if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
-        cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+} floor_graph_t;
+
+static int floor_graph_new(floor_graph_t *g, int device, int copy_slots)
+{
+    memset(g, 0, sizeof *g);
+    if (cudaSetDevice(device) != cudaSuccess)
         return -1;
-    int rc = 0;
-    for (int i = 0; i < warmup + iters; i++) {
+    cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking);
+    size_t bytes = (size_t)(copy_slots > 0 ? copy_slots : 1) * 64;
+    if (cudaHostAlloc(&g->h, bytes, cudaHostAllocDefault) != cudaSuccess || cudaMalloc(&g->d, bytes) != cudaSuccess)
+        return -1;
+    memset(g->h, 1, bytes);
+    cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal);
+    if (copy_slots > 0)
+        cudaMemcpyAsync(g->d, g->h, bytes, cudaMemcpyHostToDevice, g->s);
+    floor_empty_kernel<<<1, 32, 0, g->s>>>();
+    if (copy_slots > 0)
+        cudaMemcpyAsync(g->h, g->d, bytes, cudaMemcpyDeviceToHost, g->s);
+    if (cudaStreamEndCapture(g->s, &g->graph) != cudaSuccess || cudaGraphInstantiate(&g->exec, g->graph, 0) != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+static void floor_graph_free(floor_graph_t *g)
+{
+    if (g->exec)
+        cudaGraphExecDestroy(g->exec);
+    if (g->graph)
+        cudaGraphDestroy(g->graph);
+    cudaFree(g->d);
+    cudaFreeHost(g->h);
+    if (g->s)
+        cudaStreamDestroy(g->s);
+}
+
+extern "C" int gbk_floor_graph(int device, int copy_slots, int warmup, int iters, double *samples)
+{
+    floor_graph_t g;
+    int rc = floor_graph_new(&g, device, copy_slots);
+    for (int i = 0; rc == 0 && i < warmup + iters; i++) {
         double t0 = now_us();
-        if (cudaGraphLaunch(exec, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
+        if (cudaGraphLaunch(g.exec, g.s) != cudaSuccess || cudaStreamSynchronize(g.s) != cudaSuccess)
+            rc = -2;
+        else if (i >= warmup)
+            samples[i - warmup] = now_us() - t0;
+    }
+    floor_graph_free(&g);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+extern "C" int gbk_probe_graph(int device, int copy_slots, int warmup, int iters, gbk_graph_probe_t *out)
+{
+    floor_graph_t g;
+    int rc = floor_graph_new(&g, device, copy_slots);
+    double *launch = (double *)calloc((size_t)iters, sizeof(double));
+    double *sync = (double *)calloc((size_t)iters, sizeof(double));
+    double *poll = (double *)calloc((size_t)iters, sizeof(double));
+    double queries = 0;
+    if (!launch || !sync || !poll)
+        rc = -1;
+    for (int i = 0; rc == 0 && i < warmup + iters; i++) {
+        double t0 = now_us();
+        if (cudaGraphLaunch(g.exec, g.s) != cudaSuccess) {
             rc = -2;
             break;
         }
-        if (i >= warmup)
-            samples[i - warmup] = now_us() - t0;
+        double t1 = now_us();
+        if (cudaStreamSynchronize(g.s) != cudaSuccess)
+            rc = -2;
+        if (i >= warmup) {
+            launch[i - warmup] = t1 - t0;
+            sync[i - warmup] = now_us() - t0;
+        }
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaFree(d);
-    cudaFreeHost(h);
-    cudaStreamDestroy(s);
+    for (int i = 0; rc == 0 && i < warmup + iters; i++) {
+        double t0 = now_us();
+        if (cudaGraphLaunch(g.exec, g.s) != cudaSuccess) {
+            rc = -2;
+            break;
+        }
+        cudaError_t e;
+        int n = 0;
+        while ((e = cudaStreamQuery(g.s)) == cudaErrorNotReady)
+            n++;
+        if (e != cudaSuccess)
+            rc = -2;
+        if (i >= warmup) {
+            poll[i - warmup] = now_us() - t0;
+            queries += n + 1;
+        }
+    }
+    if (rc == 0) {
+        out->launch_us = median_of(launch, iters);
+        out->sync_us = median_of(sync, iters);
+        out->poll_us = median_of(poll, iters);
+        out->queries = queries / iters;
+    }
+    free(launch);
+    free(sync);
+    free(poll);
+    floor_graph_free(&g);
     return rc;
 }
 

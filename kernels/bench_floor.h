@@ -35,6 +35,13 @@ int gbk_floor_graph(int device, int copy_slots, int warmup, int iters, double *s
 enum { GBK_PROBE_DISPATCH = 0, GBK_PROBE_LOOKUP = 1, GBK_PROBE_HANDLER = 2 };
 int gbk_probe_dispatch(int device, int part, int keys, int gap_ns, int iters, double *median_cycles,
                        double *mhz);
+/* Not a floor: the copy graph of gbk_floor_graph taken apart on the host.
+ * Medians of the launch call alone, of launch + cudaStreamSynchronize, and of
+ * launch + cudaStreamQuery until done; the mean number of those queries. */
+typedef struct gbk_graph_probe {
+    double launch_us, sync_us, poll_us, queries;
+} gbk_graph_probe_t;
+int gbk_probe_graph(int device, int copy_slots, int warmup, int iters, gbk_graph_probe_t *out);
 /* The device's name, for the benchmark's header. */
 int gbk_device_name(int device, char *buf, int len);
 

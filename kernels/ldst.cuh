@@ -5,6 +5,13 @@
 
 #include <cuda_runtime.h>
 
+#include "ring.h"
+#include "ring_kernel.h"
+
+template <typename T> static __device__ __forceinline__ T ld_volatile(const volatile T *p) { return *p; }
+
+template <typename T> static __device__ __forceinline__ void st_volatile(volatile T *p, T v) { *p = v; }
+
 /* 16 bytes, never from a cache that could hold a stale copy. */
 static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
 {
@@ -14,6 +21,15 @@ static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
                  : "l"(p)
                  : "memory");
     return v;
+}
+
+/* The kernel's counters on the control line (consumed = next request position). */
+static __device__ __forceinline__ void put_counters(gb_control_t *ctl, const gb_kstate_t &ks, uint64_t consumed)
+{
+    st_volatile(&ctl->processed, ks.processed);
+    st_volatile(&ctl->errors, ks.errors);
+    st_volatile(&ctl->iterations, ks.iterations);
+    st_volatile(&ctl->consumed, consumed);
 }
 
 #endif

@@ -29,23 +29,10 @@
 #include <cuda_runtime.h>
 
 #include "dispatch.h"
+#include "inline_kernel.h"
 #include "ldst.cuh"
 #include "ring_kernel.h"
 
-
-
-template <typename T> static __device__ __forceinline__ T ld_volatile(const volatile T *p) { return *p; }
-
-template <typename T> static __device__ __forceinline__ void st_volatile(volatile T *p, T v) { *p = v; }
-
-/* The kernel's counters on the control line (consumed = next request position). */
-static __device__ __forceinline__ void put_counters(gb_control_t *ctl, const gb_kstate_t &ks, uint64_t consumed)
-{
-    st_volatile(&ctl->processed, ks.processed);
-    st_volatile(&ctl->errors, ks.errors);
-    st_volatile(&ctl->iterations, ks.iterations);
-    st_volatile(&ctl->consumed, consumed);
-}
 
 /* Profile of one busy window of n requests: read, dispatch, write cycles. */
 static __device__ __forceinline__ void prof_window(gb_kstate_t &ks, long long read, long long dispatch,
@@ -540,7 +527,9 @@ extern "C" cudaError_t gbk_preload(void)
 {
     cudaFuncAttributes fa;
     cudaError_t e = cudaFuncGetAttributes(&fa, gbk_ring_kernel);
-    return e == cudaSuccess ? gbk_team_preload() : e;
+    if (e == cudaSuccess)
+        e = gbk_team_preload();
+    return e == cudaSuccess ? gbk_inline_preload() : e;
 }
 
 extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)

@@ -82,7 +82,8 @@ typedef struct gb_kargs {
 } gb_kargs_t;
 
 /* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them). */
-#define GBK_F_NO_FAST 1u /* no warp-0 poll and single-message path: every window on the block */
+#define GBK_F_NO_FAST 1u      /* no warp-0 poll and single-message path: every window on the block */
+#define GBK_F_NO_INLINE 2u    /* relaunch: no inline launches (inline_kernel.h), the ring kernel always */
 /* Measured on an H200 and dropped (round trip within 0.1 us of the default):
  * counters written after the stamp; st.release.sys stamp instead of fence +
  * store; an L1 prefetch of grain entries before window dispatch (again on
@@ -91,7 +92,11 @@ typedef struct gb_kargs {
  * registers: spills, relaunch round trip +3.5 us, no throughput gain);
  * barrier + one thread's system fence before the stamps instead of a fence
  * in every writing thread (write 2.2 -> 1.7 us per window, but that the
- * fence orders the other threads' replies rests on its cumulativity alone). */
+ * fence orders the other threads' replies rests on its cumulativity alone);
+ * four polls in flight in the poll phase, issued 600 cycles apart, so that a
+ * request waits less for the next poll (round trip 10.2 us against 4.9 with
+ * one: its read phase took 7 us, as reads of the line the CPU is writing
+ * slow each other and the producer down). */
 
 /* The stride of a window's slot copies in shared memory: an odd number of
  * 16-byte chunks. Each thread of a dispatch round reads its own slot's

@@ -64,10 +64,61 @@ static void test_budget_exits(void **state)
     gb_rk_destroy(&rk);
 }
 
+/* Inline launches (up to 16 requests in the kernel's parameters) and ring
+ * kernel launches take turns on one grain type. Each burst is published while
+ * the grain type is deactivated, so activation hands the backend all of it at
+ * once: bursts of up to 16 go out as one inline launch, larger ones as ring
+ * kernel launches. Bursts over two keys put one grain's requests several
+ * times into one inline launch; now and then a request of an unknown type
+ * gets an error reply. Every reply comes in order, with its grain's turn
+ * count, and the counters match. */
+static void test_inline_bursts(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[] = {1, 2, 16, 17, 3, 1, 40, 15, 16, 5, 33, 1, 4};
+    gb_rk_t *rk = start("echo", 256, 64, 1024);
+    uint32_t count[8] = {0};
+    uint64_t corr = 0, bad = 0;
+    for (int round = 0; round < 4; round++) {
+        for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
+            const uint32_t n = sizes[b], keys = (b + round) % 2 ? 8 : 2;
+            assert_int_equal(gb_rk_deactivate(rk, 5000), GB_OK);
+            for (uint32_t i = 0; i < n; i++) {
+                const uint64_t c = corr + i, key = (c * 7) % keys;
+                const uint16_t type = c % 11 == 5 ? 99 : GB_ECHO_MSG_ECHO;
+                assert_int_equal(gb_rk_send(rk, key, c, type, &c, sizeof c), GB_OK);
+            }
+            assert_int_equal(gb_rk_activate(rk, 5000), GB_OK);
+            for (uint32_t i = 0; i < n; i++, corr++) {
+                gb_reply_t r;
+                uint64_t v = 0;
+                recv_one(rk, &r, &v, sizeof v, 5000);
+                assert_int_equal(r.corr, corr);
+                assert_int_equal(r.key, (corr * 7) % keys);
+                if (corr % 11 == 5) {
+                    assert_int_equal(r.status, GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+                    bad++;
+                    continue;
+                }
+                assert_int_equal(r.status, GB_SLOT_OK);
+                assert_int_equal(v, corr);
+                assert_int_equal(r.aux, ++count[r.key]);
+            }
+        }
+    }
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.processed, corr);
+    assert_int_equal(st.errors, bad);
+    assert_int_equal(st.received, corr);
+    gb_rk_destroy(&rk);
+}
+
 int main(void)
 {
     gb_require_gpu();
-    const struct CMUnitTest tests[] = {GB_RUNTIME_CASES, cmocka_unit_test(test_budget_exits)};
+    const struct CMUnitTest tests[] = {GB_RUNTIME_CASES, cmocka_unit_test(test_budget_exits),
+                                       cmocka_unit_test(test_inline_bursts)};
     const struct CMUnitTest fallback[] = {cmocka_unit_test(test_heartbeat_fallback)};
     g_mode = GB_MODE_RELAUNCH;
     g_force_fallback = 0;
@@ -79,6 +130,12 @@ int main(void)
     failed += cmocka_run_group_tests_name("relaunch, device + malloc staging", tests, NULL, NULL);
     unsetenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
     g_force_fallback = 0;
+    g_cycles = 20;
+    /* The ring kernel's own single-request path, which inline launches
+     * otherwise take over (GBK_F_NO_INLINE). */
+    setenv("GPUBRIDGE_KERNEL_FLAGS", "2", 1);
+    failed += cmocka_run_group_tests_name("relaunch, mapped, no inline launches", tests, NULL, NULL);
+    unsetenv("GPUBRIDGE_KERNEL_FLAGS");
     failed += cmocka_run_group_tests_name("persistent -> relaunch on missing heartbeat, mapped", fallback, NULL,
                                           NULL);
     g_force_fallback = 1;

@@ -1,0 +1,89 @@
+/* The inline launch: a relaunch of one warp that starts with its requests in
+ * hand, for the few-request launches of relaunch mode.
+ *
+ * A relaunched ring kernel first reads its requests across PCIe (mapped
+ * placement) or has copy nodes bring a range of the ring (staging placement:
+ * four copy nodes and two node updates a launch). The host already holds
+ * those requests when it launches, so it puts up to GBK_INLINE_BYTES of them,
+ * with their first position and count, into the kernel's parameters: one
+ * kernel-node update a launch (or a plain launch with malloc staging). One
+ * warp handles them (one grain's requests in order), then:
+ *   mapped:  replies into the output ring in mapped memory, fence, stamps,
+ *            counters on the control line, as the ring kernel does;
+ *   staging: replies (stamped) and counters into a device outbox that one
+ *            fixed-size copy node brings to a host outbox; the host moves
+ *            them into the ring after the launch.
+ * An inline launch handles exactly the requests it carries and reads nothing
+ * of the rings, so the host knows where it ends and can queue the next one
+ * behind it. Grain state and progress (kstate) are the ring kernel's: the two
+ * kinds of launch take turns on one stream.
+ *
+ * Measured on an H100 and dropped: requests in a pinned inbox that a copy
+ * node of a fixed graph brings along (no node update). Each copy node of host
+ * memory makes cudaGraphLaunch itself slower (1.9 us for an empty graph, 5.5
+ * with two 64-byte copies), more than the update costs. */
+#ifndef GB_INLINE_KERNEL_H
+#define GB_INLINE_KERNEL_H
+
+#include "ring_kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Request bytes one launch carries: 16 slots of 64 bytes. The parameters
+ * travel with every inline launch, so they are kept few. */
+#define GBK_INLINE_BYTES 1024u
+/* Threads of the inline kernel: one warp. */
+#define GBK_INLINE_THREADS 32u
+
+/* The requests a launch carries, where they start, how many. */
+typedef struct gbk_inbox {
+    uint64_t from;       /* position of the first request */
+    uint32_t n;          /* requests */
+    uint32_t test_flags; /* the control line's, as the host has them */
+    uint64_t _pad[6];
+    unsigned char slots[GBK_INLINE_BYTES]; /* the requests, slot after slot */
+} gbk_inbox_t;
+
+/* The inline kernel's parameters. */
+typedef struct gbk_inline {
+    gb_kargs_t a;          /* the ring kernel's arguments (tables, kstate, geometry, kind) */
+    unsigned char *outbox; /* staging: device outbox (gbk_inline_out_t, then the replies); NULL: mapped */
+    uint64_t _pad;
+    gbk_inbox_t in;
+} gbk_inline_t;
+
+/* The head of a staging outbox: what the kernel would have written on the
+ * control line. */
+typedef struct gbk_inline_out {
+    uint64_t processed, errors, iterations, consumed;
+    int32_t exit_reason;
+    int32_t _pad;
+    uint64_t _pad2[3];
+} gbk_inline_out_t;
+
+GB_STATIC_ASSERT(offsetof(gbk_inbox_t, slots) == 64, "inbox slots follow a 64-byte head");
+GB_STATIC_ASSERT(offsetof(gbk_inline_t, in) % 16 == 0, "inline slots are 16-byte aligned");
+GB_STATIC_ASSERT(sizeof(gbk_inline_out_t) == 64, "the outbox head is one 64-byte line");
+GB_STATIC_ASSERT(sizeof(gbk_inline_t) <= 4096, "kernel parameters stay within 4 KiB");
+
+/* Bytes of a staging outbox for launches of up to n slots of slot_size. */
+#define GBK_INLINE_OUT_SIZE(n, slot_size) (sizeof(gbk_inline_out_t) + (size_t)(n) * (slot_size))
+
+/* Requests of slot_size bytes an inline launch carries (0: slots too large). */
+static inline uint32_t gbk_inline_max(uint32_t slot_size) { return GBK_INLINE_BYTES / slot_size; }
+
+cudaError_t gbk_inline_preload(void);
+/* Launches m on stream (the parameters are copied at the call). */
+cudaError_t gbk_inline_launch(const gbk_inline_t *m, cudaStream_t stream);
+/* A kernel node of graph running m, and the update of that node in an
+ * instantiated graph before a launch (later launches see m; those already
+ * issued keep theirs). */
+cudaError_t gbk_inline_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const gbk_inline_t *m);
+cudaError_t gbk_inline_set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const gbk_inline_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
