@@ -49,6 +49,9 @@ typedef struct cuda_backend {
     unsigned char *dev_outbox;  /* staging: the inline kernel's replies and counters */
     unsigned char *host_outbox; /* staging: where they land (pinned, or malloc with malloc staging) */
     int host_outbox_pinned;
+    unsigned char *bounce;   /* staging: a launch's replies, before put_replies */
+    int bounce_pinned;
+    uint64_t bounce_n;       /* staging: replies the launch in flight copies to bounce (0: none) */
     gbk_inline_t inl;        /* the next inline launch's parameters */
     gbi_relaunch_prof_t prof; /* host time in launch and query calls */
     /* The producer's publish, the consumer's pull and poll, and control calls

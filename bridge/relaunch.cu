@@ -14,13 +14,17 @@
  *   malloc staging:    the same copies and launch issued one by one and waited
  *                      for (graphs cannot copy from pageable memory without
  *                      staging it themselves).
+ * Staging replies land in a bounce buffer and go into the ring stamp-last
+ * after the launch (put_replies): a copy straight into the ring could show a
+ * consumer a reply's stamp before its payload.
  * A launch's range never wraps the ring: a wrapping batch takes two launches.
  *
  * A few requests (up to gbk_inline_max) go out as an inline launch instead
  * (inline_kernel.h): they ride in the kernel's parameters, so the kernel
  * reads nothing across PCIe and waits for no copy-in. Its graph is the
- * inline kernel alone (mapped) or the inline kernel -> one fixed-size outbox
- * copy (pinned staging); malloc staging launches it plainly. */
+ * inline kernel alone (mapped; pinned staging with a mapped outbox) or the
+ * inline kernel -> one fixed-size outbox copy; malloc staging launches it
+ * plainly. */
 #include <cuda_runtime.h>
 
 #include <stddef.h>
@@ -61,9 +65,11 @@ static size_t slot_off(const gb_rk_t *rk, uint64_t pos)
 }
 
 /* The inline launch's graph (inline kernel [-> outbox copy]) and, for
- * staging, its outbox; malloc staging launches it plainly. Team grains keep
- * the team kernel; GBK_F_NO_INLINE turns inline launches off (bench_ring
- * compares). */
+ * staging, its outbox: mapped pinned memory the kernel writes directly where
+ * that can be had (pinned staging; GBK_F_OUTBOX_COPY refuses it), else
+ * device memory and a copy; malloc staging launches it plainly. Team grains
+ * keep the team kernel; GBK_F_NO_INLINE turns inline launches off
+ * (bench_ring compares). */
 static gb_err inline_setup(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
@@ -76,8 +82,22 @@ static gb_err inline_setup(gb_rk_t *rk)
         nmax = b->args.budget;
     const size_t ob = GBK_INLINE_OUT_SIZE(nmax, S);
     cudaGraphNode_t n_copy;
-    if (gbi_cuda_staging(rk)) {
+    unsigned char *outbox = NULL; /* the kernel's view */
+    if (rk->placement == GB_PLACEMENT_DEVICE_PINNED && !(b->args.flags & GBK_F_OUTBOX_COPY)) {
+        /* The region could not be mapped; a small outbox often can. */
+        if (cudaHostAlloc((void **)&b->host_outbox, ob, cudaHostAllocMapped) == cudaSuccess &&
+            cudaHostGetDevicePointer((void **)&outbox, b->host_outbox, 0) == cudaSuccess) {
+            b->host_outbox_pinned = 1;
+        } else {
+            cudaGetLastError();
+            cudaFreeHost(b->host_outbox);
+            b->host_outbox = NULL;
+            outbox = NULL;
+        }
+    }
+    if (gbi_cuda_staging(rk) && !outbox) {
         CK(cudaMalloc((void **)&b->dev_outbox, ob), "cudaMalloc inline outbox");
+        outbox = b->dev_outbox;
         if (rk->placement == GB_PLACEMENT_DEVICE_PINNED) {
             CK(cudaHostAlloc((void **)&b->host_outbox, ob, cudaHostAllocDefault), "cudaHostAlloc inline outbox");
             b->host_outbox_pinned = 1;
@@ -87,7 +107,7 @@ static gb_err inline_setup(gb_rk_t *rk)
     }
     memset(&b->inl, 0, sizeof b->inl);
     b->inl.a = b->args;
-    b->inl.outbox = b->dev_outbox;
+    b->inl.outbox = outbox;
     if (rk->placement != GB_PLACEMENT_DEVICE_MALLOC) {
         CK(cudaGraphCreate(&b->igraph, 0), "cudaGraphCreate inline");
         CK(gbk_inline_add_node(&b->n_ik, b->igraph, &b->inl), "graph inline kernel node");
@@ -121,6 +141,15 @@ gb_err gbi_relaunch_setup(gb_rk_t *rk)
                 return GB_ERR_NOMEM;
         }
         memset(b->lhdr, 0, LHDR_SIZE);
+    }
+    if (rk->placement == GB_PLACEMENT_DEVICE_PINNED && !b->bounce) {
+        /* A graph's copies need pinned memory. */
+        CK(cudaHostAlloc((void **)&b->bounce, (size_t)b->args.budget * S, cudaHostAllocDefault),
+           "cudaHostAlloc reply bounce buffer");
+        b->bounce_pinned = 1;
+    } else if (rk->placement == GB_PLACEMENT_DEVICE_MALLOC && !b->bounce &&
+               !(b->bounce = (unsigned char *)malloc((size_t)b->args.budget * S))) {
+        return GB_ERR_NOMEM;
     }
     if (rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
         return inline_setup(rk); /* issued call by call, see the header comment */
@@ -159,6 +188,12 @@ void gbi_relaunch_free(cuda_backend_t *b)
     if (b->igraph)
         cudaGraphDestroy(b->igraph);
     cudaFree(b->dev_outbox);
+    if (b->bounce_pinned)
+        cudaFreeHost(b->bounce);
+    else
+        free(b->bounce);
+    b->bounce = NULL;
+    b->bounce_pinned = 0;
     if (b->host_outbox_pinned)
         cudaFreeHost(b->host_outbox);
     else
@@ -178,24 +213,30 @@ void gbi_relaunch_free(cuda_backend_t *b)
     b->lhdr = NULL;
 }
 
+/* Replies [from, from + n), slot after slot at src, into the output ring.
+ * Each reply's stamp goes last (release), so a consumer that sees it sees
+ * the whole reply: a plain copy (the driver's, into pageable memory) may
+ * store the stamp before the payload. */
+static void put_replies(gb_rk_t *rk, const unsigned char *src, uint64_t from, uint64_t n)
+{
+    const uint32_t S = rk->geom.slot_size;
+    const size_t seq_off = offsetof(gb_slot_hdr_t, seq), tail = seq_off + sizeof(uint32_t);
+    for (uint64_t i = 0; i < n; i++) {
+        const gb_slot_hdr_t *r = (const gb_slot_hdr_t *)(src + (size_t)i * S);
+        gb_slot_hdr_t *d = gb_slot_at(rk->out, rk->geom, from + i);
+        memcpy(d, r, seq_off);
+        memcpy((unsigned char *)d + tail, (const unsigned char *)r + tail, S - tail);
+        __atomic_store_n(&d->seq, r->seq, __ATOMIC_RELEASE);
+    }
+}
+
 /* Staging, after an inline launch: its replies and counters from the host
- * outbox into the ring and onto the control line. Each reply's stamp goes
- * last (release), so a consumer that sees it sees the whole reply. */
+ * outbox into the ring and onto the control line. */
 static void apply_outbox(gb_rk_t *rk, uint32_t n)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     const gbk_inline_out_t *h = (const gbk_inline_out_t *)b->host_outbox;
-    const unsigned char *src = b->host_outbox + sizeof *h;
-    const uint32_t S = rk->geom.slot_size;
-    const size_t seq_off = offsetof(gb_slot_hdr_t, seq);
-    for (uint32_t i = 0; i < n; i++) {
-        const gb_slot_hdr_t *r = (const gb_slot_hdr_t *)(src + (size_t)i * S);
-        gb_slot_hdr_t *d = gb_slot_at(rk->out, rk->geom, b->launch_from + i);
-        memcpy(d, r, seq_off);
-        memcpy((unsigned char *)d + seq_off + sizeof d->seq, (const unsigned char *)r + seq_off + sizeof r->seq,
-               S - seq_off - sizeof r->seq);
-        __atomic_store_n(&d->seq, r->seq, __ATOMIC_RELEASE);
-    }
+    put_replies(rk, b->host_outbox + sizeof *h, b->launch_from, n);
     rk->ctl->processed = h->processed;
     rk->ctl->errors = h->errors;
     rk->ctl->iterations = h->iterations;
@@ -212,6 +253,12 @@ static void finish_launch(gb_rk_t *rk)
     if (b->inline_n) {
         apply_outbox(rk, b->inline_n);
         b->inline_n = 0;
+    }
+    if (b->bounce_n) {
+        /* What the kernel handled: it stops early when deactivated. */
+        uint64_t done = rk->ctl->consumed - b->launch_from;
+        put_replies(rk, b->bounce, b->launch_from, done < b->bounce_n ? done : b->bounce_n);
+        b->bounce_n = 0;
     }
     if (gbi_cuda_staging(rk))
         b->pulled_out = rk->ctl->consumed;
@@ -248,12 +295,13 @@ static gb_err launch_once(gb_rk_t *rk)
         memcpy(b->lhdr + offsetof(gb_control_t, launches), &launches, sizeof launches);
         memcpy(b->lhdr + gb_region_idx_off(), &to, sizeof to);
         size_t off = slot_off(rk, from), bytes = (size_t)(to - from) * S;
+        b->bounce_n = to - from;
         if (rk->placement == GB_PLACEMENT_DEVICE_PINNED) {
             e = cudaGraphExecMemcpyNodeSetParams1D(b->gexec, b->n_in, b->dev + in_off + off,
                                                    rk->region + in_off + off, bytes, cudaMemcpyHostToDevice);
-            if (e == cudaSuccess)
-                e = cudaGraphExecMemcpyNodeSetParams1D(b->gexec, b->n_out, rk->region + out_off + off,
-                                                       b->dev + out_off + off, bytes, cudaMemcpyDeviceToHost);
+            if (e == cudaSuccess) /* not into the ring: see put_replies */
+                e = cudaGraphExecMemcpyNodeSetParams1D(b->gexec, b->n_out, b->bounce, b->dev + out_off + off, bytes,
+                                                       cudaMemcpyDeviceToHost);
         } else {
             e = cudaMemcpyAsync(b->dev, b->lhdr, LHDR_SIZE, cudaMemcpyHostToDevice, b->kstream);
             if (e == cudaSuccess)
@@ -264,9 +312,8 @@ static gb_err launch_once(gb_rk_t *rk)
             if (e == cudaSuccess)
                 e = cudaMemcpyAsync(rk->region + kline, b->dev + kline, GB_LINE, cudaMemcpyDeviceToHost,
                                     b->kstream);
-            if (e == cudaSuccess)
-                e = cudaMemcpyAsync(rk->region + out_off + off, b->dev + out_off + off, bytes,
-                                    cudaMemcpyDeviceToHost, b->kstream);
+            if (e == cudaSuccess) /* not into the ring: see put_replies */
+                e = cudaMemcpyAsync(b->bounce, b->dev + out_off + off, bytes, cudaMemcpyDeviceToHost, b->kstream);
             b->launches++;
             gbi_cuda_set_resident(b, 1);
             if (e == cudaSuccess)
@@ -318,13 +365,13 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
     }
     cudaError_t e;
     const uint64_t t0 = gb_now_ns();
-    if (b->igexec) {
+    if (b->igexec && !(b->args.flags & GBK_F_INLINE_PLAIN)) {
         e = gbk_inline_set_node(b->igexec, b->n_ik, &b->inl);
         if (e == cudaSuccess)
             e = cudaGraphLaunch(b->igexec, b->kstream);
     } else {
         e = gbk_inline_launch(&b->inl, b->kstream);
-        if (e == cudaSuccess && staging)
+        if (e == cudaSuccess && b->dev_outbox)
             e = cudaMemcpyAsync(b->host_outbox, b->dev_outbox, GBK_INLINE_OUT_SIZE(n, S), cudaMemcpyDeviceToHost,
                                 b->kstream);
     }

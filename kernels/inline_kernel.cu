@@ -33,6 +33,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
     for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS)
         s_in4[c] = src[c];
     __syncwarp();
+    const long long clk1 = clock64();
 
     /* Dispatch in rounds: a request runs once no earlier request of its grain
      * is left (turn order), requests of different grains run together. A
@@ -63,6 +64,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
         }
         __syncwarp();
     }
+    const long long clk2 = clock64();
     const uint32_t nbad = __popc(__ballot_sync(FULL_MASK, bad != 0));
     gb_kstate_t ks; /* lane 0's counters after this launch */
     ks.processed = processed + n;
@@ -89,7 +91,8 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
                 st_volatile(&ctl->heartbeat, ks.iterations);
         }
     } else {
-        /* Staging: the outbox, copied to the host by the launch's copy node. */
+        /* Staging: the outbox (host memory, or device memory that the
+         * launch's copy node brings back); the host reads it after the launch. */
         uint4 *o = (uint4 *)(outbox + sizeof(gbk_inline_out_t));
         for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS)
             o[c] = s_out4[c];
@@ -109,8 +112,16 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
         a.kstate->errors = ks.errors;
         a.kstate->iterations = ks.iterations;
         a.kstate->tail = from + n;
-        a.kstate->prof_clk += (uint64_t)(clock64() - clk0); /* the profile's clock (bench_ring) */
+        const long long clk3 = clock64();
+        /* The profile (bench_ring), after the replies: the kernel's time from
+         * its start, the requests' copy in (read), dispatch, and write. */
+        a.kstate->prof_clk += (uint64_t)(clk3 - clk0);
         a.kstate->prof_ns += ns1 - ns0;
+        a.kstate->prof_read += (uint64_t)(clk1 - clk0);
+        a.kstate->prof_dispatch += (uint64_t)(clk2 - clk1);
+        a.kstate->prof_write += (uint64_t)(clk3 - clk2);
+        a.kstate->prof_windows++;
+        a.kstate->prof_msgs += n;
     }
 }
 

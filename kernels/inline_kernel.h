@@ -10,9 +10,10 @@
  * warp handles them (one grain's requests in order), then:
  *   mapped:  replies into the output ring in mapped memory, fence, stamps,
  *            counters on the control line, as the ring kernel does;
- *   staging: replies (stamped) and counters into a device outbox that one
- *            fixed-size copy node brings to a host outbox; the host moves
- *            them into the ring after the launch.
+ *   staging: replies (stamped) and counters into an outbox: pinned host
+ *            memory mapped for the kernel where that can be had, else device
+ *            memory that one fixed-size copy node brings to the host. The
+ *            host moves them into the ring after the launch.
  * An inline launch handles exactly the requests it carries and reads nothing
  * of the rings, so the host knows where it ends and can queue the next one
  * behind it. Grain state and progress (kstate) are the ring kernel's: the two
@@ -49,7 +50,7 @@ typedef struct gbk_inbox {
 /* The inline kernel's parameters. */
 typedef struct gbk_inline {
     gb_kargs_t a;          /* the ring kernel's arguments (tables, kstate, geometry, kind) */
-    unsigned char *outbox; /* staging: device outbox (gbk_inline_out_t, then the replies); NULL: mapped */
+    unsigned char *outbox; /* staging: the outbox (gbk_inline_out_t, then the replies); NULL: mapped */
     uint64_t _pad;
     gbk_inbox_t in;
 } gbk_inline_t;

@@ -84,6 +84,8 @@ typedef struct gb_kargs {
 /* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them). */
 #define GBK_F_NO_FAST 1u      /* no warp-0 poll and single-message path: every window on the block */
 #define GBK_F_NO_INLINE 2u    /* relaunch: no inline launches (inline_kernel.h), the ring kernel always */
+#define GBK_F_INLINE_PLAIN 4u /* relaunch: inline launches as plain launches, not graph launches */
+#define GBK_F_OUTBOX_COPY 8u  /* relaunch, pinned staging: inline replies through device memory and a copy */
 /* Measured on an H200 and dropped (round trip within 0.1 us of the default):
  * counters written after the stamp; st.release.sys stamp instead of fence +
  * store; an L1 prefetch of grain entries before window dispatch (again on

@@ -126,6 +126,11 @@ int main(void)
     g_force_fallback = 1;
     g_cycles = 20; /* the 100-cycle run is the mapped group's */
     failed += cmocka_run_group_tests_name("relaunch, device + pinned staging", tests, NULL, NULL);
+    /* Inline replies through device memory and a copy node, where no mapped
+     * outbox can be had (GBK_F_OUTBOX_COPY). */
+    setenv("GPUBRIDGE_KERNEL_FLAGS", "8", 1);
+    failed += cmocka_run_group_tests_name("relaunch, device + pinned staging, outbox copied", tests, NULL, NULL);
+    unsetenv("GPUBRIDGE_KERNEL_FLAGS");
     setenv("GPUBRIDGE_FORCE_MALLOC_STAGING", "1", 1);
     failed += cmocka_run_group_tests_name("relaunch, device + malloc staging", tests, NULL, NULL);
     unsetenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
