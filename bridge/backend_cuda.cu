@@ -460,7 +460,11 @@ static void cuda_publish(gb_rk_t *rk)
     b->copied_in = to;
 }
 
-/* Staging: fetch the kernel's control line and out_head; then the new replies. */
+/* Staging: fetch the kernel's control line and out_head; then the new replies.
+ * Copied straight into the ring, which is safe here and not in relaunch mode
+ * (put_replies in relaunch.cu): pull and poll run on the consumer thread
+ * (runtime.h), the only reader of replies, and the copy completes before
+ * they return. */
 static int cuda_pull(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;

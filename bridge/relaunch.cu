@@ -70,6 +70,27 @@ static size_t slot_off(const gb_rk_t *rk, uint64_t pos)
  * device memory and a copy; malloc staging launches it plainly. Team grains
  * keep the team kernel; GBK_F_NO_INLINE turns inline launches off
  * (bench_ring compares). */
+static void inline_free(cuda_backend_t *b)
+{
+    if (b->igexec)
+        cudaGraphExecDestroy(b->igexec);
+    if (b->igraph)
+        cudaGraphDestroy(b->igraph);
+    cudaFree(b->dev_outbox);
+    if (b->host_outbox_pinned)
+        cudaFreeHost(b->host_outbox);
+    else
+        free(b->host_outbox);
+    b->igexec = NULL;
+    b->igraph = NULL;
+    b->dev_outbox = NULL;
+    b->host_outbox = NULL;
+    b->host_outbox_pinned = 0;
+    b->inline_max = 0;
+}
+
+/* Inline launches are an optimisation: when their setup fails, the grain
+ * type goes on with ring kernel launches alone. */
 static gb_err inline_setup(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
@@ -82,45 +103,55 @@ static gb_err inline_setup(gb_rk_t *rk)
         nmax = b->args.budget;
     const size_t ob = GBK_INLINE_OUT_SIZE(nmax, S);
     cudaGraphNode_t n_copy;
-    unsigned char *outbox = NULL; /* the kernel's view */
+    unsigned char *outbox = NULL, *host = NULL; /* the kernel's view; the host's */
+    cudaError_t e = cudaSuccess;
     if (rk->placement == GB_PLACEMENT_DEVICE_PINNED && !(b->args.flags & GBK_F_OUTBOX_COPY)) {
         /* The region could not be mapped; a small outbox often can. */
-        if (cudaHostAlloc((void **)&b->host_outbox, ob, cudaHostAllocMapped) == cudaSuccess &&
-            cudaHostGetDevicePointer((void **)&outbox, b->host_outbox, 0) == cudaSuccess) {
+        if (cudaHostAlloc((void **)&host, ob, cudaHostAllocMapped) == cudaSuccess) {
+            b->host_outbox = host;
             b->host_outbox_pinned = 1;
-        } else {
-            cudaGetLastError();
-            cudaFreeHost(b->host_outbox);
-            b->host_outbox = NULL;
-            outbox = NULL;
+            if (cudaHostGetDevicePointer((void **)&outbox, host, 0) != cudaSuccess) {
+                inline_free(b);
+                outbox = NULL;
+            }
         }
+        cudaGetLastError();
     }
     if (gbi_cuda_staging(rk) && !outbox) {
-        CK(cudaMalloc((void **)&b->dev_outbox, ob), "cudaMalloc inline outbox");
+        e = cudaMalloc((void **)&b->dev_outbox, ob);
         outbox = b->dev_outbox;
-        if (rk->placement == GB_PLACEMENT_DEVICE_PINNED) {
-            CK(cudaHostAlloc((void **)&b->host_outbox, ob, cudaHostAllocDefault), "cudaHostAlloc inline outbox");
-            b->host_outbox_pinned = 1;
-        } else if (!(b->host_outbox = (unsigned char *)malloc(ob))) {
-            return GB_ERR_NOMEM;
+        if (e == cudaSuccess && rk->placement == GB_PLACEMENT_DEVICE_PINNED) {
+            e = cudaHostAlloc((void **)&host, ob, cudaHostAllocDefault);
+            if (e == cudaSuccess) {
+                b->host_outbox = host;
+                b->host_outbox_pinned = 1;
+            }
+        } else if (e == cudaSuccess && !(b->host_outbox = (unsigned char *)malloc(ob))) {
+            e = cudaErrorMemoryAllocation;
         }
     }
     memset(&b->inl, 0, sizeof b->inl);
     b->inl.a = b->args;
     b->inl.outbox = outbox;
-    if (rk->placement != GB_PLACEMENT_DEVICE_MALLOC) {
-        CK(cudaGraphCreate(&b->igraph, 0), "cudaGraphCreate inline");
-        CK(gbk_inline_add_node(&b->n_ik, b->igraph, &b->inl), "graph inline kernel node");
-        if (b->dev_outbox)
-            CK(cudaGraphAddMemcpyNode1D(&n_copy, b->igraph, &b->n_ik, 1, b->host_outbox, b->dev_outbox, ob,
-                                        cudaMemcpyDeviceToHost),
-               "graph outbox copy");
-        CK(cudaGraphInstantiate(&b->igexec, b->igraph, 0), "cudaGraphInstantiate inline");
+    if (e == cudaSuccess && rk->placement != GB_PLACEMENT_DEVICE_MALLOC) {
+        e = cudaGraphCreate(&b->igraph, 0);
+        if (e == cudaSuccess)
+            e = gbk_inline_add_node(&b->n_ik, b->igraph, &b->inl);
+        if (e == cudaSuccess && b->dev_outbox)
+            e = cudaGraphAddMemcpyNode1D(&n_copy, b->igraph, &b->n_ik, 1, b->host_outbox, b->dev_outbox, ob,
+                                         cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess)
+            e = cudaGraphInstantiate(&b->igexec, b->igraph, 0);
+    }
+    if (e != cudaSuccess) {
+        GB_WARN("ring kernel '%s': no inline launches (%s); ring kernel launches only", rk->type_name,
+                cudaGetErrorString(e));
+        cudaGetLastError();
+        inline_free(b);
+        return GB_OK;
     }
     b->inline_max = nmax;
     return GB_OK;
-fail:
-    return GB_ERR_CUDA;
 }
 
 gb_err gbi_relaunch_setup(gb_rk_t *rk)
@@ -142,13 +173,14 @@ gb_err gbi_relaunch_setup(gb_rk_t *rk)
         }
         memset(b->lhdr, 0, LHDR_SIZE);
     }
+    /* A staging launch never wraps the ring: at most min(budget, cap) replies. */
+    const size_t bounce = (size_t)(b->args.budget < rk->geom.cap ? b->args.budget : rk->geom.cap) * S;
     if (rk->placement == GB_PLACEMENT_DEVICE_PINNED && !b->bounce) {
         /* A graph's copies need pinned memory. */
-        CK(cudaHostAlloc((void **)&b->bounce, (size_t)b->args.budget * S, cudaHostAllocDefault),
-           "cudaHostAlloc reply bounce buffer");
+        CK(cudaHostAlloc((void **)&b->bounce, bounce, cudaHostAllocDefault), "cudaHostAlloc reply bounce buffer");
         b->bounce_pinned = 1;
     } else if (rk->placement == GB_PLACEMENT_DEVICE_MALLOC && !b->bounce &&
-               !(b->bounce = (unsigned char *)malloc((size_t)b->args.budget * S))) {
+               !(b->bounce = (unsigned char *)malloc(bounce))) {
         return GB_ERR_NOMEM;
     }
     if (rk->placement == GB_PLACEMENT_DEVICE_MALLOC)
@@ -183,27 +215,13 @@ void gbi_relaunch_free(cuda_backend_t *b)
         cudaGraphExecDestroy(b->gexec);
     if (b->graph)
         cudaGraphDestroy(b->graph);
-    if (b->igexec)
-        cudaGraphExecDestroy(b->igexec);
-    if (b->igraph)
-        cudaGraphDestroy(b->igraph);
-    cudaFree(b->dev_outbox);
+    inline_free(b);
     if (b->bounce_pinned)
         cudaFreeHost(b->bounce);
     else
         free(b->bounce);
     b->bounce = NULL;
     b->bounce_pinned = 0;
-    if (b->host_outbox_pinned)
-        cudaFreeHost(b->host_outbox);
-    else
-        free(b->host_outbox);
-    b->igexec = NULL;
-    b->igraph = NULL;
-    b->dev_outbox = NULL;
-    b->host_outbox = NULL;
-    b->host_outbox_pinned = 0;
-    b->inline_max = 0;
     if (b->lhdr_pinned)
         cudaFreeHost(b->lhdr);
     else
@@ -236,12 +254,17 @@ static void apply_outbox(gb_rk_t *rk, uint32_t n)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     const gbk_inline_out_t *h = (const gbk_inline_out_t *)b->host_outbox;
-    put_replies(rk, b->host_outbox + sizeof *h, b->launch_from, n);
+    /* Counters before replies, as the kernels write them: a consumer that
+     * sees a reply sees counters that include it. */
     rk->ctl->processed = h->processed;
     rk->ctl->errors = h->errors;
     rk->ctl->iterations = h->iterations;
     rk->ctl->consumed = h->consumed;
     rk->ctl->exit_reason = h->exit_reason;
+    if (!(rk->ctl->test_flags & GB_TEST_SKIP_HEARTBEAT))
+        rk->ctl->heartbeat = rk->ctl->heartbeat + 1;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    put_replies(rk, b->host_outbox + sizeof *h, b->launch_from, n);
 }
 
 /* After a launch: the host's view of what the kernel did. */
@@ -393,8 +416,7 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
         e = cudaStreamSynchronize(b->kstream);
         if (e != cudaSuccess) {
             gbi_cuda_fail(rk, e, "inline relaunch");
-            gbi_cuda_set_resident(b, 0);
-            return GB_ERR_CUDA;
+            return GB_ERR_CUDA; /* kick retires it */
         }
         finish_launch(rk);
     }
@@ -438,6 +460,21 @@ static int should_launch(gb_rk_t *rk, uint64_t published)
     return 0;
 }
 
+/* After a failed launch: launches still counted in flight are retired once
+ * the stream has nothing running (an error or completion), so that the ring
+ * kernel is not taken for resident forever; their replies are dropped with
+ * the grain type. One that still runs stays resident (its memory is kept). */
+static void retire_failed(gb_rk_t *rk)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (b->in_flight && query(b) != cudaErrorNotReady) {
+        b->in_flight = 0;
+        b->inline_n = 0;
+        b->bounce_n = 0;
+        gbi_cuda_set_resident(b, 0);
+    }
+}
+
 static gb_err kick(gb_rk_t *rk)
 {
     /* A malloc-staging launch completes inside launch_once, so loop while
@@ -454,6 +491,7 @@ static gb_err kick(gb_rk_t *rk)
         if (err != GB_OK) {
             rk->state = GB_RK_FAILED;
             rk->ctl->exit_reason = GB_EXIT_ERROR;
+            retire_failed(rk);
             return err;
         }
     }
@@ -470,8 +508,11 @@ static int progress(gb_rk_t *rk)
          * launches and see errors. */
         if (kick(rk) != GB_OK)
             return -1;
+        /* Only behind inline launches, which end exactly at launch_to: a
+         * ring kernel may have read an in_head older than published (the
+         * producer stores published first) and stop short of launch_to. */
         const uint64_t published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
-        if (published <= b->launch_to && gb_now_ns() - b->last_query_ns < QUERY_EVERY_NS)
+        if (b->exact && published <= b->launch_to && gb_now_ns() - b->last_query_ns < QUERY_EVERY_NS)
             return 0;
     }
     if (b->in_flight) {

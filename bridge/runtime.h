@@ -152,8 +152,9 @@ int gb_rk_reply_visible(gb_rk_t *rk);
 uint64_t gb_rk_in_flight(const gb_rk_t *rk);
 
 /* Health and progress: detects kernel failure (sticky CUDA errors), moves
- * staging copies, drives relaunches. Call it from the event loop when waiting
- * (it may call CUDA; status below never does). Returns GB_OK while healthy,
+ * staging copies, drives relaunches. Call it from the event loop when waiting,
+ * on the consumer thread: it may copy replies into the ring (it may call CUDA;
+ * status below never does). Returns GB_OK while healthy,
  * GB_ERR_TERMINATED or GB_ERR_CUDA once the kernel stopped. */
 gb_err gb_rk_poll(gb_rk_t *rk);
 

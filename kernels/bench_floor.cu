@@ -164,7 +164,7 @@ extern "C" int gbk_probe_graph(int device, int copy_slots, int warmup, int iters
     double *sync = (double *)calloc((size_t)iters, sizeof(double));
     double *poll = (double *)calloc((size_t)iters, sizeof(double));
     double queries = 0;
-    if (!launch || !sync || !poll)
+    if (!launch || !sync || !poll || iters < 1)
         rc = -1;
     for (int i = 0; rc == 0 && i < warmup + iters; i++) {
         double t0 = now_us();

@@ -16,7 +16,9 @@
  *            host moves them into the ring after the launch.
  * An inline launch handles exactly the requests it carries and reads nothing
  * of the rings, so the host knows where it ends and can queue the next one
- * behind it. Grain state and progress (kstate) are the ring kernel's: the two
+ * behind it. It does not look at is_active or should_terminate: the host
+ * launches only while active, and a control change waits for the launches in
+ * flight (gbi_relaunch_control), as it does for ring kernel launches. Grain state and progress (kstate) are the ring kernel's: the two
  * kinds of launch take turns on one stream.
  *
  * Measured on an H100 and dropped: requests in a pinned inbox that a copy
@@ -39,7 +41,7 @@ extern "C" {
 #define GBK_INLINE_THREADS 32u
 
 /* The requests a launch carries, where they start, how many. */
-typedef struct gbk_inbox {
+typedef struct __align__(16) gbk_inbox {
     uint64_t from;       /* position of the first request */
     uint32_t n;          /* requests */
     uint32_t test_flags; /* the control line's, as the host has them */
