@@ -98,7 +98,10 @@ typedef struct gb_kargs {
  * four polls in flight in the poll phase, issued 600 cycles apart, so that a
  * request waits less for the next poll (round trip 10.2 us against 4.9 with
  * one: its read phase took 7 us, as reads of the line the CPU is writing
- * slow each other and the producer down). */
+ * slow each other and the producer down); the next window's reads issued
+ * during a window's write (its fence waited for them too: write 2.1 -> 4.9
+ * us, read 5.4 -> 1.2 us per window, 47 -> 50 M msg/s kernel-side, and
+ * streaming within noise of the version without). */
 
 /* The stride of a window's slot copies in shared memory: an odd number of
  * 16-byte chunks. Each thread of a dispatch round reads its own slot's
