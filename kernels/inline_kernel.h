@@ -18,8 +18,9 @@
  * of the rings, so the host knows where it ends and can queue the next one
  * behind it. It does not look at is_active or should_terminate: the host
  * launches only while active, and a control change waits for the launches in
- * flight (gbi_relaunch_control), as it does for ring kernel launches. Grain state and progress (kstate) are the ring kernel's: the two
- * kinds of launch take turns on one stream.
+ * flight (gbi_relaunch_control), as it does for ring kernel launches. Grain
+ * state and progress (kstate) are the ring kernel's: the two kinds of launch
+ * take turns on one stream.
  *
  * Measured on an H100 and dropped: requests in a pinned inbox that a copy
  * node of a fixed graph brings along (no node update). Each copy node of host
