@@ -112,7 +112,8 @@ static int floor_graph_new(floor_graph_t *g, int device, int copy_slots)
     floor_empty_kernel<<<1, 32, 0, g->s>>>();
     if (copy_slots > 0)
         cudaMemcpyAsync(g->h, g->d, bytes, cudaMemcpyDeviceToHost, g->s);
-    if (cudaStreamEndCapture(g->s, &g->graph) != cudaSuccess || cudaGraphInstantiate(&g->exec, g->graph, 0) != cudaSuccess)
+    if (cudaStreamEndCapture(g->s, &g->graph) != cudaSuccess ||
+        cudaGraphInstantiate(&g->exec, g->graph, 0) != cudaSuccess)
         return -1;
     return 0;
 }
