@@ -273,15 +273,15 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
                name, phase, (unsigned long long)rp.launches, (double)rp.launch_ns / (double)rp.launches / 1e3,
                (double)rp.queries / (double)rp.launches,
                rp.queries ? (double)rp.query_ns / (double)rp.queries / 1e3 : 0.0);
-    if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK) {
-        gb_kstate_t ks;
+    gb_kstate_t ks;
+    if (mode != GB_MODE_CPU && gb_rk_terminate(rk, 2000) == GB_OK && gbi_cuda_kstate(rk, &ks) == GB_OK) {
         double khz = gbi_cuda_clock_khz(0);
-        if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_ns > 0)
+        if (ks.prof_ns > 0)
             khz = (double)ks.prof_clk / (double)ks.prof_ns * 1e6; /* the SM clock it really ran at */
-        if (rp.launches && gbi_cuda_kstate(rk, &ks) == GB_OK)
+        if (rp.launches)
             printf("profile %s %s: the kernel ran %.2f us a launch\n", name, phase,
                    (double)ks.prof_ns / (double)rp.launches / 1e3);
-        if (gbi_cuda_kstate(rk, &ks) == GB_OK && ks.prof_windows && khz > 0) {
+        if (ks.prof_windows && khz > 0) {
             double w = (double)ks.prof_windows, us = 1e3 / khz;
             printf("profile %s %s: SM clock %.0f MHz (rated %d); handler %.2f us per window (single-message path)\n", name,
                    phase, khz / 1e3, gbi_cuda_clock_khz(0) / 1000, (double)ks.prof_handler / w * us);

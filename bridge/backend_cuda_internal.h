@@ -47,7 +47,7 @@ typedef struct cuda_backend {
     cudaGraphExec_t igexec;
     cudaGraphNode_t n_ik;    /* its kernel node, updated per launch */
     unsigned char *dev_outbox;  /* staging: the inline kernel's replies and counters */
-    unsigned char *host_outbox; /* staging: where they land (pinned, or malloc with malloc staging) */
+    unsigned char *host_outbox; /* staging: where they land (pinned, mapped where it can be; malloc with malloc staging) */
     int host_outbox_pinned;
     unsigned char *bounce;   /* staging: a launch's replies, before put_replies */
     int bounce_pinned;

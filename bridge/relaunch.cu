@@ -64,12 +64,6 @@ static size_t slot_off(const gb_rk_t *rk, uint64_t pos)
     return (size_t)(pos & (rk->geom.cap - 1)) * rk->geom.slot_size;
 }
 
-/* The inline launch's graph (inline kernel [-> outbox copy]) and, for
- * staging, its outbox: mapped pinned memory the kernel writes directly where
- * that can be had (pinned staging; GBK_F_OUTBOX_COPY refuses it), else
- * device memory and a copy; malloc staging launches it plainly. Team grains
- * keep the team kernel; GBK_F_NO_INLINE turns inline launches off
- * (bench_ring compares). */
 static void inline_free(cuda_backend_t *b)
 {
     if (b->igexec)
@@ -89,8 +83,13 @@ static void inline_free(cuda_backend_t *b)
     b->inline_max = 0;
 }
 
-/* Inline launches are an optimisation: when their setup fails, the grain
- * type goes on with ring kernel launches alone. */
+/* The inline launch's graph (inline kernel [-> outbox copy]) and, for
+ * staging, its outbox: mapped pinned memory the kernel writes directly where
+ * that can be had (pinned staging; GBK_F_OUTBOX_COPY refuses it), else
+ * device memory and a copy; malloc staging launches it plainly. Team grains
+ * keep the team kernel; GBK_F_NO_INLINE turns inline launches off
+ * (bench_ring compares). Inline launches are an optimisation: when their
+ * setup fails, the grain type goes on with ring kernel launches alone. */
 static gb_err inline_setup(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
@@ -501,24 +500,23 @@ static int progress(gb_rk_t *rk)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     int finished = 0;
-    if (b->in_flight && rk->placement == GB_PLACEMENT_MAPPED) {
-        /* Replies come by their stamps, and a new request can be queued
-         * behind the launch running: a stream query (some 0.5 us) is only
-         * needed when requests wait for a launch, and now and then to retire
-         * launches and see errors. */
+    if (b->in_flight) {
+        /* Mapped placement queues a launch behind the one running (staging
+         * keeps one in flight: nothing to do). Its replies come by their
+         * stamps, so a stream query (some 0.5 us) is only needed when
+         * requests wait for a launch, and now and then to retire launches and
+         * see errors; and only behind inline launches, which end exactly at
+         * launch_to (a ring kernel may have read an in_head older than
+         * published, which the producer stores first, and stop short). */
         if (kick(rk) != GB_OK)
             return -1;
-        /* Only behind inline launches, which end exactly at launch_to: a
-         * ring kernel may have read an in_head older than published (the
-         * producer stores published first) and stop short of launch_to. */
         const uint64_t published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
-        if (b->exact && published <= b->launch_to && gb_now_ns() - b->last_query_ns < QUERY_EVERY_NS)
+        if (rk->placement == GB_PLACEMENT_MAPPED && b->in_flight && b->exact && published <= b->launch_to &&
+            gb_now_ns() - b->last_query_ns < QUERY_EVERY_NS)
             return 0;
-    }
-    if (b->in_flight) {
         cudaError_t e = query(b);
         if (e == cudaErrorNotReady)
-            return kick(rk) == GB_OK ? 0 : -1; /* mapped: queue behind the launch running */
+            return 0;
         if (e != cudaSuccess) {
             gbi_cuda_fail(rk, e, "relaunch failed");
             b->in_flight = 0;
