@@ -26,7 +26,7 @@
 #include "bench_floor.h"
 #endif
 
-#define MAX_ROWS 32
+#define MAX_ROWS 48
 
 typedef struct row {
     char name[48];
@@ -478,12 +478,89 @@ static void bench_floors(int warmup, int iters)
             fprintf(stderr, "bench: dispatch probe failed (%d)\n", rc);
     }
 }
+
+/* The echo floor with the ring kernel's steps added one at a time
+ * (gbk_floor_ladder), rounds interleaved: each row is the median of its
+ * rounds' medians. */
+static void bench_ladder(int warmup, int iters)
+{
+    static const struct {
+        unsigned feat;
+        const char *name;
+    } steps[] = {
+        {0, "ladder: echo, stamp in header"},
+        {GBK_LADDER_V4, "ladder: + 16-byte lanes"},
+        {GBK_LADDER_V4 | GBK_LADDER_POLL3, "ladder: + in_head, control"},
+        {GBK_LADDER_V4 | GBK_LADDER_POLL3 | GBK_LADDER_COUNTERS, "ladder: + counters, beat"},
+        {GBK_LADDER_V4 | GBK_LADDER_POLL3 | GBK_LADDER_COUNTERS | GBK_LADDER_TABLE, "ladder: + table access"},
+        {GBK_LADDER_V4 | GBK_LADDER_POLL3 | GBK_LADDER_COUNTERS | GBK_LADDER_DISPATCH, "ladder: + dispatch_one"},
+        {GBK_LADDER_V4 | GBK_LADDER_DISPATCH, "ladder: 16-byte + dispatch_one"},
+        {GBK_LADDER_ACQ_REL, "ladder: echo, fence.acq_rel"},
+        {GBK_LADDER_ONE_FENCE, "ladder: echo, lane 0 fences"},
+        {GBK_LADDER_ONE_FENCE | GBK_LADDER_ACQ_REL, "ladder: echo, lane 0 acq_rel"},
+        {GBK_LADDER_ST_RELEASE, "ladder: echo, st.release.sys"},
+        {GBK_LADDER_V4 | GBK_LADDER_POLL3 | GBK_LADDER_COUNTERS | GBK_LADDER_DISPATCH | GBK_LADDER_ST_RELEASE,
+         "ladder: dispatch_one, st.release"},
+    };
+    enum { NSTEPS = sizeof steps / sizeof steps[0], ROUNDS = 3 };
+    double med[NSTEPS][ROUNDS], p99[NSTEPS][ROUNDS];
+    double *s = calloc((size_t)iters, sizeof *s);
+    int ok[NSTEPS] = {0};
+    for (int round = 0; round < ROUNDS && s; round++)
+        for (int k = 0; k < NSTEPS; k++) {
+            int rc = gbk_floor_ladder(0, steps[k].feat, warmup, iters, s);
+            if (rc != 0) {
+                fprintf(stderr, "bench: %s failed (%d)\n", steps[k].name, rc);
+                continue;
+            }
+            stats(s, iters, &med[k][ok[k]], &p99[k][ok[k]]);
+            ok[k]++;
+        }
+    for (int k = 0; k < NSTEPS; k++) {
+        if (!ok[k])
+            continue;
+        row_t *r = add_row(steps[k].name);
+        stats(med[k], ok[k], &r->median_us, &r->p99_us);
+        double p = 0;
+        stats(p99[k], ok[k], &r->p99_us, &p);
+        r->has_lat = 1;
+    }
+    static const char *rl_names[] = {"ladder: graph, empty, sync",    "ladder: graph, reply by stamp",
+                                     "ladder: graph, + params set",   "ladder: graph, + dispatch_one",
+                                     "ladder: graph, 1.2 KiB params", "ladder: graph, kind at run time"};
+    enum { NRL = sizeof rl_names / sizeof rl_names[0] };
+    double rmed[NRL][ROUNDS], rp99[NRL][ROUNDS];
+    int rok[NRL] = {0};
+    for (int round = 0; round < ROUNDS && s; round++)
+        for (int k = 0; k < NRL; k++) {
+            double launch_us = 0, kernel_us = 0;
+            int rc = gbk_floor_relaunch_ladder(0, k, warmup / 4, iters / 4, s, &launch_us, &kernel_us);
+            if (rc != 0) {
+                fprintf(stderr, "bench: %s failed (%d)\n", rl_names[k], rc);
+                continue;
+            }
+            printf("%s: launch call %.2f us, kernel %.2f us (round %d)\n", rl_names[k], launch_us, kernel_us,
+                   round);
+            stats(s, iters / 4, &rmed[k][rok[k]], &rp99[k][rok[k]]);
+            rok[k]++;
+        }
+    free(s);
+    for (int k = 0; k < NRL; k++) {
+        if (!rok[k])
+            continue;
+        row_t *r = add_row(rl_names[k]);
+        stats(rmed[k], rok[k], &r->median_us, &r->p99_us);
+        double p = 0;
+        stats(rp99[k], rok[k], &r->p99_us, &p);
+        r->has_lat = 1;
+    }
+}
 #endif
 
 static void usage(void)
 {
     printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
-           "                  [--fallback] [--variants F1,F2] [--keys N] [--stream-threads 1|2]\n"
+           "                  [--fallback] [--variants F1,F2] [--keys N] [--stream-threads 1|2] [--ladder]\n"
            "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
@@ -491,13 +568,14 @@ static void usage(void)
            "  --fallback  also measure the fallback placements (device memory + staging)\n"
            "  --keys      distinct grain keys the requests cycle over (default 4096)\n"
            "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n"
+           "  --ladder    also the echo floor with the ring kernel's steps added one at a time\n"
            "  --stream-threads  streaming rows: 2 = a producer thread beside the receiver (default\n"
            "              with 4 or more CPUs), 1 = one thread alternates\n");
 }
 
 int main(int argc, char **argv)
 {
-    int iters = 20000, warmup = 2000, fallback = 0;
+    int iters = 20000, warmup = 2000, fallback = 0, ladder = 0;
     g_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
     double seconds = 0.5;
     const char *modes = NULL, *variants = NULL;
@@ -520,6 +598,8 @@ int main(int argc, char **argv)
             g_stream_threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--fallback"))
             fallback = 1;
+        else if (!strcmp(argv[a], "--ladder"))
+            ladder = 1;
         else {
             usage();
             return strcmp(argv[a], "--help") ? 2 : 0;
@@ -547,6 +627,10 @@ int main(int argc, char **argv)
 #ifdef GB_HAVE_CUDA
     if (have_gpu)
         bench_floors(warmup, iters);
+    if (have_gpu && ladder)
+        bench_ladder(warmup, iters);
+#else
+    (void)ladder;
 #endif
     if (strstr(modes, "cpu"))
         rc |= bench_backend("cpu", GB_MODE_CPU, 0, warmup, iters, seconds, 0);

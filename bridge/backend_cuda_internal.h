@@ -31,7 +31,7 @@ typedef struct cuda_backend {
 
     /* relaunch mode (configured, or after a heartbeat fallback) */
     int relaunch;
-    int in_flight;        /* launches issued and not yet seen complete (mapped: up to 2) */
+    int in_flight;        /* launches issued and not yet seen complete (mapped: 2, or 64 inline) */
     cudaGraph_t graph;
     cudaGraphExec_t gexec;
     cudaGraphNode_t n_in, n_out; /* staging: slot-range copies, updated per launch */

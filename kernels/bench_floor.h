@@ -42,6 +42,52 @@ typedef struct gbk_graph_probe {
     double launch_us, sync_us, poll_us, queries;
 } gbk_graph_probe_t;
 int gbk_probe_graph(int device, int copy_slots, int warmup, int iters, gbk_graph_probe_t *out);
+/* The fenced echo floor with steps of the ring kernel's lone-request path
+ * added (bench_ladder.cu), to put a round trip's distance from the floor down
+ * to its parts. feat is a set of:
+ *  V4: the slot read and written as 16-byte vectors by 4 lanes (not 4-byte
+ *      words by 16), the stamp in the header as in our rings;
+ *  POLL3: each poll also reads an in_head line (the host writes it after the
+ *      stamp) and a control line, on other lanes of the same warp load;
+ *  COUNTERS: four 8-byte counter stores to the kernel's line before the
+ *      fence, and a heartbeat store after the stamp;
+ *  TABLE: one grain-table access (a 32-byte entry in device memory, loaded,
+ *      bumped, written back) on the reply's path, keys over 4,096;
+ *  DISPATCH: instead of TABLE, the slot copied to shared memory and the real
+ *      gbi_dispatch_one (vecadd, table lookup, handler) on lane 0.
+ * And how the reply is ordered before its stamp (default: every lane runs
+ * __threadfence_system, fence.sc.sys, then lane 0 stores the stamp):
+ *  ACQ_REL: fence.acq_rel.sys instead;
+ *  ONE_FENCE: the warp syncs, then lane 0 alone fences and stores;
+ *  ST_RELEASE: the warp syncs, then lane 0 stores the stamp st.release.sys.
+ * Same contract as gbk_floor_echo. */
+enum {
+    GBK_LADDER_V4 = 1,
+    GBK_LADDER_POLL3 = 2,
+    GBK_LADDER_COUNTERS = 4,
+    GBK_LADDER_TABLE = 8,
+    GBK_LADDER_DISPATCH = 16,
+    GBK_LADDER_ACQ_REL = 32,
+    GBK_LADDER_ONE_FENCE = 64,
+    GBK_LADDER_ST_RELEASE = 128,
+};
+int gbk_floor_ladder(int device, unsigned feat, int warmup, int iters, double *samples);
+/* The same for a relaunched round trip, from the empty-graph floor: a
+ * one-node graph of a one-warp kernel launched per request,
+ *  EMPTY: the kernel returns at once; launch + synchronize (the floor);
+ *  REPLY: it writes a fixed 64-byte reply to mapped memory, fence, stamp;
+ *      the host waits for the stamp, not for the stream;
+ *  SET: the request rides in the kernel's parameters, updated before each
+ *      launch (cudaGraphExecKernelNodeSetParams) and echoed;
+ *  DISPATCH: the reply comes from gbi_dispatch_one (vecadd, a real table);
+ *  BIG: DISPATCH with parameters the size of the inline kernel's (1.2 KiB);
+ *  KIND: DISPATCH with the grain kind a run-time value, as in our kernels.
+ * The next launch queues behind one not yet ended, as the runtime's do.
+ * *launch_us: the mean host time of the node update and launch call;
+ * *kernel_us: the kernel's mean time from its start to its stamp. */
+enum { GBK_RL_EMPTY = 0, GBK_RL_REPLY = 1, GBK_RL_SET = 2, GBK_RL_DISPATCH = 3, GBK_RL_BIG = 4, GBK_RL_KIND = 5 };
+int gbk_floor_relaunch_ladder(int device, int step, int warmup, int iters, double *samples, double *launch_us,
+                              double *kernel_us);
 /* The device's name, for the benchmark's header. */
 int gbk_device_name(int device, char *buf, int len);
 

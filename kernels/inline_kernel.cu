@@ -29,40 +29,58 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
     }
     const uint64_t from = in->from;
     const uint32_t n = min(in->n, GBK_INLINE_BYTES / S), test_flags = in->test_flags;
-    const uint4 *src = (const uint4 *)in->slots;
-    for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS)
-        s_in4[c] = src[c];
-    __syncwarp();
-    const long long clk1 = clock64();
-
-    /* Dispatch in rounds: a request runs once no earlier request of its grain
-     * is left (turn order), requests of different grains run together. A
-     * round's grain-state writes are visible to the next round after
-     * __syncwarp. */
     gb_grain_table_t tab = a.tab;
     tab.concurrent = n > 1; /* keys of one partition may activate at once (gb_grain_find) */
     const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
-    bool pending = lane < n;
-    const uint64_t key = pending ? ((const gb_slot_hdr_t *)(s_in + lane * S))->key : 0;
     int bad = 0;
-    for (uint32_t left = __ballot_sync(FULL_MASK, pending); left; left = __ballot_sync(FULL_MASK, pending)) {
-        bool run = pending;
-        for (uint32_t j = 0; j < lane && run; j++)
-            if ((left >> j & 1u) && ((const gb_slot_hdr_t *)(s_in + j * S))->key == key)
-                run = false;
-        if (run) {
-            const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + lane * S);
+    long long clk1;
+    if (n == 1) {
+        /* One request, a round trip: dispatched straight out of the
+         * parameter bank. Copying it into shared memory first took 0.6 us of
+         * a 2.6 us kernel (H100). */
+        clk1 = clock64();
+        if (lane == 0) {
+            const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)in->slots;
             gb_slot_hdr_t oh;
-            bad = gbi_dispatch_one(a.kind, &ctx, &tab, gb_grain_lane(key, tab.lanes), h,
-                                   s_in + lane * S + GB_SLOT_HDR_SIZE, &oh, s_out + lane * S + GB_SLOT_HDR_SIZE,
+            bad = gbi_dispatch_one(a.kind, &ctx, &tab, gb_grain_lane(h->key, tab.lanes), h,
+                                   in->slots + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
                                    S - GB_SLOT_HDR_SIZE, test_flags);
-            /* Mapped: "not yet" until the stamp store below. Staging: the
-             * host sees the outbox only after the launch. */
-            oh.seq = outbox ? gb_stamp(from + lane) : gb_stamp(from + lane - g.cap);
-            *(gb_slot_hdr_t *)(s_out + lane * S) = oh;
-            pending = false;
+            oh.seq = outbox ? gb_stamp(from) : gb_stamp(from - g.cap);
+            *(gb_slot_hdr_t *)s_out = oh;
         }
         __syncwarp();
+    } else {
+        const uint4 *src = (const uint4 *)in->slots;
+        for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS)
+            s_in4[c] = src[c];
+        __syncwarp();
+        clk1 = clock64();
+
+        /* Dispatch in rounds: a request runs once no earlier request of its grain
+         * is left (turn order), requests of different grains run together. A
+         * round's grain-state writes are visible to the next round after
+         * __syncwarp. */
+        bool pending = lane < n;
+        const uint64_t key = pending ? ((const gb_slot_hdr_t *)(s_in + lane * S))->key : 0;
+        for (uint32_t left = __ballot_sync(FULL_MASK, pending); left; left = __ballot_sync(FULL_MASK, pending)) {
+            bool run = pending;
+            for (uint32_t j = 0; j < lane && run; j++)
+                if ((left >> j & 1u) && ((const gb_slot_hdr_t *)(s_in + j * S))->key == key)
+                    run = false;
+            if (run) {
+                const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + lane * S);
+                gb_slot_hdr_t oh;
+                bad = gbi_dispatch_one(a.kind, &ctx, &tab, gb_grain_lane(key, tab.lanes), h,
+                                       s_in + lane * S + GB_SLOT_HDR_SIZE, &oh, s_out + lane * S + GB_SLOT_HDR_SIZE,
+                                       S - GB_SLOT_HDR_SIZE, test_flags);
+                /* Mapped: "not yet" until the stamp store below. Staging: the
+                 * host sees the outbox only after the launch. */
+                oh.seq = outbox ? gb_stamp(from + lane) : gb_stamp(from + lane - g.cap);
+                *(gb_slot_hdr_t *)(s_out + lane * S) = oh;
+                pending = false;
+            }
+            __syncwarp();
+        }
     }
     const long long clk2 = clock64();
     const uint32_t nbad = __popc(__ballot_sync(FULL_MASK, bad != 0));

@@ -7,7 +7,8 @@
  * those requests when it launches, so it puts up to GBK_INLINE_BYTES of them,
  * with their first position and count, into the kernel's parameters: one
  * kernel-node update a launch (or a plain launch with malloc staging). One
- * warp handles them (one grain's requests in order), then:
+ * warp handles them (one grain's requests in order; a lone request straight
+ * out of the parameter bank, several through shared memory), then:
  *   mapped:  replies into the output ring in mapped memory, fence, stamps,
  *            counters on the control line, as the ring kernel does;
  *   staging: replies (stamped) and counters into an outbox: pinned host
@@ -15,8 +16,8 @@
  *            memory that one fixed-size copy node brings to the host. The
  *            host moves them into the ring after the launch.
  * An inline launch handles exactly the requests it carries and reads nothing
- * of the rings, so the host knows where it ends and can queue the next one
- * behind it. It does not look at is_active or should_terminate: the host
+ * of the rings, so the host knows where it ends and can queue the next ones
+ * behind it (mapped placement: up to 64 in flight). It does not look at is_active or should_terminate: the host
  * launches only while active, and a control change waits for the launches in
  * flight (gbi_relaunch_control), as it does for ring kernel launches. Grain
  * state and progress (kstate) are the ring kernel's: the two kinds of launch

@@ -114,11 +114,62 @@ static void test_inline_bursts(void **state)
     gb_rk_destroy(&rk);
 }
 
+/* Inline launches queue behind one another (mapped placement: up to 64 in
+ * flight), and a ring kernel launch behind them. Requests sent one at a time
+ * without waiting for replies each go out as a launch of their own (with two
+ * in flight at most, every third waited for the stream instead); bursts of
+ * 20, more than an inline launch carries, go between them. Three keys: every
+ * reply comes in order with its grain's turn count, and the counters match. */
+static void test_inline_queue(void **state)
+{
+    (void)state;
+    gb_rk_t *rk = start("echo", 1024, 64, 1024);
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    const int queues = st.placement == GB_PLACEMENT_MAPPED && !getenv("GPUBRIDGE_KERNEL_FLAGS");
+    uint32_t count[3] = {0};
+    uint64_t sent = 0, got = 0;
+    for (int round = 0; round < 6; round++) {
+        const uint64_t launches0 = st.launches;
+        const uint32_t singles = round == 0 ? 40 : 7 + 5 * (uint32_t)round;
+        for (uint32_t i = 0; i < singles; i++, sent++)
+            assert_int_equal(gb_rk_send(rk, sent % 3, sent, GB_ECHO_MSG_ECHO, &sent, sizeof sent), GB_OK);
+        gb_rk_status(rk, &st);
+        if (queues && round == 0)
+            assert_int_equal(st.launches - launches0, singles);
+        if (round % 2) { /* a burst, published at once */
+            for (uint32_t i = 0; i < 20; i++, sent++) {
+                gb_slot_hdr_t *s = gb_rk_claim(rk);
+                assert_non_null(s);
+                s->key = sent % 3;
+                s->corr = sent;
+                s->type = GB_ECHO_MSG_ECHO;
+                s->len = sizeof sent;
+                memcpy(gb_slot_payload(s), &sent, sizeof sent);
+            }
+            gb_rk_publish(rk);
+        }
+        for (; got < sent; got++) {
+            gb_reply_t r;
+            uint64_t v = 0;
+            recv_one(rk, &r, &v, sizeof v, 5000);
+            assert_int_equal(r.corr, got);
+            assert_int_equal(r.status, GB_SLOT_OK);
+            assert_int_equal(v, got);
+            assert_int_equal(r.aux, ++count[got % 3]);
+        }
+        gb_rk_status(rk, &st);
+    }
+    assert_int_equal(st.processed, sent);
+    assert_int_equal(st.errors, 0);
+    gb_rk_destroy(&rk);
+}
+
 int main(void)
 {
     gb_require_gpu();
     const struct CMUnitTest tests[] = {GB_RUNTIME_CASES, cmocka_unit_test(test_budget_exits),
-                                       cmocka_unit_test(test_inline_bursts)};
+                                       cmocka_unit_test(test_inline_bursts), cmocka_unit_test(test_inline_queue)};
     const struct CMUnitTest fallback[] = {cmocka_unit_test(test_heartbeat_fallback)};
     g_mode = GB_MODE_RELAUNCH;
     g_force_fallback = 0;
