@@ -93,16 +93,29 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
         /* Mapped: replies, counters, fence, stamps (as the ring kernel). */
         unsigned char *out = a.region + gb_region_out_off(g);
         gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
-        for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS) {
-            const uint32_t i = c >> C16_LOG, off = (c & (C16 - 1)) * 16;
-            *(uint4 *)(out + (size_t)((from + i) & mask) * S + off) = s_out4[c];
+        if (n == 1 && C16 <= GBK_ONE_WRITER_CHUNKS && !(a.flags & GBK_F_FENCE_ALL)) {
+            /* A lone small reply: lane 0 writes it and the counters and
+             * releases them with its stamp (as the ring kernel's lone path). */
+            if (lane == 0) {
+                unsigned char *oslot = out + (size_t)(from & mask) * S;
+                for (uint32_t c = 0; c < C16; c++)
+                    *(uint4 *)(oslot + c * 16) = s_out4[c];
+                put_counters(ctl, ks, from + 1);
+                st_release_sys(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(from));
+            }
+        } else {
+            for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS) {
+                const uint32_t i = c >> C16_LOG, off = (c & (C16 - 1)) * 16;
+                *(uint4 *)(out + (size_t)((from + i) & mask) * S + off) = s_out4[c];
+            }
+            if (lane == 0)
+                put_counters(ctl, ks, from + n);
+            __threadfence_system();
+            __syncwarp();
+            if (lane < n)
+                st_volatile(&((gb_slot_hdr_t *)(out + (size_t)((from + lane) & mask) * S))->seq,
+                            gb_stamp(from + lane));
         }
-        if (lane == 0)
-            put_counters(ctl, ks, from + n);
-        __threadfence_system();
-        __syncwarp();
-        if (lane < n)
-            st_volatile(&((gb_slot_hdr_t *)(out + (size_t)((from + lane) & mask) * S))->seq, gb_stamp(from + lane));
         if (lane == 0) {
             st_volatile(&ctl->exit_reason, (int32_t)GB_EXIT_INPUT_EMPTY);
             if (!(test_flags & GB_TEST_SKIP_HEARTBEAT))

@@ -23,6 +23,21 @@ static __device__ __forceinline__ uint4 ld_volatile_v4(const void *p)
     return v;
 }
 
+/* A 32-bit store at system scope with release semantics: whoever sees the
+ * value sees every earlier write of this thread. It compiles to MEMBAR.ALL.SYS
+ * and the store; __threadfence_system (fence.sc.sys) adds an invalidation of
+ * the SM's L1 (CCTL.IVALL), which the next grain-table lookup then pays. */
+static __device__ __forceinline__ void st_release_sys(volatile uint32_t *p, uint32_t v)
+{
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global((const void *)p)), "r"(v)
+                 : "memory");
+}
+
+/* Replies of up to this many 16-byte chunks are written by one lane, which
+ * then releases them with their stamp (st_release_sys): no fence in every
+ * writing lane, and no reliance on a barrier to order other lanes' writes. */
+#define GBK_ONE_WRITER_CHUNKS 4u
+
 /* The kernel's counters on the control line (consumed = next request position). */
 static __device__ __forceinline__ void put_counters(gb_control_t *ctl, const gb_kstate_t &ks, uint64_t consumed)
 {

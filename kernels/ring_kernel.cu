@@ -156,12 +156,23 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             const long long t2 = clock64();
             unsigned char *oslot = out + (size_t)(P.tail & mask) * S;
             const uint32_t out_chunks = min(C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
-            for (uint32_t c = lane; c < out_chunks; c += 32)
-                *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
-            __threadfence_system();
-            __syncwarp();
+            if (out_chunks <= GBK_ONE_WRITER_CHUNKS && !(a.flags & GBK_F_FENCE_ALL)) {
+                /* A small reply: lane 0 writes it (after the counters) and
+                 * releases it with its stamp. */
+                if (lane == 0) {
+                    for (uint32_t c = 0; c < out_chunks; c++)
+                        *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
+                    st_release_sys(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(P.tail));
+                }
+            } else {
+                for (uint32_t c = lane; c < out_chunks; c += 32)
+                    *(uint4 *)(oslot + c * 16) = *(const uint4 *)(s_out + c * 16);
+                __threadfence_system();
+                __syncwarp();
+                if (lane == 0)
+                    st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(P.tail));
+            }
             if (lane == 0) {
-                st_volatile(&((gb_slot_hdr_t *)oslot)->seq, gb_stamp(P.tail));
                 if (!(test & GB_TEST_SKIP_HEARTBEAT))
                     st_volatile(&ctl->heartbeat, ++P.beat);
                 prof_window(*ks, t1 - t0, t2 - t1, clock64() - t2, 1, 1, 0);

@@ -86,9 +86,16 @@ typedef struct gb_kargs {
 #define GBK_F_NO_INLINE 2u    /* relaunch: no inline launches (inline_kernel.h), the ring kernel always */
 #define GBK_F_INLINE_PLAIN 4u /* relaunch: inline launches as plain launches, not graph launches */
 #define GBK_F_OUTBOX_COPY 8u  /* relaunch, pinned staging: inline replies through device memory and a copy */
+#define GBK_F_FENCE_ALL 32u   /* lone replies: every lane writes and fences, not lane 0 with a release store */
+/* Lone small replies (GBK_ONE_WRITER_CHUNKS, ldst.cuh) are written by lane 0
+ * and released with their stamp by st.release.sys. On an H100, same run, three
+ * pairs against GBK_F_FENCE_ALL: relaunch round trip 8.45-8.85 us against
+ * 9.55-10.22, persistent 4.30-4.34 against 4.29-4.31 (the ladder's echo: 0.17
+ * us less, five runs out of five; __threadfence_system also invalidates L1). */
 /* Measured on an H200 and dropped (round trip within 0.1 us of the default):
  * counters written after the stamp; st.release.sys stamp instead of fence +
- * store; an L1 prefetch of grain entries before window dispatch (again on
+ * store (then; see GBK_F_FENCE_ALL for what it does on an H100 from one
+ * writing lane); an L1 prefetch of grain entries before window dispatch (again on
  * an H100 with the 1,024-request windows: dispatch 5.3 us per window with
  * it, 5.4 without). On an H100, also not kept: 1,024 threads a block (64
  * registers: spills, relaunch round trip +3.5 us, no throughput gain);
