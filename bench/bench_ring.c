@@ -479,6 +479,18 @@ static void bench_floors(int warmup, int iters)
     }
 }
 
+/* A row from n rounds' medians and p99s: the median of each. */
+static void add_rounds_row(const char *name, double *med, double *p99, int n)
+{
+    if (!n)
+        return;
+    row_t *r = add_row(name);
+    double unused;
+    stats(med, n, &r->median_us, &unused);
+    stats(p99, n, &r->p99_us, &unused);
+    r->has_lat = 1;
+}
+
 /* The echo floor with the ring kernel's steps added one at a time
  * (gbk_floor_ladder), rounds interleaved: each row is the median of its
  * rounds' medians. */
@@ -516,15 +528,8 @@ static void bench_ladder(int warmup, int iters)
             stats(s, iters, &med[k][ok[k]], &p99[k][ok[k]]);
             ok[k]++;
         }
-    for (int k = 0; k < NSTEPS; k++) {
-        if (!ok[k])
-            continue;
-        row_t *r = add_row(steps[k].name);
-        stats(med[k], ok[k], &r->median_us, &r->p99_us);
-        double p = 0;
-        stats(p99[k], ok[k], &r->p99_us, &p);
-        r->has_lat = 1;
-    }
+    for (int k = 0; k < NSTEPS; k++)
+        add_rounds_row(steps[k].name, med[k], p99[k], ok[k]);
     static const char *rl_names[] = {"ladder: graph, empty, sync",    "ladder: graph, reply by stamp",
                                      "ladder: graph, + params set",   "ladder: graph, + dispatch_one",
                                      "ladder: graph, 1.2 KiB params", "ladder: graph, kind at run time"};
@@ -545,15 +550,8 @@ static void bench_ladder(int warmup, int iters)
             rok[k]++;
         }
     free(s);
-    for (int k = 0; k < NRL; k++) {
-        if (!rok[k])
-            continue;
-        row_t *r = add_row(rl_names[k]);
-        stats(rmed[k], rok[k], &r->median_us, &r->p99_us);
-        double p = 0;
-        stats(rp99[k], rok[k], &r->p99_us, &p);
-        r->has_lat = 1;
-    }
+    for (int k = 0; k < NRL; k++)
+        add_rounds_row(rl_names[k], rmed[k], rp99[k], rok[k]);
 }
 #endif
 

@@ -8,8 +8,9 @@
  * one partition at once: activations claim entries atomically there (see
  * gb_grain_find). Either way one grain never runs twice at once (turn
  * semantics). Within a partition: open addressing with linear probing;
- * deactivation leaves a tombstone that a later insert reuses. The table lives in device memory for the CUDA backend and in
- * host memory for the cpu backend; the code below is the same for both. */
+ * deactivation leaves a tombstone that a later insert reuses. The table
+ * lives in device memory for the CUDA backend and in host memory for the cpu
+ * backend; the code below is the same for both. */
 #ifndef GB_GRAIN_TABLE_H
 #define GB_GRAIN_TABLE_H
 
@@ -101,6 +102,14 @@ GB_HD uint32_t gb_grain_partition_entries(uint32_t max_grains, uint32_t parts)
 }
 
 #if defined(__CUDA_ARCH__)
+/* An entry's `used` flag at GPU scope: other threads of the block may claim
+ * or free entries of the same partition (see gb_grain_find). */
+static __device__ __forceinline__ void gb_grain_set_used(gb_grain_entry_t *en, uint32_t used)
+{
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(&en->used)), "r"(used)
+                 : "memory");
+}
+
 /* gb_grain_find's activation when t->concurrent: claims the first free entry
  * from slot `from` of the partition at `base` on (EMPTY or TOMB -> BUSY by
  * compare-and-swap; one another thread took first is passed over: the key
@@ -122,12 +131,24 @@ static __device__ __forceinline__ int64_t gb_grain_claim(gb_grain_table_t *t, ui
         if (zero_state)
             memset(en + 1, 0, t->state_size);
         __threadfence_block(); /* the key and state before USED */
-        asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(&en->used)),
-                     "r"(GB_ENTRY_USED)
-                     : "memory");
+        gb_grain_set_used(en, GB_ENTRY_USED);
         return (int64_t)e;
     }
     return -1;
+}
+#endif
+
+#if defined(__CUDACC__)
+/* A 32-byte entry's two halves, key and flag then the state, by two 16-byte
+ * loads issued together (see gb_grain_find for why asm). */
+static __device__ __forceinline__ void gb_grain_load32(const gb_grain_entry_t *en, uint4 *hd, uint4 *sv)
+{
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%8];\n\t"
+                 "ld.global.v4.u32 {%4,%5,%6,%7}, [%8+16];"
+                 : "=r"(hd->x), "=r"(hd->y), "=r"(hd->z), "=r"(hd->w), "=r"(sv->x), "=r"(sv->y), "=r"(sv->z),
+                   "=r"(sv->w)
+                 : "l"(__cvta_generic_to_global(en))
+                 : "memory");
 }
 #endif
 
@@ -183,12 +204,7 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
          * message's write-back of the same state. */
         uint4 hd, sv = make_uint4(0, 0, 0, 0);
         if (copy16)
-            asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%8];\n\t"
-                         "ld.global.v4.u32 {%4,%5,%6,%7}, [%8+16];"
-                         : "=r"(hd.x), "=r"(hd.y), "=r"(hd.z), "=r"(hd.w), "=r"(sv.x), "=r"(sv.y), "=r"(sv.z),
-                           "=r"(sv.w)
-                         : "l"(__cvta_generic_to_global(en))
-                         : "memory");
+            gb_grain_load32(en, &hd, &sv);
         else
             asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                          : "=r"(hd.x), "=r"(hd.y), "=r"(hd.z), "=r"(hd.w)
@@ -249,9 +265,7 @@ GB_HD int gb_grain_remove(gb_grain_table_t *t, uint32_t lane, uint64_t key)
     if (e < 0)
         return 0;
 #if defined(__CUDA_ARCH__)
-    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(&gb_grain_entry(t, (uint64_t)e)->used)),
-                 "r"(GB_ENTRY_TOMB)
-                 : "memory");
+    gb_grain_set_used(gb_grain_entry(t, (uint64_t)e), GB_ENTRY_TOMB);
 #else
     gb_grain_entry(t, (uint64_t)e)->used = GB_ENTRY_TOMB;
 #endif

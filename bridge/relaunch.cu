@@ -431,6 +431,15 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
     return GB_OK;
 }
 
+/* Mapped placement, every launch in flight inline (each ends where it says,
+ * the last at launch_to) and fewer than INLINE_QUEUE of them: the next launch
+ * may queue behind them. */
+static int behind_inline(const gb_rk_t *rk)
+{
+    const cuda_backend_t *b = (const cuda_backend_t *)rk->be;
+    return rk->placement == GB_PLACEMENT_MAPPED && b->exact && b->in_flight < INLINE_QUEUE;
+}
+
 /* Whether the requests not yet issued go out as an inline launch, and from
  * where: they must fit one, and where they start must be known exactly --
  * with nothing in flight, at what the kernel consumed; behind inline
@@ -438,8 +447,8 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
  * INLINE_QUEUE of them may be in flight: a reply comes by its stamp, and the
  * host sees a kernel end only by a stream query, which finds the stream busy
  * while anything is queued. With two at most, every other round trip waited
- * for a query before its launch, and the relaunch round trip took 11.6-12.1
- * us against 8.8-9.0 with four (H100, same run). */
+ * for a query before its launch: relaunch round trip 10.9-12.0 us against
+ * 8.9-10.2 with the queue (H100, same run). */
 static int inline_fits(gb_rk_t *rk, uint64_t published, uint64_t *from)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
@@ -447,7 +456,7 @@ static int inline_fits(gb_rk_t *rk, uint64_t published, uint64_t *from)
         return 0;
     if (b->in_flight == 0)
         *from = rk->ctl->consumed;
-    else if (b->in_flight < INLINE_QUEUE && b->exact && rk->placement == GB_PLACEMENT_MAPPED)
+    else if (behind_inline(rk))
         *from = b->launch_to;
     else
         return 0;
@@ -458,8 +467,8 @@ static int inline_fits(gb_rk_t *rk, uint64_t published, uint64_t *from)
  * the queued kernel starts the moment the running one exits, without a host
  * round trip, and sees every request published before it starts. So a
  * request published while a kernel runs is covered by queueing one more, and
- * a third is never needed. Behind inline launches alone, which end where
- * they say, one is queued the same way. Staging placement keeps one in
+ * a third is never needed. Behind inline launches alone (behind_inline),
+ * one is queued the same way. Staging placement keeps one in
  * flight: the next launch's header and copy ranges are rewritten on the host. */
 static int should_launch(gb_rk_t *rk, uint64_t published)
 {
@@ -468,7 +477,7 @@ static int should_launch(gb_rk_t *rk, uint64_t published)
         return 0;
     if (b->in_flight == 0)
         return published > rk->ctl->consumed;
-    if (rk->placement == GB_PLACEMENT_MAPPED && (b->in_flight == 1 || (b->exact && b->in_flight < INLINE_QUEUE)))
+    if ((rk->placement == GB_PLACEMENT_MAPPED && b->in_flight == 1) || behind_inline(rk))
         return published > b->launch_to; /* published after the last kernel was issued */
     return 0;
 }
@@ -515,7 +524,7 @@ static int progress(gb_rk_t *rk)
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     int finished = 0;
     if (b->in_flight) {
-        /* Mapped placement queues a launch behind the one running (staging
+        /* Mapped placement queues launches behind the one running (staging
          * keeps one in flight: nothing to do). Its replies come by their
          * stamps, so a stream query (some 0.5 us) is only needed when
          * requests wait for a launch, and now and then to retire launches and

@@ -7,20 +7,54 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench_floor.h"
+#include "clock.h"
 #include "dispatch.h"
 #include "ldst.cuh"
 #include "vecadd.h"
 
 #define LADDER_KEYS 4096u
 
-static double ladder_now_us(void)
+static double ladder_now_us(void) { return (double)gb_now_ns() / 1e3; }
+
+/* A zeroed activation table in device memory with room for 4 x LADDER_KEYS
+ * vecadd grains (32-byte entries). Returns 0, or -1 (nothing allocated). */
+static int ladder_table_new(gb_grain_table_t *tab)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    memset(tab, 0, sizeof *tab);
+    tab->lanes = 256;
+    tab->per_lane = gb_grain_per_lane(4 * LADDER_KEYS, 256);
+    tab->state_size = GB_VECADD_STATE_SIZE;
+    tab->entry_size = gb_grain_entry_size(tab->state_size);
+    const size_t bytes = (size_t)tab->lanes * tab->per_lane * tab->entry_size;
+    if (cudaMalloc((void **)&tab->entries, bytes) != cudaSuccess)
+        return -1;
+    if (cudaMemset(tab->entries, 0, bytes) != cudaSuccess) {
+        cudaFree(tab->entries);
+        tab->entries = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Request i into slot (all but its stamp): vecadd of (i..i+2) and (i+3..i+5)
+ * to grain i % LADDER_KEYS, so its reply's first element is 2i + 3. */
+static void ladder_request(unsigned char *slot, int i)
+{
+    gb_slot_hdr_t *h = (gb_slot_hdr_t *)slot;
+    h->key = (uint64_t)(i % LADDER_KEYS);
+    h->corr = (uint64_t)i;
+    h->type = GB_VECADD_MSG_REQUEST;
+    h->status = 0;
+    h->len = gb_vecadd_request_len(3);
+    h->aux = 0;
+    uint32_t *w = (uint32_t *)(slot + GB_SLOT_HDR_SIZE);
+    w[0] = GB_VECADD_ADD;
+    w[1] = 3;
+    float *f = (float *)(w + 2);
+    for (int k = 0; k < 6; k++)
+        f[k] = (float)(i + k);
 }
 
 /* Slot layout: gb_slot_hdr_t and a vecadd record of n = 3 (64 bytes); the
@@ -89,12 +123,7 @@ __global__ void ladder_kernel(unsigned char *req, unsigned char *rep, const uint
             if (lane == 0) {
                 unsigned char *en = tab.entries + (gb_key_mix(key) & (LADDER_KEYS * 4 - 1)) * 32;
                 uint4 hd, sv;
-                asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%8];\n\t"
-                             "ld.global.v4.u32 {%4,%5,%6,%7}, [%8+16];"
-                             : "=r"(hd.x), "=r"(hd.y), "=r"(hd.z), "=r"(hd.w), "=r"(sv.x), "=r"(sv.y), "=r"(sv.z),
-                               "=r"(sv.w)
-                             : "l"(__cvta_generic_to_global(en))
-                             : "memory");
+                gb_grain_load32((const gb_grain_entry_t *)en, &hd, &sv);
                 sv.x += 1 + (hd.z & 0x80000000u);
                 *(uint4 *)(en + 16) = sv;
                 aux = sv.x;
@@ -161,21 +190,13 @@ extern "C" int gbk_floor_ladder(int device, unsigned feat, int warmup, int iters
     /* Separate lines for what different sides write, as in our region. */
     unsigned char *host = NULL, *dev = NULL;
     gb_grain_table_t tab;
-    memset(&tab, 0, sizeof tab);
-    tab.lanes = 256;
-    tab.per_lane = gb_grain_per_lane(4 * LADDER_KEYS, 256);
-    tab.state_size = GB_VECADD_STATE_SIZE;
-    tab.entry_size = gb_grain_entry_size(tab.state_size);
-    const size_t tab_bytes = (size_t)tab.lanes * tab.per_lane * tab.entry_size;
     if (cudaHostAlloc((void **)&host, 5 * GB_LINE, cudaHostAllocMapped) != cudaSuccess)
         return -1;
-    if (cudaHostGetDevicePointer((void **)&dev, host, 0) != cudaSuccess ||
-        cudaMalloc((void **)&tab.entries, tab_bytes) != cudaSuccess) {
+    if (cudaHostGetDevicePointer((void **)&dev, host, 0) != cudaSuccess || ladder_table_new(&tab) != 0) {
         cudaFreeHost(host);
         return -1;
     }
     memset(host, 0, 5 * GB_LINE);
-    cudaMemset(tab.entries, 0, tab_bytes);
     unsigned char *req = host, *rep = host + GB_LINE;
     uint64_t *idx = (uint64_t *)(host + 2 * GB_LINE);
     uint32_t *ctl = (uint32_t *)(host + 3 * GB_LINE); /* the control block's host line */
@@ -191,18 +212,7 @@ extern "C" int gbk_floor_ladder(int device, unsigned feat, int warmup, int iters
     const gb_slot_hdr_t *r = (const gb_slot_hdr_t *)rep;
     for (int i = 1; rc == 0 && i <= total; i++) {
         const double t0 = ladder_now_us();
-        h->key = (uint64_t)(i % LADDER_KEYS);
-        h->corr = (uint64_t)i;
-        h->type = GB_VECADD_MSG_REQUEST;
-        h->status = 0;
-        h->len = gb_vecadd_request_len(3);
-        h->aux = 0;
-        uint32_t *w = (uint32_t *)(req + GB_SLOT_HDR_SIZE);
-        w[0] = GB_VECADD_ADD;
-        w[1] = 3;
-        float *f = (float *)(w + 2);
-        for (int k = 0; k < 6; k++)
-            f[k] = (float)(i + k);
+        ladder_request(req, i);
         __atomic_store_n(&h->seq, (uint32_t)i, __ATOMIC_RELEASE);
         if (feat & GBK_LADDER_POLL3)
             __atomic_store_n(idx, (uint64_t)i, __ATOMIC_RELEASE);
@@ -307,11 +317,6 @@ extern "C" int gbk_floor_relaunch_ladder(int device, int step, int warmup, int i
     memset(&big, 0, sizeof big);
     args.step = step;
     args.kind = GB_GRAIN_VECADD;
-    args.tab.lanes = 256;
-    args.tab.per_lane = gb_grain_per_lane(4 * LADDER_KEYS, 256);
-    args.tab.state_size = GB_VECADD_STATE_SIZE;
-    args.tab.entry_size = gb_grain_entry_size(args.tab.state_size);
-    const size_t tab_bytes = (size_t)args.tab.lanes * args.tab.per_lane * args.tab.entry_size;
     unsigned char *host = NULL;
     cudaStream_t s = NULL;
     cudaGraph_t graph = NULL;
@@ -321,9 +326,7 @@ extern "C" int gbk_floor_relaunch_ladder(int device, int step, int warmup, int i
     if (cudaHostAlloc((void **)&host, GB_LINE, cudaHostAllocMapped) != cudaSuccess)
         return -1;
     memset(host, 0, GB_LINE);
-    if (cudaHostGetDevicePointer((void **)&args.rep, host, 0) != cudaSuccess ||
-        cudaMalloc((void **)&args.tab.entries, tab_bytes) != cudaSuccess ||
-        cudaMemset(args.tab.entries, 0, tab_bytes) != cudaSuccess ||
+    if (cudaHostGetDevicePointer((void **)&args.rep, host, 0) != cudaSuccess || ladder_table_new(&args.tab) != 0 ||
         cudaMalloc((void **)&args.ns, sizeof *args.ns) != cudaSuccess ||
         cudaMemset(args.ns, 0, sizeof *args.ns) != cudaSuccess ||
         cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
@@ -349,16 +352,7 @@ extern "C" int gbk_floor_relaunch_ladder(int device, int step, int warmup, int i
             /* The request of this launch: new parameters every time from
              * the SET step on; before it the kernel answers the same one,
              * and the host clears the stamp that says it did. */
-            h->key = (uint64_t)(i % LADDER_KEYS);
-            h->corr = (uint64_t)i;
-            h->type = GB_VECADD_MSG_REQUEST;
-            h->len = gb_vecadd_request_len(3);
-            uint32_t *w = (uint32_t *)(args.req + GB_SLOT_HDR_SIZE);
-            w[0] = GB_VECADD_ADD;
-            w[1] = 3;
-            float *f = (float *)(w + 2);
-            for (int k = 0; k < 6; k++)
-                f[k] = (float)(i + k);
+            ladder_request(args.req, i);
             uint32_t want = step >= GBK_RL_SET ? (uint32_t)i : 1u;
             h->seq = want;
             if (step < GBK_RL_SET)
@@ -385,7 +379,7 @@ extern "C" int gbk_floor_relaunch_ladder(int device, int step, int warmup, int i
                         break;
                     }
                 const float *res = (const float *)(host + GB_SLOT_HDR_SIZE);
-                if (rc == 0 && step == GBK_RL_DISPATCH && (r->status != GB_SLOT_OK || res[0] != (float)(2 * i + 3)))
+                if (rc == 0 && step >= GBK_RL_DISPATCH && (r->status != GB_SLOT_OK || res[0] != (float)(2 * i + 3)))
                     rc = -4;
             }
             if (rc == 0 && i > warmup)
