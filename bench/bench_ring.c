@@ -9,7 +9,9 @@
  * warm-up (median, p99). Throughput: batches of B requests published together,
  * then their replies drained, for about S seconds; then streaming (batches
  * published while earlier ones are in flight, as far as the ring allows, by a
- * producer thread or by the receiving thread itself: --stream-threads).
+ * producer thread or by the receiving thread itself: --stream-threads); then
+ * the drain rate, the kernel's own with the host out of the way (a full ring
+ * queued while deactivated, then activated). Load generators: ring_load.h.
  * Every result is checked. */
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "log.h"
 #include "runtime.h"
+#include "ring_load.h"
 #include "vecadd.h"
 #ifdef GB_HAVE_CUDA
 #include "backend_cuda.h"
@@ -33,29 +36,17 @@ typedef struct row {
     double median_us, p99_us;      /* latency rows */
     double batch_rate[4];          /* throughput rows: msg/s at batch 1,16,256,4096 */
     double stream_rate[2];         /* streaming: batches of 256 / 4096 kept in flight */
-    int has_lat, has_tput, has_stream;
+    double drain_rate;             /* a full ring drained by the kernel (rl_drain) */
+    int has_lat, has_tput, has_stream, has_drain;
 } row_t;
 
 static const uint32_t BATCHES[4] = {1, 16, 256, 4096};
 static row_t g_rows[MAX_ROWS];
 static int g_nrows;
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void stats(double *s, int n, double *median, double *p99)
 {
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    qsort(s, (size_t)n, sizeof *s, rl_cmp_double);
     *median = s[n / 2];
     *p99 = s[(int)((double)n * 0.99)];
 }
@@ -68,165 +59,18 @@ static row_t *add_row(const char *name)
     return r;
 }
 
-static uint64_t g_keys = 4096; /* distinct grain keys the requests cycle over */
-
-/* A 64-byte slot's vecadd request: op add, n = 3. */
-static void fill_request(gb_slot_hdr_t *s, uint64_t i)
-{
-    uint32_t op = GB_VECADD_ADD, n = 3;
-    float ab[6] = {(float)(i & 1023), 1, 2, 0.5f, 0.25f, 0.125f};
-    unsigned char *p = gb_slot_payload(s);
-    memcpy(p, &op, 4);
-    memcpy(p + 4, &n, 4);
-    memcpy(p + 8, ab, sizeof ab);
-    s->key = i % g_keys;
-    s->corr = i;
-    s->type = GB_VECADD_MSG_REQUEST;
-    s->len = gb_vecadd_request_len(3);
-}
-
-static int check_reply(const gb_slot_hdr_t *r, uint64_t i)
-{
-    float res[3];
-    memcpy(res, (const unsigned char *)r + GB_SLOT_HDR_SIZE, sizeof res);
-    return r->corr == i && r->status == GB_SLOT_OK && r->len == 12 && res[0] == (float)(i & 1023) + 0.5f &&
-           res[1] == 1.25f && res[2] == 2.125f;
-}
-
-static int wait_reply(gb_rk_t *rk, uint64_t i)
-{
-    const gb_slot_hdr_t *r;
-    double deadline = now_us() + 5e6;
-    while (!(r = gb_rk_peek(rk))) {
-        if (gb_rk_poll(rk) != GB_OK || now_us() > deadline) {
-            fprintf(stderr, "bench: no reply for request %llu\n", (unsigned long long)i);
-            return -1;
-        }
-    }
-    int ok = check_reply(r, i);
-    gb_rk_consume(rk);
-    if (!ok) {
-        fprintf(stderr, "bench: wrong reply for request %llu\n", (unsigned long long)i);
-        return -1;
-    }
-    return 0;
-}
-
 static int g_window = 1024;
 static const uint32_t STREAM_BATCHES[2] = {256, 4096};
+#define RING_CAP 8192u
 
-/* Streaming throughput, as libzmq's remote_thr and local_thr measure it: the
- * sender and the receiver are separate (here a producer thread and this
- * thread, as runtime.h allows). The producer publishes batches for `seconds`
- * as far as the ring has room; the receiver drains and checks every reply. */
-typedef struct stream {
-    gb_rk_t *rk;
-    uint32_t batch;
-    double seconds;
-    uint64_t first;
-    uint64_t sent; /* published so far (release; read by the receiver) */
-    int done;      /* the producer has stopped (release) */
-} stream_t;
-
-/* One producer step: claims and fills up to a batch, publishes what it got.
- * Returns how many it published (0: no credit). */
-static uint32_t stream_send(stream_t *S, uint64_t sent)
-{
-    uint32_t k = 0;
-    gb_slot_hdr_t *slot;
-    while (k < S->batch && (slot = gb_rk_claim(S->rk)))
-        fill_request(slot, sent + k++);
-    if (k)
-        gb_rk_publish(S->rk);
-    return k;
-}
-
-static void *stream_producer(void *arg)
-{
-    stream_t *S = arg;
-    uint64_t sent = S->first;
-    double t0 = now_us();
-    while (now_us() - t0 < S->seconds * 1e6 && !__atomic_load_n(&S->done, __ATOMIC_ACQUIRE)) {
-        uint32_t k = stream_send(S, sent); /* 0: no credit until the receiver frees slots */
-        sent += k;
-        if (k)
-            __atomic_store_n(&S->sent, sent, __ATOMIC_RELEASE);
-    }
-    __atomic_store_n(&S->done, 1, __ATOMIC_RELEASE);
-    return NULL;
-}
-
-/* g_stream_threads 2: a producer thread beside this one (machines with 4 or
- * more CPUs); 1: this thread alternates sending and receiving, which on a
- * 2-core machine beats three threads (cpu backend) on two cores. */
-static int g_stream_threads = 1;
-
-static int stream_run(gb_rk_t *rk, uint32_t batch, double seconds, uint64_t *ip, double *rate)
-{
-    stream_t S = {rk, batch, seconds, *ip, *ip, 0};
-    pthread_t producer;
-    double t0 = now_us(), t1 = t0, last_progress = t0;
-    if (g_stream_threads == 2 && pthread_create(&producer, NULL, stream_producer, &S) != 0) {
-        fprintf(stderr, "bench: cannot start the producer thread\n");
-        return -1;
-    }
-    uint64_t recvd = *ip;
-    int rc = 0;
-    for (;;) {
-        t1 = now_us();
-        if (g_stream_threads == 1) {
-            if (t1 - t0 < seconds * 1e6)
-                S.sent += stream_send(&S, S.sent);
-            else
-                S.done = 1;
-        }
-        int done = __atomic_load_n(&S.done, __ATOMIC_ACQUIRE);
-        if (done && recvd == __atomic_load_n(&S.sent, __ATOMIC_ACQUIRE))
-            break;
-        const gb_slot_hdr_t *r;
-        uint64_t before = recvd;
-        while ((r = gb_rk_peek(rk))) {
-            if (!check_reply(r, recvd)) {
-                fprintf(stderr, "bench: wrong reply for request %llu (streaming)\n", (unsigned long long)recvd);
-                rc = -1;
-                break;
-            }
-            gb_rk_consume(rk);
-            recvd++;
-        }
-        if (rc)
-            break;
-        if (recvd != before) {
-            last_progress = t1;
-        } else if (gb_rk_poll(rk) != GB_OK || t1 - last_progress > 5e6) {
-            fprintf(stderr, "bench: streaming stalled at reply %llu of %llu\n", (unsigned long long)recvd,
-                    (unsigned long long)__atomic_load_n(&S.sent, __ATOMIC_ACQUIRE));
-            rc = -1;
-            break;
-        }
-    }
-    if (g_stream_threads == 2) {
-        __atomic_store_n(&S.done, 1, __ATOMIC_RELEASE);
-        pthread_join(producer, NULL);
-    }
-    if (rc == 0 && recvd != S.sent) {
-        fprintf(stderr, "bench: streaming ended with %llu replies of %llu\n", (unsigned long long)recvd,
-                (unsigned long long)S.sent);
-        rc = -1;
-    }
-    *rate = (double)(recvd - *ip) / ((t1 - t0) / 1e6);
-    *ip = recvd;
-    return rc;
-}
-
-static gb_rk_t *start_ring(const char *label, gb_mode mode, int fallback)
+static gb_rk_t *start_ring(const char *label, gb_mode mode, int fallback, uint32_t cap)
 {
     gb_rk_params_t p;
     memset(&p, 0, sizeof p);
     p.type = "vecadd";
     p.mode = mode;
     snprintf(p.grain.type, sizeof p.grain.type, "vecadd");
-    p.grain.queue_capacity = 8192;
+    p.grain.queue_capacity = cap;
     p.grain.slot_size = 64;
     p.grain.messages_per_iteration = (uint32_t)g_window;
     p.grain.max_grains = 65536;
@@ -309,10 +153,28 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
     return rc;
 }
 
+/* The drain rate (rl_drain), on a ring of its own: its kernel profile is its
+ * own. The ring is large so that activation, which waits for the kernel's
+ * acknowledgement with 20 us sleeps, ends long before the drain does
+ * (relaunch: launches of 4096, the benchmark's max_messages_per_launch). */
+#define DRAIN_COUNT 32768u
+static int drain_row(const char *label, gb_mode mode, int fallback, const char *name, row_t *row)
+{
+    if (fallback)
+        return 0; /* staging: the host's copies are part of the kernel's work there */
+    gb_rk_t *rk = start_ring(label, mode, fallback, DRAIN_COUNT);
+    if (!rk)
+        return -1;
+    uint64_t i = 0;
+    int rc = rl_drain(rk, &i, 9, DRAIN_COUNT, &row->drain_rate);
+    row->has_drain = rc == 0;
+    return finish_ring(&rk, name, "drain", mode, i, rc);
+}
+
 static int bench_backend(const char *label, gb_mode mode, int fallback, int warmup, int iters,
                          double seconds, int lat_only)
 {
-    gb_rk_t *rk = start_ring(label, mode, fallback);
+    gb_rk_t *rk = start_ring(label, mode, fallback, RING_CAP);
     if (!rk)
         return -1;
     gb_rk_status_t st;
@@ -330,13 +192,13 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     uint64_t i = 0;
     int rc = 0;
     for (int k = 0; k < warmup + iters && rc == 0; k++, i++) {
-        double t0 = now_us();
+        double t0 = rl_now_us();
         gb_slot_hdr_t *s = gb_rk_claim(rk);
-        fill_request(s, i);
+        rl_fill_request(s, i);
         gb_rk_publish(rk);
-        rc = wait_reply(rk, i);
+        rc = rl_wait_reply(rk, i);
         if (k >= warmup)
-            samples[k - warmup] = now_us() - t0;
+            samples[k - warmup] = rl_now_us() - t0;
     }
     if (rc == 0) {
         stats(samples, iters, &row->median_us, &row->p99_us);
@@ -344,30 +206,32 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     }
     free(samples);
     rc = finish_ring(&rk, name, "round trip", mode, i, rc);
-    if (rc != 0 || lat_only)
+    if (rc != 0)
         return rc;
+    if (lat_only)
+        return mode == GB_MODE_CPU ? 0 : drain_row(label, mode, fallback, name, row);
 
     /* Throughput per batch size. */
-    if (!(rk = start_ring(label, mode, fallback)))
+    if (!(rk = start_ring(label, mode, fallback, RING_CAP)))
         return -1;
     i = 0;
     for (int b = 0; b < 4 && rc == 0; b++) {
         uint32_t batch = BATCHES[b];
-        double t0 = now_us(), t1, send_us = 0;
+        double t0 = rl_now_us(), t1, send_us = 0;
         uint64_t done = 0;
         do {
-            double ts = now_us();
+            double ts = rl_now_us();
             for (uint32_t k = 0; k < batch; k++) {
                 gb_slot_hdr_t *s = gb_rk_claim(rk);
-                fill_request(s, i + k);
+                rl_fill_request(s, i + k);
             }
             gb_rk_publish(rk);
-            send_us += now_us() - ts;
+            send_us += rl_now_us() - ts;
             for (uint32_t k = 0; k < batch && rc == 0; k++)
-                rc = wait_reply(rk, i + k);
+                rc = rl_wait_reply(rk, i + k);
             i += batch;
             done += batch;
-            t1 = now_us();
+            t1 = rl_now_us();
         } while (rc == 0 && t1 - t0 < seconds * 1e6);
         row->batch_rate[b] = (double)done / ((t1 - t0) / 1e6);
         printf("host %s batch %u: %.1f ns/msg writing requests, %.1f ns/msg waiting+reading replies\n", label,
@@ -379,13 +243,16 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
         return rc;
 
     /* Streaming, on a ring of its own: its kernel profile is its own. */
-    if (!(rk = start_ring(label, mode, fallback)))
+    if (!(rk = start_ring(label, mode, fallback, RING_CAP)))
         return -1;
     i = 0;
     for (int b = 0; b < 2 && rc == 0; b++)
-        rc = stream_run(rk, STREAM_BATCHES[b], seconds, &i, &row->stream_rate[b]);
+        rc = rl_stream(rk, STREAM_BATCHES[b], seconds, &i, &row->stream_rate[b]);
     row->has_stream = rc == 0;
-    return finish_ring(&rk, name, "streaming", mode, i, rc);
+    rc = finish_ring(&rk, name, "streaming", mode, i, rc);
+    if (rc != 0)
+        return rc;
+    return drain_row(label, mode, fallback, name, row);
 }
 
 /* CPU the host side spends on an idle ring kernel over one second, when an
@@ -413,14 +280,14 @@ static double idle_cpu_percent(gb_mode mode)
     }
     struct timespec c0, c1, w = {0, 1000000};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    double t0 = now_us();
-    while (now_us() - t0 < 1e6) {
+    double t0 = rl_now_us();
+    while (rl_now_us() - t0 < 1e6) {
         gb_rk_poll(rk);
         nanosleep(&w, NULL);
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double cpu_us = (double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e3;
-    double wall = now_us() - t0;
+    double wall = rl_now_us() - t0;
     gb_rk_destroy(&rk);
     return 100.0 * cpu_us / wall;
 }
@@ -574,7 +441,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     int iters = 20000, warmup = 2000, fallback = 0, ladder = 0;
-    g_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
+    rl_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
     double seconds = 0.5;
     const char *modes = NULL, *variants = NULL;
     for (int a = 1; a < argc; a++) {
@@ -589,11 +456,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[a], "--window") && a + 1 < argc)
             g_window = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--keys") && a + 1 < argc)
-            g_keys = strtoull(argv[++a], NULL, 10);
+            rl_keys = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--variants") && a + 1 < argc)
             variants = argv[++a];
         else if (!strcmp(argv[a], "--stream-threads") && a + 1 < argc)
-            g_stream_threads = atoi(argv[++a]);
+            rl_stream_threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--fallback"))
             fallback = 1;
         else if (!strcmp(argv[a], "--ladder"))
@@ -603,8 +470,8 @@ int main(int argc, char **argv)
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
-    if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096 || g_keys < 1 ||
-        g_keys > 65536 || g_stream_threads < 1 || g_stream_threads > 2) {
+    if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096 || rl_keys < 1 ||
+        rl_keys > 65536 || rl_stream_threads < 1 || rl_stream_threads > 2) {
         fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096, --keys 1..65536, "
                         "--stream-threads 1 or 2\n");
         return 2;
@@ -619,8 +486,8 @@ int main(int argc, char **argv)
         modes = have_gpu ? "cpu,persistent,relaunch" : "cpu";
     printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d, %llu keys, "
            "streaming on %d host thread%s\n",
-           gpu, iters, warmup, seconds, g_window, (unsigned long long)g_keys, g_stream_threads,
-           g_stream_threads > 1 ? "s" : "");
+           gpu, iters, warmup, seconds, g_window, (unsigned long long)rl_keys, rl_stream_threads,
+           rl_stream_threads > 1 ? "s" : "");
     int rc = 0;
 #ifdef GB_HAVE_CUDA
     if (have_gpu)
@@ -666,8 +533,8 @@ int main(int argc, char **argv)
         printf("idle host CPU, cpu backend (its worker backs off), polled every ms: %.2f%% of a core\n",
                idle_cpu_percent(GB_MODE_CPU));
 
-    printf("\n%-36s %10s %10s %12s %12s %12s %12s %12s %12s\n", "path", "median us", "p99 us", "b=1 M/s",
-           "b=16 M/s", "b=256 M/s", "b=4096 M/s", "s256 M/s", "s4096 M/s");
+    printf("\n%-36s %10s %10s %12s %12s %12s %12s %12s %12s %12s\n", "path", "median us", "p99 us", "b=1 M/s",
+           "b=16 M/s", "b=256 M/s", "b=4096 M/s", "s256 M/s", "s4096 M/s", "drain M/s");
     for (int r = 0; r < g_nrows; r++) {
         row_t *w = &g_rows[r];
         printf("%-36s", w->name);
@@ -687,6 +554,10 @@ int main(int argc, char **argv)
             else
                 printf(" %12s", "-");
         }
+        if (w->has_drain)
+            printf(" %12.2f", w->drain_rate / 1e6);
+        else
+            printf(" %12s", "-");
         printf("\n");
     }
     /* Ratios against the fenced echo floor, where both exist. */
@@ -694,14 +565,16 @@ int main(int argc, char **argv)
     for (int r = 0; r < g_nrows; r++)
         if (!strcmp(g_rows[r].name, "floor: echo 64B, fence"))
             floor_echo = g_rows[r].median_us;
-    double floor_graph = 0, floor_copy = 0;
+    double floor_graph = 0, floor_copy = 0, floor_copy4096 = 0;
     for (int r = 0; r < g_nrows; r++) {
         if (!strcmp(g_rows[r].name, "floor: empty graph"))
             floor_graph = g_rows[r].median_us;
         if (!strcmp(g_rows[r].name, "floor: copy graph 1x64B"))
             floor_copy = g_rows[r].median_us;
-        if (!strcmp(g_rows[r].name, "floor: copy graph 4096x64B"))
+        if (!strcmp(g_rows[r].name, "floor: copy graph 4096x64B")) {
+            floor_copy4096 = g_rows[r].median_us;
             printf("floor: copy graph moves 4096 slots at %.1f M msg/s\n", 4096.0 / g_rows[r].median_us);
+        }
     }
     for (int r = 0; r < g_nrows; r++) {
         row_t *w = &g_rows[r];
@@ -714,6 +587,10 @@ int main(int argc, char **argv)
         if (floor_copy > 0 && !strncmp(w->name, "relaunch (device", 16))
             printf("ratio %s / copy-graph floor: %.3f\n", w->name, w->median_us / floor_copy);
     }
+    for (int r = 0; r < g_nrows; r++)
+        if (g_rows[r].has_drain && floor_copy4096 > 0 && strncmp(g_rows[r].name, "cpu", 3))
+            printf("ratio %s drain / copy graph moving 4096 slots: %.3f\n", g_rows[r].name,
+                   g_rows[r].drain_rate / 1e6 / (4096.0 / floor_copy4096));
 
     printf("{\"bench\":\"ring\",\"gpu\":\"%s\",\"rows\":[", gpu);
     for (int r = 0; r < g_nrows; r++) {
@@ -727,6 +604,8 @@ int main(int argc, char **argv)
         if (w->has_stream)
             for (int b = 0; b < 2; b++)
                 printf(",\"stream_%u_msgs_per_s\":%.0f", STREAM_BATCHES[b], w->stream_rate[b]);
+        if (w->has_drain)
+            printf(",\"drain_msgs_per_s\":%.0f", w->drain_rate);
         printf("}");
     }
     printf("]}\n");
