@@ -171,6 +171,84 @@ static int drain_row(const char *label, gb_mode mode, int fallback, const char *
     return finish_ring(&rk, name, "drain", mode, i, rc);
 }
 
+/* warmup + iters round trips, one request each, requests from *ip on;
+ * samples[] gets the last iters, in us. */
+static int round_trips(gb_rk_t *rk, uint64_t *ip, int warmup, int iters, double *samples)
+{
+    int rc = 0;
+    for (int k = 0; k < warmup + iters && rc == 0; k++, (*ip)++) {
+        double t0 = rl_now_us();
+        gb_slot_hdr_t *s = gb_rk_claim(rk);
+        rl_fill_request(s, *ip);
+        gb_rk_publish(rk);
+        rc = rl_wait_reply(rk, *ip);
+        if (k >= warmup)
+            samples[k - warmup] = rl_now_us() - t0;
+    }
+    return rc;
+}
+
+/* Paired round-trip ratios (paired_ratio), printed after the table. */
+typedef struct pair {
+    char what[64];
+    int rounds, iters;
+    double median, min, max;
+} pair_t;
+static pair_t g_pairs[2];
+static int g_npairs;
+
+#ifdef GB_HAVE_CUDA
+/* The round-trip ratio the targets name, taken in paired rounds: each round
+ * measures the floor (persistent: the fenced echo; relaunch: the empty
+ * graph), then the runtime on a fresh ring (no kernel of ours runs while the
+ * floor does), `iters` each after a warm-up; the ratio of their medians. The
+ * median, min and max of the round ratios are printed: on a host whose floor
+ * itself moves between runs, a ratio of two rows taken seconds apart is not
+ * one number. */
+static int paired_ratio(const char *label, gb_mode mode, int rounds, int iters)
+{
+    double *s = calloc((size_t)iters, sizeof *s), *ratio = calloc((size_t)rounds, sizeof *ratio);
+    int rc = s && ratio ? 0 : -1;
+    double fm = 0, fp = 0, rm = 0, rp = 0;
+    for (int r = 0; r < rounds && rc == 0; r++) {
+        rc = mode == GB_MODE_PERSISTENT ? gbk_floor_echo(0, 1, iters / 5, iters, s)
+                                        : gbk_floor_graph(0, 0, iters / 5, iters, s);
+        if (rc != 0)
+            break;
+        stats(s, iters, &fm, &fp);
+        gb_rk_t *rk = start_ring(label, mode, 0, RING_CAP);
+        if (!rk) {
+            rc = -1;
+            break;
+        }
+        uint64_t i = 0;
+        rc = round_trips(rk, &i, iters / 5, iters, s);
+        gb_rk_terminate(rk, 2000);
+        gb_rk_destroy(&rk);
+        if (rc != 0)
+            break;
+        stats(s, iters, &rm, &rp);
+        ratio[r] = rm / fm;
+    }
+    if (rc == 0) {
+        qsort(ratio, (size_t)rounds, sizeof *ratio, rl_cmp_double);
+        pair_t *p = &g_pairs[g_npairs++];
+        snprintf(p->what, sizeof p->what, "%s (mapped) / %s floor", label,
+                 mode == GB_MODE_PERSISTENT ? "echo" : "empty-graph");
+        p->rounds = rounds;
+        p->iters = iters;
+        p->median = ratio[rounds / 2];
+        p->min = ratio[0];
+        p->max = ratio[rounds - 1];
+    } else {
+        fprintf(stderr, "bench: paired ratio %s failed\n", label);
+    }
+    free(s);
+    free(ratio);
+    return rc;
+}
+#endif
+
 static int bench_backend(const char *label, gb_mode mode, int fallback, int warmup, int iters,
                          double seconds, int lat_only)
 {
@@ -190,16 +268,7 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     /* Round trip, on a ring of its own so that its kernel profile is its own. */
     double *samples = calloc((size_t)iters, sizeof *samples);
     uint64_t i = 0;
-    int rc = 0;
-    for (int k = 0; k < warmup + iters && rc == 0; k++, i++) {
-        double t0 = rl_now_us();
-        gb_slot_hdr_t *s = gb_rk_claim(rk);
-        rl_fill_request(s, i);
-        gb_rk_publish(rk);
-        rc = rl_wait_reply(rk, i);
-        if (k >= warmup)
-            samples[k - warmup] = rl_now_us() - t0;
-    }
+    int rc = round_trips(rk, &i, warmup, iters, samples);
     if (rc == 0) {
         stats(samples, iters, &row->median_us, &row->p99_us);
         row->has_lat = 1;
@@ -426,6 +495,7 @@ static void usage(void)
 {
     printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
            "                  [--fallback] [--variants F1,F2] [--keys N] [--stream-threads 1|2] [--ladder]\n"
+           "                  [--pairs N]\n"
            "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
@@ -434,13 +504,14 @@ static void usage(void)
            "  --keys      distinct grain keys the requests cycle over (default 4096)\n"
            "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n"
            "  --ladder    also the echo floor with the ring kernel's steps added one at a time\n"
+           "  --pairs     rounds of floor and round trip alternated for the target ratios (default 7, 0: none)\n"
            "  --stream-threads  streaming rows: 2 = a producer thread beside the receiver (default\n"
            "              with 4 or more CPUs), 1 = one thread alternates\n");
 }
 
 int main(int argc, char **argv)
 {
-    int iters = 20000, warmup = 2000, fallback = 0, ladder = 0;
+    int iters = 20000, warmup = 2000, fallback = 0, ladder = 0, pairs = 7;
     rl_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
     double seconds = 0.5;
     const char *modes = NULL, *variants = NULL;
@@ -459,6 +530,8 @@ int main(int argc, char **argv)
             rl_keys = strtoull(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--variants") && a + 1 < argc)
             variants = argv[++a];
+        else if (!strcmp(argv[a], "--pairs") && a + 1 < argc)
+            pairs = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--stream-threads") && a + 1 < argc)
             rl_stream_threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--fallback"))
@@ -471,9 +544,9 @@ int main(int argc, char **argv)
         }
     }
     if (iters < 100 || warmup < 0 || seconds <= 0 || g_window < 1 || g_window > 4096 || rl_keys < 1 ||
-        rl_keys > 65536 || rl_stream_threads < 1 || rl_stream_threads > 2) {
+        rl_keys > 65536 || rl_stream_threads < 1 || rl_stream_threads > 2 || pairs < 0 || pairs > 100) {
         fprintf(stderr, "bench: --iters must be >= 100, --seconds > 0, --window 1..4096, --keys 1..65536, "
-                        "--stream-threads 1 or 2\n");
+                        "--stream-threads 1 or 2, --pairs 0..100\n");
         return 2;
     }
     gb_log_set_level(GB_LOG_WARN);
@@ -529,6 +602,12 @@ int main(int argc, char **argv)
         unsetenv("GPUBRIDGE_KERNEL_FLAGS");
         v += len + (v[len] == ',');
     }
+#ifdef GB_HAVE_CUDA
+    if (have_gpu && pairs > 0 && strstr(modes, "persistent"))
+        rc |= paired_ratio("persistent", GB_MODE_PERSISTENT, pairs, 2000);
+    if (have_gpu && pairs > 0 && strstr(modes, "relaunch"))
+        rc |= paired_ratio("relaunch", GB_MODE_RELAUNCH, pairs, 2000);
+#endif
     if (strstr(modes, "cpu"))
         printf("idle host CPU, cpu backend (its worker backs off), polled every ms: %.2f%% of a core\n",
                idle_cpu_percent(GB_MODE_CPU));
@@ -587,6 +666,9 @@ int main(int argc, char **argv)
         if (floor_copy > 0 && !strncmp(w->name, "relaunch (device", 16))
             printf("ratio %s / copy-graph floor: %.3f\n", w->name, w->median_us / floor_copy);
     }
+    for (int k = 0; k < g_npairs; k++)
+        printf("paired ratio %s, %d rounds of %d: median %.3f, min %.3f, max %.3f\n", g_pairs[k].what,
+               g_pairs[k].rounds, g_pairs[k].iters, g_pairs[k].median, g_pairs[k].min, g_pairs[k].max);
     for (int r = 0; r < g_nrows; r++)
         if (g_rows[r].has_drain && floor_copy4096 > 0 && strncmp(g_rows[r].name, "cpu", 3))
             printf("ratio %s drain / copy graph moving 4096 slots: %.3f\n", g_rows[r].name,
@@ -608,6 +690,10 @@ int main(int argc, char **argv)
             printf(",\"drain_msgs_per_s\":%.0f", w->drain_rate);
         printf("}");
     }
+    printf("],\"paired_ratios\":[");
+    for (int k = 0; k < g_npairs; k++)
+        printf("%s{\"what\":\"%s\",\"rounds\":%d,\"median\":%.4f,\"min\":%.4f,\"max\":%.4f}", k ? "," : "",
+               g_pairs[k].what, g_pairs[k].rounds, g_pairs[k].median, g_pairs[k].min, g_pairs[k].max);
     printf("]}\n");
     return rc ? 1 : 0;
 }
