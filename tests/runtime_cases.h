@@ -229,18 +229,22 @@ static void test_vecadd_ops(void **state)
 {
     (void)state;
     gb_rk_t *rk = start("vecadd", 64, 128, 1024);
-    const float a[8] = {1, 2, 3, 4, 5.5f, -6, 7, 1e30f};
-    const float b[8] = {2, 4, 0.5f, -1, 2, 3, 0, 1e10f};
-    for (uint32_t op = 0; op < 4; op++) {
+    /* Every op at lengths 1 to 4 and 8 (the loops' remainders and a full
+     * unrolled pass), with a division by zero in each. */
+    const float a[8] = {1, 0, 3, 4, 5.5f, -6, 7, 1e30f};
+    const float b[8] = {0, 4, 0.5f, -1, 2, 3, 0, 1e10f};
+    static const uint32_t lens[] = {1, 2, 3, 4, 8};
+    for (uint32_t t = 0; t < 4 * 5; t++) {
+        const uint32_t op = t % 4, n = lens[t / 4];
         unsigned char rec[8 + 64];
-        put_vec(rec, op, 8, a, b);
-        assert_int_equal(gb_rk_send(rk, 42, op, GB_VECADD_MSG_REQUEST, rec, gb_vecadd_request_len(8)), GB_OK);
+        put_vec(rec, op, n, a, b);
+        assert_int_equal(gb_rk_send(rk, 42, t, GB_VECADD_MSG_REQUEST, rec, gb_vecadd_request_len(n)), GB_OK);
         gb_reply_t r;
         float res[8];
         recv_one(rk, &r, res, sizeof res, 5000);
         assert_int_equal(r.status, GB_SLOT_OK);
-        assert_int_equal(r.len, sizeof res);
-        for (int i = 0; i < 8; i++) {
+        assert_int_equal(r.len, 4 * n);
+        for (uint32_t i = 0; i < n; i++) {
             float want = op == 0 ? a[i] + b[i] : op == 1 ? a[i] - b[i] : op == 2 ? a[i] * b[i] : a[i] / b[i];
             if (isinf(want))
                 assert_true(isinf(res[i]) && signbit(res[i]) == signbit(want));
