@@ -194,33 +194,38 @@ typedef struct pair {
     int rounds, iters;
     double median, min, max;
 } pair_t;
-static pair_t g_pairs[2];
+static pair_t g_pairs[3];
 static int g_npairs;
 
 #ifdef GB_HAVE_CUDA
 /* The round-trip ratio the targets name, taken in paired rounds: each round
  * measures the floor (persistent: the fenced echo; relaunch: the empty
- * graph), then the runtime on a fresh ring (no kernel of ours runs while the
+ * graph, or with staging placement the one-slot copy graph), then the
+ * runtime on a fresh ring (no kernel of ours runs while the
  * floor does), `iters` each after a warm-up; the ratio of their medians. The
  * median, min and max of the round ratios are printed: on a host whose floor
  * itself moves between runs, a ratio of two rows taken seconds apart is not
  * one number. */
-static int paired_ratio(const char *label, gb_mode mode, int rounds, int iters)
+static int paired_ratio(const char *label, gb_mode mode, int fallback, int rounds, int iters)
 {
     double *s = calloc((size_t)iters, sizeof *s), *ratio = calloc((size_t)rounds, sizeof *ratio);
     int rc = s && ratio ? 0 : -1;
     double fm = 0, fp = 0, rm = 0, rp = 0;
+    const char *placement = "";
     for (int r = 0; r < rounds && rc == 0; r++) {
         rc = mode == GB_MODE_PERSISTENT ? gbk_floor_echo(0, 1, iters / 5, iters, s)
-                                        : gbk_floor_graph(0, 0, iters / 5, iters, s);
+                                        : gbk_floor_graph(0, fallback ? 1 : 0, iters / 5, iters, s);
         if (rc != 0)
             break;
         stats(s, iters, &fm, &fp);
-        gb_rk_t *rk = start_ring(label, mode, 0, RING_CAP);
+        gb_rk_t *rk = start_ring(label, mode, fallback, RING_CAP);
         if (!rk) {
             rc = -1;
             break;
         }
+        gb_rk_status_t st;
+        gb_rk_status(rk, &st);
+        placement = gb_placement_name(st.placement);
         uint64_t i = 0;
         rc = round_trips(rk, &i, iters / 5, iters, s);
         gb_rk_terminate(rk, 2000);
@@ -233,8 +238,8 @@ static int paired_ratio(const char *label, gb_mode mode, int rounds, int iters)
     if (rc == 0) {
         qsort(ratio, (size_t)rounds, sizeof *ratio, rl_cmp_double);
         pair_t *p = &g_pairs[g_npairs++];
-        snprintf(p->what, sizeof p->what, "%s (mapped) / %s floor", label,
-                 mode == GB_MODE_PERSISTENT ? "echo" : "empty-graph");
+        snprintf(p->what, sizeof p->what, "%s (%s) / %s floor", label, placement,
+                 mode == GB_MODE_PERSISTENT ? "echo" : fallback ? "copy-graph" : "empty-graph");
         p->rounds = rounds;
         p->iters = iters;
         p->median = ratio[rounds / 2];
@@ -604,9 +609,11 @@ int main(int argc, char **argv)
     }
 #ifdef GB_HAVE_CUDA
     if (have_gpu && pairs > 0 && strstr(modes, "persistent"))
-        rc |= paired_ratio("persistent", GB_MODE_PERSISTENT, pairs, 2000);
+        rc |= paired_ratio("persistent", GB_MODE_PERSISTENT, 0, pairs, 2000);
     if (have_gpu && pairs > 0 && strstr(modes, "relaunch"))
-        rc |= paired_ratio("relaunch", GB_MODE_RELAUNCH, pairs, 2000);
+        rc |= paired_ratio("relaunch", GB_MODE_RELAUNCH, 0, pairs, 2000);
+    if (have_gpu && pairs > 0 && strstr(modes, "relaunch") && fallback)
+        rc |= paired_ratio("relaunch", GB_MODE_RELAUNCH, 1, pairs, 1000);
 #endif
     if (strstr(modes, "cpu"))
         printf("idle host CPU, cpu backend (its worker backs off), polled every ms: %.2f%% of a core\n",
