@@ -201,11 +201,11 @@ static int g_npairs;
 /* The round-trip ratio the targets name, taken in paired rounds: each round
  * measures the floor (persistent: the fenced echo; relaunch: the empty
  * graph, or with staging placement the one-slot copy graph), then the
- * runtime on a fresh ring (no kernel of ours runs while the
- * floor does), `iters` each after a warm-up; the ratio of their medians. The
- * median, min and max of the round ratios are printed: on a host whose floor
- * itself moves between runs, a ratio of two rows taken seconds apart is not
- * one number. */
+ * runtime on a fresh ring (no kernel of ours runs while the floor does),
+ * `iters` each after a warm-up; the ratio of their medians. The median, min
+ * and max of the round ratios are printed: on a host whose floor itself
+ * moves between runs, a ratio of two rows taken seconds apart is not one
+ * number. */
 static int paired_ratio(const char *label, gb_mode mode, int fallback, int rounds, int iters)
 {
     double *s = calloc((size_t)iters, sizeof *s), *ratio = calloc((size_t)rounds, sizeof *ratio);
