@@ -13,7 +13,6 @@
  * the drain rate, the kernel's own with the host out of the way (a full ring
  * queued while deactivated, then activated). Load generators: ring_load.h.
  * Every result is checked. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

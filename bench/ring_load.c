@@ -4,17 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "ring_load.h"
 #include "vecadd.h"
 
-double rl_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+double rl_now_us(void) { return (double)gb_now_ns() / 1e3; }
 
 int rl_cmp_double(const void *a, const void *b)
 {

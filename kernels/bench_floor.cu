@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bench_floor.h"
+#include "bench_request.h"
 #include "dispatch.h"
 #include "vecadd.h"
 
@@ -223,19 +224,8 @@ __global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int part, 
     const long long c0 = clock64();
     for (int i = 0; i < iters; i++) {
         gb_slot_hdr_t *h = (gb_slot_hdr_t *)s_in;
-        h->key = (uint64_t)(i % keys);
-        h->corr = (uint64_t)i;
-        h->type = GB_VECADD_MSG_REQUEST;
-        h->status = 0;
-        h->len = gb_vecadd_request_len(3);
-        h->aux = 0;
+        gbk_bench_request(s_in, i, (unsigned)keys);
         h->seq = 0;
-        uint32_t *w = (uint32_t *)(s_in + GB_SLOT_HDR_SIZE);
-        w[0] = GB_VECADD_ADD;
-        w[1] = 3;
-        float *f = (float *)(w + 2);
-        for (int k = 0; k < 6; k++)
-            f[k] = (float)(i + k);
         if (gap_ns) { /* idle as a ring kernel does between lone requests */
             unsigned long long g0, g;
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench_floor.h"
+#include "bench_request.h"
 #include "clock.h"
 #include "dispatch.h"
 #include "ldst.cuh"
@@ -36,25 +37,6 @@ static int ladder_table_new(gb_grain_table_t *tab)
         return -1;
     }
     return 0;
-}
-
-/* Request i into slot (all but its stamp): vecadd of (i..i+2) and (i+3..i+5)
- * to grain i % LADDER_KEYS, so its reply's first element is 2i + 3. */
-static void ladder_request(unsigned char *slot, int i)
-{
-    gb_slot_hdr_t *h = (gb_slot_hdr_t *)slot;
-    h->key = (uint64_t)(i % LADDER_KEYS);
-    h->corr = (uint64_t)i;
-    h->type = GB_VECADD_MSG_REQUEST;
-    h->status = 0;
-    h->len = gb_vecadd_request_len(3);
-    h->aux = 0;
-    uint32_t *w = (uint32_t *)(slot + GB_SLOT_HDR_SIZE);
-    w[0] = GB_VECADD_ADD;
-    w[1] = 3;
-    float *f = (float *)(w + 2);
-    for (int k = 0; k < 6; k++)
-        f[k] = (float)(i + k);
 }
 
 /* Slot layout: gb_slot_hdr_t and a vecadd record of n = 3 (64 bytes); the
@@ -212,7 +194,7 @@ extern "C" int gbk_floor_ladder(int device, unsigned feat, int warmup, int iters
     const gb_slot_hdr_t *r = (const gb_slot_hdr_t *)rep;
     for (int i = 1; rc == 0 && i <= total; i++) {
         const double t0 = ladder_now_us();
-        ladder_request(req, i);
+        gbk_bench_request(req, i, LADDER_KEYS);
         __atomic_store_n(&h->seq, (uint32_t)i, __ATOMIC_RELEASE);
         if (feat & GBK_LADDER_POLL3)
             __atomic_store_n(idx, (uint64_t)i, __ATOMIC_RELEASE);
@@ -352,7 +334,7 @@ extern "C" int gbk_floor_relaunch_ladder(int device, int step, int warmup, int i
             /* The request of this launch: new parameters every time from
              * the SET step on; before it the kernel answers the same one,
              * and the host clears the stamp that says it did. */
-            ladder_request(args.req, i);
+            gbk_bench_request(args.req, i, LADDER_KEYS);
             uint32_t want = step >= GBK_RL_SET ? (uint32_t)i : 1u;
             h->seq = want;
             if (step < GBK_RL_SET)
