@@ -108,7 +108,12 @@ typedef struct gb_kargs {
  * slow each other and the producer down); the next window's reads issued
  * during a window's write (its fence waited for them too: write 2.1 -> 4.9
  * us, read 5.4 -> 1.2 us per window, 47 -> 50 M msg/s kernel-side, and
- * streaming within noise of the version without). */
+ * streaming within noise of the version without); the next window's reads
+ * issued before this window's dispatch instead, held in registers (the
+ * kernel state moved to shared memory to make room): they arrive in time,
+ * but issuing them takes as long as reading them, as one SM keeps only so
+ * many PCIe reads in flight, so the read phase stays 4-6 us a window (drain
+ * rate 55-64 M msg/s against 61-63 without). */
 
 /* The stride of a window's slot copies in shared memory: an odd number of
  * 16-byte chunks. Each thread of a dispatch round reads its own slot's
