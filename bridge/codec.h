@@ -25,4 +25,16 @@ int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec
 /* Largest protobuf reply for a record of rec_len bytes (for buffer sizing). */
 size_t gbi_codec_reply_bound(int kind, uint32_t rec_len);
 
+/* One request message type of a grain type and the most it accepts. */
+typedef struct gbi_msg_limit {
+    uint32_t message_type;
+    const char *name;      /* the request message, e.g. "VectorAddRequest" */
+    uint32_t max_payload;  /* bytes of Envelope.payload */
+    uint32_t max_elements; /* entries of its repeated field; 0: none */
+} gbi_msg_limit_t;
+
+/* The request types of grain kind with cap record bytes per slot, into out
+ * (max entries); returns how many there are (codec_limits.c). */
+size_t gbi_codec_limits(int kind, uint32_t cap, gbi_msg_limit_t *out, size_t max);
+
 #endif

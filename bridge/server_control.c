@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec.h"
 #include "log.h"
 #include "server_internal.h"
 
@@ -125,6 +126,50 @@ static void reply_detect(const ctl_ctx_t *c)
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_DETECT_REPORT);
 }
 
+/* The size limits a client needs before it sends: the frame bound, the hold
+ * bound, and per grain type what each request type accepts (codec_limits.c). */
+#define LIMITS_MSGS 8
+static void reply_limits(const ctl_ctx_t *c)
+{
+    const gb_server_t *s = c->s;
+    Gpubridge__Limits m = GPUBRIDGE__LIMITS__INIT;
+    Gpubridge__GrainTypeLimits gl[GB_MAX_GRAIN_TYPES], *glp[GB_MAX_GRAIN_TYPES];
+    Gpubridge__MessageTypeLimits ml[GB_MAX_GRAIN_TYPES][LIMITS_MSGS], *mlp[GB_MAX_GRAIN_TYPES][LIMITS_MSGS];
+    m.max_message_size = s->cfg->max_message_size;
+    m.hold_bound = s->held_limit;
+    m.max_replies_per_frame = GBI_BATCH_MAX;
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        const gb_engine_type_t *t = &s->engine->types[i];
+        if (!t->rk)
+            continue;
+        Gpubridge__GrainTypeLimits *g = &gl[m.n_grain_types];
+        *g = (Gpubridge__GrainTypeLimits)GPUBRIDGE__GRAIN_TYPE_LIMITS__INIT;
+        g->grain_type = (char *)t->name;
+        g->record_size = gb_rk_payload_cap(t->rk);
+        g->slot_size = g->record_size + GB_SLOT_HDR_SIZE;
+        g->queue_capacity = gb_rk_capacity(t->rk);
+        for (size_t k = 0; k < s->cfg->n_grains; k++)
+            if (strcmp(s->cfg->grains[k].type, t->name) == 0)
+                g->max_grains = s->cfg->grains[k].max_grains;
+        gbi_msg_limit_t lim[LIMITS_MSGS];
+        size_t n = gbi_codec_limits(t->kind, g->record_size, lim, LIMITS_MSGS);
+        for (size_t j = 0; j < n && j < LIMITS_MSGS; j++) {
+            Gpubridge__MessageTypeLimits *x = &ml[m.n_grain_types][j];
+            *x = (Gpubridge__MessageTypeLimits)GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT;
+            x->message_type = lim[j].message_type;
+            x->name = (char *)lim[j].name;
+            x->max_payload = lim[j].max_payload;
+            x->max_elements = lim[j].max_elements;
+            mlp[m.n_grain_types][j] = x;
+        }
+        g->n_message_types = n < LIMITS_MSGS ? n : LIMITS_MSGS;
+        g->message_types = mlp[m.n_grain_types];
+        glp[m.n_grain_types++] = g;
+    }
+    m.grain_types = glp;
+    reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS);
+}
+
 /* The grain type an operation names, or NULL after an error reply. */
 static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
 {
@@ -200,6 +245,9 @@ void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t deli
     }
     case GPUBRIDGE__CONTROL__OP_DETECT_REQUEST:
         reply_detect(&c);
+        return;
+    case GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST:
+        reply_limits(&c);
         return;
     default:
         fail(&c, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "control message without an operation%s", "");

@@ -322,6 +322,76 @@ gbc_err gbc_ctl_deactivate_grain(gbc_client_t *c, const char *type, uint64_t key
     return err;
 }
 
+void gbc_limits_clear(gbc_limits_t *l)
+{
+    if (!l)
+        return;
+    free(l->types);
+    memset(l, 0, sizeof *l);
+}
+
+/* Copies one GrainTypeLimits into *out. */
+static void copy_type_limits(gbc_type_limits_t *out, const Gpubridge__GrainTypeLimits *g)
+{
+    COPY(out->grain_type, g->grain_type);
+    out->slot_size = g->slot_size;
+    out->record_size = g->record_size;
+    out->queue_capacity = g->queue_capacity;
+    out->max_grains = g->max_grains;
+    for (size_t j = 0; j < g->n_message_types && j < GBC_LIMITS_MAX_MESSAGES; j++) {
+        gbc_msg_limits_t *m = &out->messages[out->n_messages++];
+        m->message_type = g->message_types[j]->message_type;
+        COPY(m->name, g->message_types[j]->name);
+        m->max_payload = g->message_types[j]->max_payload;
+        m->max_elements = g->message_types[j]->max_elements;
+    }
+}
+
+gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out, int timeout_ms)
+{
+    gbci_clear_error();
+    if (!out)
+        return gbci_fail(GBC_ERR_INVALID, "gbc_ctl_limits: out is NULL");
+    memset(out, 0, sizeof *out);
+    gbc_err err = check_ep(c, endpoint, false);
+    if (err)
+        return err;
+    Gpubridge__LimitsRequest lr = GPUBRIDGE__LIMITS_REQUEST__INIT;
+    Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
+    ctl.op_case = GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST;
+    ctl.limits_request = &lr;
+    gbc_reply_t r;
+    err = ctl_call(c, endpoint, &ctl, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS, &r,
+                   timeout_ms);
+    Gpubridge__Limits *l = NULL;
+    if (!err && !(l = gpubridge__limits__unpack(NULL, r.payload_len, r.payload)))
+        err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as Limits", c->eps[endpoint].addr);
+    if (l) {
+        out->max_message_size = l->max_message_size;
+        out->hold_bound = l->hold_bound;
+        out->max_replies_per_frame = l->max_replies_per_frame;
+        if (l->n_grain_types && !(out->types = calloc(l->n_grain_types, sizeof *out->types)))
+            err = gbci_fail(GBC_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; out->types && i < l->n_grain_types; i++)
+            copy_type_limits(&out->types[out->n_types++], l->grain_types[i]);
+        gpubridge__limits__free_unpacked(l, NULL);
+    }
+    gbc_reply_clear(&r);
+    return err;
+}
+
+const gbc_msg_limits_t *gbc_limits_find(const gbc_limits_t *l, const char *type, uint32_t message_type)
+{
+    for (size_t i = 0; l && type && i < l->n_types; i++) {
+        if (strcmp(l->types[i].grain_type, type) != 0)
+            continue;
+        for (size_t j = 0; j < l->types[i].n_messages; j++)
+            if (l->types[i].messages[j].message_type == message_type)
+                return &l->types[i].messages[j];
+    }
+    return NULL;
+}
+
 const char *gbc_grain_state_name(int state)
 {
     static const char *const n[] = {"unspecified", "active", "inactive", "terminated", "failed"};

@@ -128,6 +128,29 @@ static void control_reply(const Gpubridge__Control *ctl, Gpubridge__Reply *r)
         set_payload(r, &d.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_DETECT_REPORT);
         break;
     }
+    case GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST: {
+        Gpubridge__MessageTypeLimits m = GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT, *mp = &m;
+        m.message_type = 1;
+        m.name = "VectorAddRequest";
+        m.max_payload = 65536;
+        m.max_elements = 3;
+        Gpubridge__GrainTypeLimits g = GPUBRIDGE__GRAIN_TYPE_LIMITS__INIT, *gp = &g;
+        g.grain_type = "vecadd";
+        g.slot_size = 64;
+        g.record_size = 32;
+        g.queue_capacity = 1024;
+        g.max_grains = 4096;
+        g.n_message_types = 1;
+        g.message_types = &mp;
+        Gpubridge__Limits l = GPUBRIDGE__LIMITS__INIT;
+        l.max_message_size = 1u << 20;
+        l.hold_bound = 64u << 20;
+        l.max_replies_per_frame = 256;
+        l.n_grain_types = 1;
+        l.grain_types = &gp;
+        set_payload(r, &l.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS);
+        break;
+    }
     case GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN:
         if (ctl->deactivate_grain->key == 0) {
             r->status = GPUBRIDGE__STATUS__STATUS_NO_ACTIVATION;

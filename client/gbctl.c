@@ -42,6 +42,8 @@ static const char usage_text[] =
     "  terminate TYPE          stop TYPE's kernel (it stays stopped until the bridge\n"
     "                          restarts its GPU side)\n"
     "  detect                  the bridge host's facts and mode decision\n"
+    "  limits                  frame size limit and, per grain type, what each\n"
+    "                          message type accepts\n"
     "  send vecadd KEY OP A B  OP is add, sub, mul or div; A and B are\n"
     "                          comma-separated floats; prints the result\n"
     "  send echo KEY TEXT      sends TEXT through grain (echo, KEY)\n"
@@ -150,6 +152,24 @@ static void print_detect(const gbc_detect_report_t *d)
     printf("host native atomics  %s\n", d->host_native_atomics ? "yes" : "no");
 }
 
+static void print_limits(const gbc_limits_t *l)
+{
+    printf("max_message_size %u bytes, hold bound %llu bytes, replies per frame %u\n", l->max_message_size,
+           (unsigned long long)l->hold_bound, l->max_replies_per_frame);
+    for (size_t i = 0; i < l->n_types; i++) {
+        const gbc_type_limits_t *t = &l->types[i];
+        printf("%s: slot %u B (record %u B), queue %u, max grains %u\n", t->grain_type, t->slot_size,
+               t->record_size, t->queue_capacity, t->max_grains);
+        for (size_t j = 0; j < t->n_messages; j++) {
+            const gbc_msg_limits_t *m = &t->messages[j];
+            printf("  %u %s: payload <= %u B", m->message_type, m->name, m->max_payload);
+            if (m->max_elements)
+                printf(", elements <= %u", m->max_elements);
+            printf("\n");
+        }
+    }
+}
+
 /* status / telemetry of one type, or of every listed type. */
 static int per_type(gbc_client_t *c, size_t ep, const char *cmd, const char *type, int tmo)
 {
@@ -213,6 +233,14 @@ static int control(gbc_client_t *c, size_t ep, int argc, char **argv, int tmo)
         if (gbc_ctl_detect(c, ep, &d, tmo) != GBC_OK)
             return failed();
         print_detect(&d);
+        return 0;
+    }
+    if (strcmp(cmd, "limits") == 0) {
+        gbc_limits_t l;
+        if (gbc_ctl_limits(c, ep, &l, tmo) != GBC_OK)
+            return failed();
+        print_limits(&l);
+        gbc_limits_clear(&l);
         return 0;
     }
     return lifecycle(c, ep, cmd, argv[1], tmo);
@@ -331,7 +359,8 @@ static int check_args(int argc, char **argv)
         int min, max;
     } cmds[] = {
         {"status", 0, 1},     {"telemetry", 0, 1},  {"list", 0, 0},     {"activate", 1, 1},
-        {"deactivate", 1, 1}, {"terminate", 1, 1},  {"detect", 0, 0},   {"send", 2, 64},
+        {"deactivate", 1, 1}, {"terminate", 1, 1},  {"detect", 0, 0},   {"limits", 0, 0},
+        {"send", 2, 64},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[0], cmds[i].name) != 0)

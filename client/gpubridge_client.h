@@ -326,6 +326,42 @@ GBC_API gbc_err gbc_ctl_list(gbc_client_t *c, size_t endpoint, gbc_type_list_t *
 GBC_API void gbc_type_list_clear(gbc_type_list_t *l);
 GBC_API gbc_err gbc_ctl_detect(gbc_client_t *c, size_t endpoint, gbc_detect_report_t *out,
                                int timeout_ms);
+typedef struct gbc_msg_limits {    /* control.MessageTypeLimits */
+    uint32_t message_type;          /* Envelope.message_type */
+    char name[64];                  /* the request message, e.g. "VectorAddRequest" */
+    uint32_t max_payload;           /* bytes of Envelope.payload at most */
+    uint32_t max_elements;          /* entries of its repeated field at most; 0: none */
+} gbc_msg_limits_t;
+
+#define GBC_LIMITS_MAX_MESSAGES 16
+typedef struct gbc_type_limits {   /* control.GrainTypeLimits */
+    char grain_type[64];
+    uint32_t slot_size;             /* bytes per ring slot, 32-byte header included */
+    uint32_t record_size;           /* slot_size - 32 */
+    uint32_t queue_capacity;
+    uint32_t max_grains;            /* activations held at once */
+    size_t n_messages;              /* request types it accepts (at most GBC_LIMITS_MAX_MESSAGES kept) */
+    gbc_msg_limits_t messages[GBC_LIMITS_MAX_MESSAGES];
+} gbc_type_limits_t;
+
+typedef struct gbc_limits {        /* control.Limits; free with gbc_limits_clear */
+    uint32_t max_message_size;      /* largest frame the bridge reads */
+    uint64_t hold_bound;            /* bytes of frames held for full rings before it stops reading */
+    uint32_t max_replies_per_frame;
+    size_t n_types;
+    gbc_type_limits_t *types;
+} gbc_limits_t;
+
+/* The bridge's size limits (endpoint i): frame size, hold bound and, per
+ * grain type, what each request message type accepts. Fills *out (treated as
+ * uninitialised); free with gbc_limits_clear. */
+GBC_API gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out,
+                               int timeout_ms);
+GBC_API void gbc_limits_clear(gbc_limits_t *l);
+/* The limits of (type, message_type) in l, or NULL when l has none. */
+GBC_API const gbc_msg_limits_t *gbc_limits_find(const gbc_limits_t *l, const char *type,
+                                                uint32_t message_type);
+
 /* Frees grain (type, key)'s state slot on the endpoint that hosts it;
  * GBC_ERR_STATUS with GBC_STATUS_NO_ACTIVATION when it had none. */
 GBC_API gbc_err gbc_ctl_deactivate_grain(gbc_client_t *c, const char *type, uint64_t key,

@@ -399,6 +399,76 @@ static void test_control(void **state)
     gpubridge__server_frame__free_unpacked(f, NULL);
 }
 
+/* The limits a LimitsRequest reports of one grain type (NULL if none). */
+static const Gpubridge__GrainTypeLimits *type_limits(const Gpubridge__Limits *l, const char *type)
+{
+    for (size_t i = 0; i < l->n_grain_types; i++)
+        if (strcmp(l->grain_types[i]->grain_type, type) == 0)
+            return l->grain_types[i];
+    return NULL;
+}
+
+/* The Limits reply matches the config, and each reported bound is exact: a
+ * request at the bound passes, one past it gets STATUS_TOO_LARGE. */
+static void test_limits(void **state)
+{
+    (void)state;
+    Gpubridge__ServerFrame *f, *f2;
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__LimitsRequest lr = GPUBRIDGE__LIMITS_REQUEST__INIT;
+    c.op_case = GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST;
+    c.limits_request = &lr;
+    send_env(g_s, make_control(61, &c));
+    Gpubridge__Reply *r = recv_reply(g_s, &f, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    assert_int_equal(r->message_type, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS);
+    Gpubridge__Limits *l = gpubridge__limits__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(l);
+    assert_int_equal(l->max_message_size, 65536);
+    assert_int_equal(l->hold_bound, 64u << 20); /* 64 frames of 64 KiB is below the 64 MiB floor */
+    assert_true(l->max_replies_per_frame > 0);
+    const Gpubridge__GrainTypeLimits *va = type_limits(l, "vecadd"), *ec = type_limits(l, "echo");
+    assert_non_null(va);
+    assert_non_null(ec);
+    assert_int_equal(va->slot_size, 128);
+    assert_int_equal(va->record_size, 96);
+    assert_int_equal(va->queue_capacity, 64);
+    assert_int_equal(va->max_grains, 65536);
+    assert_int_equal(va->n_message_types, 1);
+    assert_int_equal(va->message_types[0]->message_type, 1);
+    assert_string_equal(va->message_types[0]->name, "VectorAddRequest");
+    const uint32_t n = va->message_types[0]->max_elements;
+    assert_int_equal(n, (96 - 8) / 8);
+    assert_int_equal(ec->n_message_types, 1);
+    const uint32_t echo_max = ec->message_types[0]->max_payload;
+    assert_int_equal(echo_max, 64 - 32);
+
+    float a[16] = {0}, out[16];
+    call_vecadd(g_s, 62, 1, 0, a, a, n, out);
+    uint8_t buf[512];
+    size_t len = pack_vecadd(buf, 0, a, a, n + 1);
+    send_env(g_s, make_env(63, "vecadd", 1, 1, buf, len));
+    r = recv_reply(g_s, &f2, 10000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
+    gpubridge__server_frame__free_unpacked(f2, NULL);
+
+    /* EchoRequest { data }: tag and length take 2 bytes. */
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    uint8_t data[64] = {0};
+    er.data.data = data;
+    for (uint32_t extra = 0; extra < 2; extra++) {
+        er.data.len = echo_max - 2 + extra;
+        len = gpubridge__echo_request__pack(&er, buf);
+        assert_int_equal(len, echo_max + extra);
+        send_env(g_s, make_env(64 + extra, "echo", 1, 1, buf, len));
+        r = recv_reply(g_s, &f2, 10000);
+        assert_int_equal(r->status, extra ? GPUBRIDGE__STATUS__STATUS_TOO_LARGE : GPUBRIDGE__STATUS__STATUS_OK);
+        gpubridge__server_frame__free_unpacked(f2, NULL);
+    }
+    gpubridge__limits__free_unpacked(l, NULL);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+}
+
 /* One-way requests: processed, never answered on success; an error is
  * answered only when the request carries a correlation id. */
 static void test_one_way(void **state)
@@ -627,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_client_disconnects), cmocka_unit_test(test_client_faults),
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_control),            cmocka_unit_test(test_one_way),
+        cmocka_unit_test(test_limits),
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_terminated_grain_type),
     };

@@ -67,6 +67,10 @@ static const ProtobufCMessageDescriptor *const all_descriptors[] = {
     &gpubridge__telemetry__descriptor,
     &gpubridge__grain_type_list__descriptor,
     &gpubridge__detect_report__descriptor,
+    &gpubridge__limits_request__descriptor,
+    &gpubridge__message_type_limits__descriptor,
+    &gpubridge__grain_type_limits__descriptor,
+    &gpubridge__limits__descriptor,
     /* vecadd.proto */
     &gpubridge__vector_add_request__descriptor,
     &gpubridge__vector_add_response__descriptor,
@@ -286,6 +290,9 @@ static void cmp_control(const Gpubridge__Control *a, const Gpubridge__Control *b
         break;
     case GPUBRIDGE__CONTROL__OP_DETECT_REQUEST:
         assert_non_null(b->detect_request);
+        break;
+    case GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST:
+        assert_non_null(b->limits_request);
         break;
     case GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN:
         assert_str_eq(a->deactivate_grain->grain_type, b->deactivate_grain->grain_type);
@@ -516,6 +523,7 @@ static void test_envelope_control_ops(void **state)
     Gpubridge__ListGrainTypes list = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
     Gpubridge__DetectRequest det = GPUBRIDGE__DETECT_REQUEST__INIT;
     Gpubridge__DeactivateGrain dg = GPUBRIDGE__DEACTIVATE_GRAIN__INIT;
+    Gpubridge__LimitsRequest lim = GPUBRIDGE__LIMITS_REQUEST__INIT;
     act.grain_type = "vecadd";
     deact.grain_type = "echo";
     term.grain_type = "pagerank.sender";
@@ -574,6 +582,12 @@ static void test_envelope_control_ops(void **state)
         assert_int_equal(o->key, UINT64_MAX);
         gpubridge__deactivate_grain__free_unpacked(o, NULL);
     }
+    {
+        Gpubridge__LimitsRequest *o;
+        assert_int_equal(gpubridge__limits_request__get_packed_size(&lim), 0);
+        ROUND_TRIP(gpubridge__limits_request, &lim, o);
+        gpubridge__limits_request__free_unpacked(o, NULL);
+    }
 
     /* Inside Control, inside an Envelope. */
     static const Gpubridge__Control__OpCase cases[] = {
@@ -581,7 +595,7 @@ static void test_envelope_control_ops(void **state)
         GPUBRIDGE__CONTROL__OP_TERMINATE,         GPUBRIDGE__CONTROL__OP_STATUS_REQUEST,
         GPUBRIDGE__CONTROL__OP_TELEMETRY_REQUEST, GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES,
         GPUBRIDGE__CONTROL__OP_DETECT_REQUEST,    GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN,
-        GPUBRIDGE__CONTROL__OP__NOT_SET,
+        GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST,    GPUBRIDGE__CONTROL__OP__NOT_SET,
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT, *cout;
@@ -595,6 +609,7 @@ static void test_envelope_control_ops(void **state)
         case GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES: ctl.list_grain_types = &list; break;
         case GPUBRIDGE__CONTROL__OP_DETECT_REQUEST: ctl.detect_request = &det; break;
         case GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN: ctl.deactivate_grain = &dg; break;
+        case GPUBRIDGE__CONTROL__OP_LIMITS_REQUEST: ctl.limits_request = &lim; break;
         default: break;
         }
         ROUND_TRIP(gpubridge__control, &ctl, cout);
@@ -948,6 +963,53 @@ static void test_control_replies(void **state)
     ROUND_TRIP(gpubridge__detect_report, &det, dout);
     cmp_detect_report(&det, dout);
     gpubridge__detect_report__free_unpacked(dout, NULL);
+
+    /* Limits: nested repeated messages, the largest values each field takes. */
+    Gpubridge__MessageTypeLimits m[2] = {GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT, GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT};
+    Gpubridge__MessageTypeLimits *mp[2] = {&m[0], &m[1]}, *mout;
+    m[0].message_type = 0xFEFF;
+    m[0].name = "VectorAddRequest";
+    m[0].max_payload = UINT32_MAX;
+    m[0].max_elements = 8186;
+    m[1].name = "";
+    ROUND_TRIP(gpubridge__message_type_limits, &m[0], mout);
+    assert_int_equal(mout->message_type, 0xFEFF);
+    assert_string_equal(mout->name, "VectorAddRequest");
+    assert_int_equal(mout->max_payload, UINT32_MAX);
+    assert_int_equal(mout->max_elements, 8186);
+    gpubridge__message_type_limits__free_unpacked(mout, NULL);
+    Gpubridge__GrainTypeLimits g = GPUBRIDGE__GRAIN_TYPE_LIMITS__INIT, *gp = &g, *gout;
+    g.grain_type = "vecadd";
+    g.slot_size = 65536;
+    g.record_size = 65504;
+    g.queue_capacity = 1u << 24;
+    g.max_grains = 1u << 24;
+    g.n_message_types = 2;
+    g.message_types = mp;
+    ROUND_TRIP(gpubridge__grain_type_limits, &g, gout);
+    assert_string_equal(gout->grain_type, "vecadd");
+    assert_int_equal(gout->record_size, 65504);
+    assert_int_equal(gout->max_grains, 1u << 24);
+    assert_int_equal(gout->n_message_types, 2);
+    assert_string_equal(gout->message_types[0]->name, "VectorAddRequest");
+    assert_int_equal(gout->message_types[1]->max_elements, 0);
+    gpubridge__grain_type_limits__free_unpacked(gout, NULL);
+    Gpubridge__Limits l = GPUBRIDGE__LIMITS__INIT, *limout;
+    ROUND_TRIP(gpubridge__limits, &l, limout); /* no grain types */
+    assert_int_equal(limout->n_grain_types, 0);
+    gpubridge__limits__free_unpacked(limout, NULL);
+    l.max_message_size = 1u << 30;
+    l.hold_bound = 64ull << 30;
+    l.max_replies_per_frame = 256;
+    l.n_grain_types = 1;
+    l.grain_types = &gp;
+    ROUND_TRIP(gpubridge__limits, &l, limout);
+    assert_int_equal(limout->max_message_size, 1u << 30);
+    assert_int_equal(limout->hold_bound, 64ull << 30);
+    assert_int_equal(limout->max_replies_per_frame, 256);
+    assert_int_equal(limout->n_grain_types, 1);
+    assert_int_equal(limout->grain_types[0]->n_message_types, 2);
+    gpubridge__limits__free_unpacked(limout, NULL);
 }
 
 /* ------------------------------------------------------------------------ */

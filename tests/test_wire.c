@@ -575,6 +575,110 @@ static void test_pagerank_result_codec(void **state)
     assert_int_equal(gbi_codec_reply(GB_GRAIN_PR_SENDER, &h, rec, out, sizeof out, &out_len, &mt), -1);
 }
 
+/* ---- limits (codec_limits.c) -------------------------------------------- */
+
+/* A request of message type mt with n entries in its repeated field, packed
+ * into buf (static storage; NULL for a type without one). */
+static size_t pack_with_entries(uint32_t mt, size_t n, uint8_t *buf)
+{
+    static uint64_t u64[20000];
+    static uint32_t u32[20000];
+    static float f[20000];
+    switch (mt) {
+    case 0x100 | GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_REQUEST: {
+        Gpubridge__VectorAddRequest v = GPUBRIDGE__VECTOR_ADD_REQUEST__INIT;
+        v.n_a = v.n_b = n;
+        v.a = v.b = f;
+        return gpubridge__vector_add_request__pack(&v, buf);
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES: {
+        Gpubridge__OutDegreeChunk m = GPUBRIDGE__OUT_DEGREE_CHUNK__INIT;
+        m.n_out_degrees = n;
+        m.out_degrees = u32;
+        return gpubridge__out_degree_chunk__pack(&m, buf);
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS: {
+        Gpubridge__InOffsetChunk m = GPUBRIDGE__IN_OFFSET_CHUNK__INIT;
+        m.n_offsets = n;
+        m.offsets = u64;
+        return gpubridge__in_offset_chunk__pack(&m, buf);
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES: {
+        Gpubridge__InEdgeChunk m = GPUBRIDGE__IN_EDGE_CHUNK__INIT;
+        m.n_sources = n;
+        m.sources = u32;
+        return gpubridge__in_edge_chunk__pack(&m, buf);
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY: {
+        Gpubridge__RankQuery m = GPUBRIDGE__RANK_QUERY__INIT;
+        m.count = (uint32_t)n;
+        return gpubridge__rank_query__pack(&m, buf);
+    }
+    default:
+        fail_msg("no entries to pack for message type %u", mt);
+        return 0;
+    }
+}
+
+/* Every bound the Limits reply reports holds exactly in the codecs: max
+ * entries pass, one more is STATUS_TOO_LARGE; every listed type is known. */
+static void test_codec_limits(void **state)
+{
+    (void)state;
+    static const int kinds[] = {GB_GRAIN_ECHO, GB_GRAIN_VECADD, GB_GRAIN_PR_SENDER, GB_GRAIN_PR_AGGREGATOR};
+    static const uint32_t slots[] = {64, 128, 1024, 16384, 65536};
+    static uint8_t pb[200000];
+    static unsigned char rec[65536];
+    char err[256];
+    for (size_t k = 0; k < 4; k++) {
+        for (size_t s = 0; s < 5; s++) {
+            const uint32_t cap = slots[s] - GB_SLOT_HDR_SIZE;
+            gbi_msg_limit_t lim[8];
+            size_t n = gbi_codec_limits(kinds[k], cap, lim, 8);
+            assert_true(n >= 1 && n <= 8);
+            for (size_t i = 0; i < n; i++) {
+                assert_true(lim[i].max_payload >= cap);
+                uint32_t rl;
+                uint16_t st;
+                const uint32_t mt = lim[i].message_type;
+                if (lim[i].max_elements == 0) {
+                    int r = gbi_codec_request(kinds[k], mt, NULL, 0, rec, cap, &rl, &st, err, sizeof err);
+                    assert_int_not_equal(r, GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE);
+                    continue;
+                }
+                const uint32_t key = kinds[k] == GB_GRAIN_VECADD ? 0x100 | mt : mt;
+                for (size_t extra = 0; extra < 2; extra++) {
+                    size_t len = pack_with_entries(key, lim[i].max_elements + extra, pb);
+                    int r = gbi_codec_request(kinds[k], mt, pb, len, rec, cap, &rl, &st, err, sizeof err);
+                    if (r != (extra ? GPUBRIDGE__STATUS__STATUS_TOO_LARGE : GPUBRIDGE__STATUS__STATUS_OK))
+                        fail_msg("%s with %zu entries, slot %u: status %d (%s)", lim[i].name,
+                                 lim[i].max_elements + extra, slots[s], r, r ? err : "ok");
+                    if (!extra && len > lim[i].max_payload)
+                        fail_msg("%s: %zu entries take %zu bytes, over max_payload %u", lim[i].name,
+                                 (size_t)lim[i].max_elements, len, lim[i].max_payload);
+                }
+            }
+        }
+    }
+    /* echo: an EchoRequest of cap bytes or less passes, one of cap + 1 does not. */
+    gbi_msg_limit_t e;
+    assert_int_equal(gbi_codec_limits(GB_GRAIN_ECHO, 32, &e, 1), 1);
+    assert_int_equal(e.max_payload, 32);
+    uint8_t data[40] = {0};
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.data.data = data;
+    for (size_t extra = 0; extra < 2; extra++) {
+        er.data.len = 30 + extra; /* tag and length: 2 bytes */
+        size_t len = gpubridge__echo_request__pack(&er, pb);
+        uint32_t rl;
+        uint16_t st;
+        assert_int_equal(gbi_codec_request(GB_GRAIN_ECHO, e.message_type, pb, len, rec, 32, &rl, &st, err,
+                                           sizeof err),
+                         extra ? GPUBRIDGE__STATUS__STATUS_TOO_LARGE : GPUBRIDGE__STATUS__STATUS_OK);
+    }
+    assert_int_equal(gbi_codec_limits(GB_GRAIN_NONE, 32, &e, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -590,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_vecadd_reply_codec),
         cmocka_unit_test(test_pagerank_start_codec),
         cmocka_unit_test(test_pagerank_result_codec),
+        cmocka_unit_test(test_codec_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -211,6 +211,7 @@ def _decode_control(reply):
         control_pb2.CONTROL_MESSAGE_TYPE_TELEMETRY: control_pb2.Telemetry,
         control_pb2.CONTROL_MESSAGE_TYPE_GRAIN_TYPE_LIST: control_pb2.GrainTypeList,
         control_pb2.CONTROL_MESSAGE_TYPE_DETECT_REPORT: control_pb2.DetectReport,
+        control_pb2.CONTROL_MESSAGE_TYPE_LIMITS: control_pb2.Limits,
     }.get(reply.message_type)
     if cls is None:
         return None
@@ -509,8 +510,8 @@ class Client:
     def control(self, field, msg, timeout_ms=None):
         """Send a control op (Control.<field> = msg); return the decoded reply payload.
 
-        Returns a GrainTypeStatus / Telemetry / GrainTypeList / DetectReport
-        by the reply's message_type, or None for an empty payload. Raises
+        Returns a GrainTypeStatus / Telemetry / GrainTypeList / DetectReport /
+        Limits by the reply's message_type, or None for an empty payload. Raises
         BridgeError on a non-OK status.
         """
         env = gpubridge_pb2.Envelope(correlation_id=self.next_id(),
@@ -523,7 +524,7 @@ class Client:
         return self.control("activate", control_pb2.Activate(grain_type=grain_type))
 
     def deactivate(self, grain_type):
-        """Pause a grain type (requests get STATUS_INACTIVE); GrainTypeStatus."""
+        """Pause a grain type (its requests wait, in order, until activate); GrainTypeStatus."""
         return self.control("deactivate", control_pb2.Deactivate(grain_type=grain_type))
 
     def terminate(self, grain_type):
@@ -547,10 +548,26 @@ class Client:
         """The bridge host's DetectReport (facts and mode decision)."""
         return self.control("detect_request", control_pb2.DetectRequest())
 
+    def limits(self):
+        """The bridge's Limits: max_message_size, hold_bound and, per grain
+        type, what each request message type accepts (max_payload bytes,
+        max_elements entries)."""
+        return self.control("limits_request", control_pb2.LimitsRequest())
+
     def deactivate_grain(self, grain_type, key):
         """Free the activation (grain_type, key); BridgeError STATUS_NO_ACTIVATION if none."""
         self.control("deactivate_grain",
                      control_pb2.DeactivateGrain(grain_type=grain_type, key=key))
+
+
+def message_limits(limits, grain_type, message_type):
+    """The MessageTypeLimits of (grain_type, message_type) in a Limits reply, or None."""
+    for t in limits.grain_types:
+        if t.grain_type == grain_type:
+            for m in t.message_types:
+                if m.message_type == message_type:
+                    return m
+    return None
 
 
 def enum_name(enum_type, value):

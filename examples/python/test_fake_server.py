@@ -244,6 +244,18 @@ class FakeBridge(threading.Thread):
             ok.message_type = cpb.CONTROL_MESSAGE_TYPE_GRAIN_TYPE_LIST
             ok.payload = cpb.GrainTypeList(grain_types=self.TYPES).SerializeToString()
             return ok
+        if op == "limits_request":
+            ok.message_type = cpb.CONTROL_MESSAGE_TYPE_LIMITS
+            cap = self.slot_payload
+            lim = cpb.Limits(max_message_size=1 << 20, hold_bound=64 << 20, max_replies_per_frame=256)
+            for t, mt, name, size, n in (("vecadd", gbc.VECADD_REQUEST, "VectorAddRequest", 65536,
+                                          (cap - 8) // 8),
+                                         ("echo", gbc.ECHO_REQUEST, "EchoRequest", cap, 0)):
+                g = lim.grain_types.add(grain_type=t, slot_size=cap + 32, record_size=cap,
+                                        queue_capacity=4096, max_grains=65536)
+                g.message_types.add(message_type=mt, name=name, max_payload=size, max_elements=n)
+            ok.payload = lim.SerializeToString()
+            return ok
         if op == "detect_request":
             ok.message_type = cpb.CONTROL_MESSAGE_TYPE_DETECT_REPORT
             ok.payload = cpb.DetectReport(mode="cpu", rule_fired="fake bridge",
@@ -422,6 +434,14 @@ def test_control_helpers(srv, c):
     cpb = gbc.control_pb2
     assert "vecadd" in c.list_grain_types()
     assert c.detect().mode == "cpu"
+    lim = c.limits()
+    assert lim.max_message_size == 1 << 20 and lim.hold_bound == 64 << 20
+    va = gbc.message_limits(lim, "vecadd", gbc.VECADD_REQUEST)
+    assert va.name == "VectorAddRequest" and va.max_elements == 3
+    assert c.vecadd(1, "add", [1] * va.max_elements, [2] * va.max_elements) == [3.0] * 3
+    expect_bridge_error(lambda: c.vecadd(1, "add", [1] * 4, [2] * 4), "STATUS_TOO_LARGE")
+    assert gbc.message_limits(lim, "echo", gbc.ECHO_REQUEST).max_payload == 32
+    assert gbc.message_limits(lim, "echo", 99) is None
     st = c.status("vecadd")
     assert st.grain_type == "vecadd" and st.state == cpb.GRAIN_STATE_ACTIVE
     assert c.deactivate("vecadd").state == cpb.GRAIN_STATE_INACTIVE
