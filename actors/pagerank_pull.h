@@ -77,12 +77,9 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
  * in_dst); edges outside it, and in_dst entries naming a vertex outside the
  * partition (see gb_pr_prepare), are skipped: every atomic lands in the
  * partition's own accumulators.
- * Measured on an H100 (bench_pr_rounds): about 70 G edges/s at scale 22, the
- * same as a warp-per-32-edges version with a segmented scan, with L2
- * eviction hints (streams first out, x last) or without, and with the
- * gathers through L1 (safe: the worker's acquire drops the SM's L1) or past
- * it: the gathers' L2 sector rate, not the instruction count or DRAM, sets
- * the pace. */
+ * L2's rate for random 4-byte gathers sets the pace (docs/performance.md),
+ * not the instruction count or DRAM: a warp per 32 edges with a segmented
+ * scan, L2 eviction hints, or gathers through L1 run no faster. */
 #define GB_PR_EDGES 8
 static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const float *x,
                                         uint64_t first, uint64_t end)

@@ -85,8 +85,8 @@ GB_HD uint32_t gb_grain_per_lane(uint32_t max_grains, uint32_t lanes)
 /* Entries per partition for max_grains over parts partitions: the share,
  * plus four standard deviations of how hashing spreads keys (share + 4 *
  * sqrt(share) + 8), and at least twice the share; a power of two. Exactly
- * the share (gb_grain_per_lane) refused keys well before max_grains: with
- * 1,024 grains over 256 partitions, 11 of 1,024 keys. */
+ * the share (gb_grain_per_lane) would refuse keys well before max_grains
+ * (with 1,024 grains over 256 partitions, about 11 of 1,024 keys). */
 GB_HD uint32_t gb_grain_partition_entries(uint32_t max_grains, uint32_t parts)
 {
     uint64_t share = ((uint64_t)max_grains + parts - 1) / parts, root = 0;
@@ -191,15 +191,12 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
          * vector load read its words in any order, so a lookup of a
          * tombstoned key could in principle see another key's new USED with
          * the old key. Re-reading `used` (acquire) and then the key on a
-         * match closes that, but made the round trip 1.2 us slower on an
-         * H100 even though only window rounds run it (5.63 against 4.45 us,
-         * A/B in one run), so it is not done. Loads at GPU scope
-         * (ld.relaxed.gpu) made the round trip 1.1 us slower on an H100
-         * (5.6 us against 4.5, same run; likely waiting on the stores to
-         * host memory before them).
-         * As plain C the compiler sank the state's load into the branch that
+         * match would close that, and so would loads at GPU scope
+         * (ld.relaxed.gpu), but either adds about a microsecond to a round
+         * trip, so neither is done.
+         * As plain C the compiler sinks the state's load into the branch that
          * uses it, after the compare: a second, dependent trip to L2 on
-         * every message (the SASS of the H100 build showed it). asm volatile
+         * every message. asm volatile
          * keeps both where they are; "memory" keeps them after the previous
          * message's write-back of the same state. */
         uint4 hd, sv = make_uint4(0, 0, 0, 0);

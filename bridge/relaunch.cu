@@ -42,12 +42,7 @@
 #define QUERY_EVERY_NS 20000u
 
 /* Mapped placement: launches in flight at most while all of them are inline
- * (see inline_fits). Reaching it costs a stream query before the next launch.
- * Measured and dropped (H100, same run): queueing past two only behind
- * launches that had answered all they carried (the kernel's consumed count
- * at launch_to), so that requests published while launches work go out
- * together: streaming 13.8-23.9 (s256) and 23.8-30.4 (s4096) M msg/s against
- * 17.9-32.3 and 36.1-42.4 with this plain limit, round trip no shorter. */
+ * (see inline_fits). Reaching it costs a stream query before the next launch. */
 #define INLINE_QUEUE 64
 
 /* cudaStreamQuery on the kernel's stream, its time counted (bench_ring). */
@@ -446,9 +441,8 @@ static int behind_inline(const gb_rk_t *rk)
  * launches only (mapped placement), where the last one ends. Up to
  * INLINE_QUEUE of them may be in flight: a reply comes by its stamp, and the
  * host sees a kernel end only by a stream query, which finds the stream busy
- * while anything is queued. With two at most, every other round trip waited
- * for a query before its launch: relaunch round trip 10.9-12.0 us against
- * 8.9-10.2 with the queue (H100, same run). */
+ * while anything is queued: with only two, every other round trip would wait
+ * for a query before its launch. */
 static int inline_fits(gb_rk_t *rk, uint64_t published, uint64_t *from)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;

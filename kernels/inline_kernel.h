@@ -23,15 +23,9 @@
  * state and progress (kstate) are the ring kernel's: the two kinds of launch
  * take turns on one stream.
  *
- * Measured on an H100 and dropped: requests in a pinned inbox that a copy
- * node of a fixed graph brings along (no node update). Each copy node of host
- * memory makes cudaGraphLaunch itself slower (1.9 us for an empty graph, 5.5
- * with two 64-byte copies), more than the update costs. And a second, small
- * inline kernel (128 bytes of requests, for one or two) beside this one: its
- * node update and launch took as long (3.25-3.55 against 3.29-3.64 us), and
- * the round trip was no shorter (9.07-9.28 against 8.93-9.13 us; four pairs
- * in one run), though bench_ring --ladder's bare kernels show 1.2 KiB of
- * parameters costing 0.4-1.3 us more per launch call than 112 bytes. */
+ * The requests travel in the parameters rather than in a pinned inbox that a
+ * copy node brings along: a copy node of host memory slows every
+ * cudaGraphLaunch by more than the parameter update costs. */
 #ifndef GB_INLINE_KERNEL_H
 #define GB_INLINE_KERNEL_H
 

@@ -88,32 +88,9 @@ typedef struct gb_kargs {
 #define GBK_F_OUTBOX_COPY 8u  /* relaunch, pinned staging: inline replies through device memory and a copy */
 #define GBK_F_FENCE_ALL 32u   /* lone replies: every lane writes and fences, not lane 0 with a release store */
 /* Lone small replies (GBK_ONE_WRITER_CHUNKS, ldst.cuh) are written by lane 0
- * and released with their stamp by st.release.sys. On an H100, same run, three
- * pairs against GBK_F_FENCE_ALL: relaunch round trip 8.45-8.85 us against
- * 9.55-10.22, persistent 4.30-4.34 against 4.29-4.31 (the ladder's echo: 0.17
- * us less, five runs out of five; __threadfence_system also invalidates L1). */
-/* Measured on an H200 and dropped (round trip within 0.1 us of the default):
- * counters written after the stamp; st.release.sys stamp instead of fence +
- * store (then; see GBK_F_FENCE_ALL for what it does on an H100 from one
- * writing lane); an L1 prefetch of grain entries before window dispatch (again on
- * an H100 with the 1,024-request windows: dispatch 5.3 us per window with
- * it, 5.4 without). On an H100, also not kept: 1,024 threads a block (64
- * registers: spills, relaunch round trip +3.5 us, no throughput gain);
- * barrier + one thread's system fence before the stamps instead of a fence
- * in every writing thread (write 2.2 -> 1.7 us per window, but that the
- * fence orders the other threads' replies rests on its cumulativity alone);
- * four polls in flight in the poll phase, issued 600 cycles apart, so that a
- * request waits less for the next poll (round trip 10.2 us against 4.9 with
- * one: its read phase took 7 us, as reads of the line the CPU is writing
- * slow each other and the producer down); the next window's reads issued
- * during a window's write (its fence waited for them too: write 2.1 -> 4.9
- * us, read 5.4 -> 1.2 us per window, 47 -> 50 M msg/s kernel-side, and
- * streaming within noise of the version without); the next window's reads
- * issued before this window's dispatch instead, held in registers (the
- * kernel state moved to shared memory to make room): they arrive in time,
- * but issuing them takes as long as reading them, as one SM keeps only so
- * many PCIe reads in flight, so the read phase stays 4-6 us a window (drain
- * rate 55-64 M msg/s against 61-63 without). */
+ * and released with their stamp by st.release.sys: a system fence in every
+ * writing lane also invalidates L1 and costs more (GBK_F_FENCE_ALL keeps that
+ * way for bench_ring to compare). */
 
 /* The stride of a window's slot copies in shared memory: an odd number of
  * 16-byte chunks. Each thread of a dispatch round reads its own slot's
