@@ -89,6 +89,12 @@ typedef struct gb_rk_status {
                            * PageRank partition per block balances best), table partitions of a
                            * GPU ring kernel, cpu worker threads (1 when inline) */
     char fallback_reason[128]; /* set when the kernel fell back from persistent to relaunch */
+    /* Activation collection (activation.h). */
+    uint64_t activations; /* keys in the activation table (or on their way: requests in flight) */
+    uint64_t evicted;     /* collected activations whose state waits in host memory */
+    uint64_t evictions;   /* activations collected so far */
+    uint64_t restores;    /* collected activations brought back by a message */
+    uint64_t refused;     /* requests refused (STATUS_BUSY): no room in the table */
 } gb_rk_status_t;
 
 /* A reply as handed to the consumer. */
