@@ -40,7 +40,9 @@ typedef struct gb_grain_table {
     uint32_t per_lane;      /* entries per partition, power of two */
     uint32_t state_size;    /* bytes, multiple of 8 */
     uint32_t entry_size;    /* sizeof(gb_grain_entry_t) + state_size, multiple of 16 */
-    uint32_t concurrent;    /* GPU: other threads may activate keys of the same partition at once */
+    uint32_t concurrent;    /* GPU: other threads may activate keys of the same partition at once;
+                             * 2: the same, matches unverified (GBK_F_NO_VERIFY, a benchmark
+                             * switch that reopens the gap gb_grain_verify closes) */
     uint32_t _pad;
 } gb_grain_table_t;
 
@@ -240,7 +242,7 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
 #endif
         if (u == GB_ENTRY_USED && k == key) {
 #if defined(__CUDA_ARCH__)
-            if (t->concurrent && !gb_grain_verify(en, key))
+            if (t->concurrent == 1 && !gb_grain_verify(en, key))
                 continue; /* another key's fresh activation, seen with a stale key */
             if (copy16)
                 *(uint4 *)copy16 = sv;

@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         uint32_t bad = 0;
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL}; /* one thread per message: no team grains here */
         gb_grain_table_t tab = a.tab;
-        tab.concurrent = 1; /* keys of one partition run at once (gb_grain_find) */
+        tab.concurrent = a.flags & GBK_F_NO_VERIFY ? 2 : 1; /* keys of one partition run at once (gb_grain_find) */
         uint32_t pending = 0; /* bit j: request tid + j * nthreads not yet run */
         for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads)
             pending |= 1u << j;

@@ -84,9 +84,11 @@ static void test_activation_collection(void **state)
  * published at once (a GPU window: many keys of one partition activated,
  * deactivated and looked up in the same rounds, tombstones reused while
  * their old keys are looked up). A model of each key's count checks every
- * reply. Phase 1: a pool that fits the table, no collection (churn by
- * deactivation alone). Phase 2: a pool of four times max_grains with
- * collection age 0, so sweeps evict and restore between bursts too. */
+ * reply. Phases 1 and 2: a pool that fits the table, no collection (churn
+ * by deactivation alone), in one partition, then in eight. Phase 3: a pool
+ * of four times max_grains with collection age 0, so sweeps evict and
+ * restore between bursts too. On a GPU this is the stress test of the
+ * table's concurrent lookups (gb_grain_verify). */
 static void churn(uint32_t max_grains, uint32_t pool, uint32_t age_s, uint32_t burst_max, uint32_t bursts,
                   uint64_t seed)
 {
@@ -143,6 +145,7 @@ static void test_activation_churn(void **state)
     /* Bursts of up to 64 in phase 2: no partition of the table (32 entries
      * or more) ever gets more keys in flight than it holds, so nothing is
      * refused. */
+    churn(4, 24, 1u << 30, 256, bursts, 7); /* one partition of 32 entries on a GPU */
     churn(64, 48, 1u << 30, 256, bursts, 42);
     churn(64, 256, 0, 64, bursts / 2, 4242);
 }
