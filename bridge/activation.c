@@ -375,6 +375,8 @@ static int sweep(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now)
 void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
 {
     gbi_act_t *a = rk->act;
+    if (from == to)
+        return;
     const uint32_t per = rk->tab_geom.per_lane;
     const uint64_t now = gb_now_ns();
     int swept = 0, changed = 0;
