@@ -129,7 +129,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
              * read now that the stamp (written after them) was seen. */
             const long long t1 = clock64();
             if (P.resume_fence) {
-                __threadfence();
+                __threadfence_system(); /* after the host's table copy and its is_active store */
                 P.resume_fence = 0;
             }
             if (lane < GB_SNAPSHOT / 16)
@@ -396,7 +396,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         P.idle_polls = 0;
         P.sleep_ns = 0;
         if (P.resume_fence) { /* block-uniform: s_active */
-            __threadfence();
+            __threadfence_system(); /* after the host's table copy and its is_active store */
             P.resume_fence = 0;
         }
         if (!a.staging && S > GB_SNAPSHOT) {
