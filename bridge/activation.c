@@ -407,6 +407,11 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
              * the kernel sees it; an evicted state stays in the spill store. */
             s->status = GB_SLOT_GRAIN_TABLE_FULL;
             a->st.refused++;
+            if ((a->st.refused & (a->st.refused - 1)) == 0) /* logged at 1, 2, 4, 8, ... */
+                GB_WARN("ring kernel '%s': %llu requests refused so far: the activation table is full of grains "
+                        "used within collection_age_s = %u (or with requests in flight); raise max_grains or "
+                        "lower collection_age_s",
+                        rk->type_name, (unsigned long long)a->st.refused, rk->p.grain.collection_age_s);
             changed = 1;
             continue;
         }
