@@ -121,6 +121,9 @@ struct gbi_act {
     uint64_t *retry; /* per partition, when full: no sweep for it before this time */
     uint64_t age_ns;
     unsigned char *tmp; /* one partition's entries, for compaction */
+    uint32_t *mark;     /* sweep_restore: partitions fetched (== mark_gen) */
+    uint32_t *parts;    /* sweep_restore: which, in order */
+    uint32_t mark_gen;
     gbi_act_stats_t st;   /* the producer's */
     gbi_act_stats_t snap; /* a copy for gb_rk_status on any thread (relaxed atomics) */
 };
@@ -147,7 +150,9 @@ gb_err gbi_act_new(gb_rk_t *rk, gbi_act_t **out)
     a->count = calloc(g->lanes, sizeof *a->count);
     a->retry = calloc(g->lanes, sizeof *a->retry);
     a->tmp = malloc((size_t)g->per_lane * g->entry_size);
-    if (!a->count || !a->retry || !a->tmp || am_init(&a->res, 1024, 0) != 0 ||
+    a->mark = calloc(g->lanes, sizeof *a->mark);
+    a->parts = calloc(g->lanes, sizeof *a->parts);
+    if (!a->count || !a->retry || !a->tmp || !a->mark || !a->parts || am_init(&a->res, 1024, 0) != 0 ||
         am_init(&a->spill, 1024, g->state_size) != 0 || am_init(&a->fly, fly, 0) != 0) {
         gbi_act_destroy(&a);
         return GB_ERR_NOMEM;
@@ -167,6 +172,8 @@ void gbi_act_destroy(gbi_act_t **pa)
     free(a->count);
     free(a->retry);
     free(a->tmp);
+    free(a->mark);
+    free(a->parts);
     free(a);
     *pa = NULL;
 }
@@ -295,6 +302,27 @@ static void limit_retries(gb_rk_t *rk, uint64_t now)
     }
 }
 
+/* Writes back key's evicted state sp into its partition p (which has room). */
+static void restore_key(gb_rk_t *rk, gb_grain_table_t *t, amap_entry_t *sp, uint32_t p, uint64_t now)
+{
+    gbi_act_t *a = rk->act;
+    const uint64_t key = sp->key;
+    amap_entry_t *r = am_put(&a->res, key);
+    if (!r)
+        return;
+    const int64_t e = gb_grain_find(t, p, key, 1, NULL);
+    if (e < 0) { /* cannot be: count bounds the entries in use */
+        am_del(&a->res, r);
+        return;
+    }
+    memcpy(gb_grain_state(t, e), am_val(sp), t->state_size);
+    r->part = p;
+    r->last = now;
+    am_del(&a->spill, sp);
+    a->count[p]++;
+    a->st.restores++;
+}
+
 /* Writes back the states of the evicted keys that requests [from, to) need,
  * where their partitions have room. */
 static void restore(gb_rk_t *rk, gb_grain_table_t *t, uint64_t from, uint64_t to, uint64_t now)
@@ -306,22 +334,8 @@ static void restore(gb_rk_t *rk, gb_grain_table_t *t, uint64_t from, uint64_t to
         if (!activates(rk, s) || !(sp = am_find(&a->spill, s->key)))
             continue;
         const uint32_t p = part_of(rk, s->key);
-        if (a->count[p] >= t->per_lane)
-            continue;
-        amap_entry_t *r = am_put(&a->res, s->key);
-        if (!r)
-            continue;
-        const int64_t e = gb_grain_find(t, p, s->key, 1, NULL);
-        if (e < 0) { /* cannot be: count bounds the entries in use */
-            am_del(&a->res, r);
-            continue;
-        }
-        memcpy(gb_grain_state(t, e), am_val(sp), t->state_size);
-        r->part = p;
-        r->last = now;
-        am_del(&a->spill, sp);
-        a->count[p]++;
-        a->st.restores++;
+        if (a->count[p] < t->per_lane)
+            restore_key(rk, t, sp, p, now);
     }
 }
 
@@ -334,32 +348,75 @@ static void note_in_flight(gb_rk_t *rk, uint64_t to)
         am_put(&a->fly, gb_slot_at(rk->in, rk->geom, pos)->key);
 }
 
-/* The sweep, with the grain type quiesced. Returns 0, or -1 when the table
- * could not be reached (nothing changed). */
-static int sweep(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now)
+/* The full sweep: evict, compact, recount, restore; the whole table. */
+static gb_err sweep_all(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now)
+{
+    const uint32_t lanes = rk->tab_geom.lanes;
+    unsigned char *entries = rk->ops->table_get(rk, 0, lanes);
+    if (!entries)
+        return GB_ERR_CUDA;
+    gb_grain_table_t t = rk->tab_geom;
+    t.entries = entries;
+    t.concurrent = 0;
+    note_in_flight(rk, to);
+    if (evict_idle(rk, &t, now) != 0)
+        GB_WARN("ring kernel '%s': out of host memory for evicted activations", rk->type_name);
+    compact(rk, &t, now);
+    recount(rk);
+    restore(rk, &t, from, to, now);
+    limit_retries(rk, now);
+    return rk->ops->table_put(rk, 0, lanes);
+}
+
+/* Restores only: the evicted keys of [from, to) whose partitions have room,
+ * copying just those partitions (a table of 65,536 grains is some 8 MiB;
+ * one partition, a few KiB). */
+static gb_err sweep_restore(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now)
+{
+    gbi_act_t *a = rk->act;
+    gb_grain_table_t t = rk->tab_geom;
+    uint32_t n = 0;
+    t.concurrent = 0;
+    if (++a->mark_gen == 0) {
+        memset(a->mark, 0, rk->tab_geom.lanes * sizeof *a->mark);
+        a->mark_gen = 1;
+    }
+    for (uint64_t pos = from; pos < to; pos++) {
+        const gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, pos);
+        amap_entry_t *sp;
+        if (!activates(rk, s) || !(sp = am_find(&a->spill, s->key)))
+            continue;
+        const uint32_t p = part_of(rk, s->key);
+        if (a->count[p] >= t.per_lane)
+            continue;
+        if (a->mark[p] != a->mark_gen) {
+            if (!(t.entries = rk->ops->table_get(rk, p, 1)))
+                return GB_ERR_CUDA;
+            a->mark[p] = a->mark_gen;
+            a->parts[n++] = p;
+        }
+        restore_key(rk, &t, sp, p, now);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        gb_err err = rk->ops->table_put(rk, a->parts[i], 1);
+        if (err != GB_OK)
+            return err;
+    }
+    return GB_OK;
+}
+
+/* A sweep (full, or restores only) with the grain type quiesced. Returns 0,
+ * or -1 when the table could not be reached. */
+static int sweep(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now, int full)
 {
     gbi_act_t *a = rk->act;
     if (rk->state != GB_RK_RUNNING && rk->state != GB_RK_CREATED)
         return -1;
     pthread_mutex_lock(&rk->act_lock);
     gb_err err = rk->ops->quiesce(rk, 1);
-    unsigned char *entries = err == GB_OK ? rk->ops->table_get(rk) : NULL;
-    if (entries) {
-        gb_grain_table_t t = rk->tab_geom;
-        t.entries = entries;
-        t.concurrent = 0;
-        note_in_flight(rk, to);
-        if (evict_idle(rk, &t, now) != 0)
-            GB_WARN("ring kernel '%s': out of host memory for evicted activations", rk->type_name);
-        compact(rk, &t, now);
-        recount(rk);
-        restore(rk, &t, from, to, now);
-        limit_retries(rk, now);
-        err = rk->ops->table_put(rk);
-        a->st.sweeps++;
-    } else if (err == GB_OK) {
-        err = GB_ERR_CUDA;
-    }
+    if (err == GB_OK)
+        err = full ? sweep_all(rk, from, to, now) : sweep_restore(rk, from, to, now);
+    a->st.sweeps++;
     gb_err qerr = rk->ops->quiesce(rk, 0); /* also after a failed quiesce(1): it undoes what that did */
     pthread_mutex_unlock(&rk->act_lock);
     if (err != GB_OK || qerr != GB_OK) {
@@ -379,7 +436,7 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
         return;
     const uint32_t per = rk->tab_geom.per_lane;
     const uint64_t now = gb_now_ns();
-    int swept = 0, changed = 0;
+    int full = 0, light = 0, changed = 0; /* sweeps done for this batch */
     for (uint64_t pos = from; pos < to; pos++) {
         gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, pos);
         s->status = GB_SLOT_OK;
@@ -394,9 +451,12 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
         if (!sp && s->type == GB_MSG_DEACTIVATE_KEY)
             continue; /* nothing to deactivate: the kernel says so */
         const uint32_t p = part_of(rk, s->key);
-        if (!swept && (sp || a->count[p] >= per) && (a->count[p] < per || now >= a->retry[p])) {
-            swept = 1;
-            if (sweep(rk, pos, to, now) == 0 && (r = am_find(&a->res, s->key))) {
+        const int room = a->count[p] < per;
+        const int kind = !room && !full && now >= a->retry[p] ? 2 : sp && room && !light && !full ? 1 : 0;
+        if (kind) {
+            full |= kind == 2;
+            light |= kind == 1;
+            if (sweep(rk, pos, to, now, kind == 2) == 0 && (r = am_find(&a->res, s->key))) {
                 r->last = now; /* restored */
                 continue;
             }
@@ -420,6 +480,6 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
         a->count[p]++;
         changed = 1;
     }
-    if (changed || swept)
+    if (changed || full || light)
         publish_stats(a);
 }

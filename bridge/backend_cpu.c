@@ -143,10 +143,18 @@ static gb_err cpu_quiesce(gb_rk_t *rk, int on)
     return GB_OK;
 }
 
-static unsigned char *cpu_table_get(gb_rk_t *rk) { return ((cpu_backend_t *)rk->be)->tab.entries; }
-static gb_err cpu_table_put(gb_rk_t *rk)
+static unsigned char *cpu_table_get(gb_rk_t *rk, uint32_t part, uint32_t n)
+{
+    (void)part;
+    (void)n;
+    return ((cpu_backend_t *)rk->be)->tab.entries;
+}
+
+static gb_err cpu_table_put(gb_rk_t *rk, uint32_t part, uint32_t n)
 {
     (void)rk;
+    (void)part;
+    (void)n;
     return GB_OK;
 }
 

@@ -641,13 +641,15 @@ static gb_err cuda_quiesce(gb_rk_t *rk, int on)
     return b->q_saved ? wait_seen(rk, b->q_saved) : GB_OK;
 }
 
-static unsigned char *cuda_table_get(gb_rk_t *rk)
+static unsigned char *cuda_table_get(gb_rk_t *rk, uint32_t part, uint32_t n)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    const size_t bytes = (size_t)b->tab.lanes * b->tab.per_lane * b->tab.entry_size;
-    if (rk->state == GB_RK_FAILED || (!b->tab_host && !(b->tab_host = (unsigned char *)malloc(bytes))))
+    const size_t pb = (size_t)b->tab.per_lane * b->tab.entry_size, off = part * pb, bytes = n * pb;
+    if (rk->state == GB_RK_FAILED ||
+        (!b->tab_host && !(b->tab_host = (unsigned char *)malloc(b->tab.lanes * pb))))
         return NULL;
-    cudaError_t e = cudaMemcpyAsync(b->tab_host, b->tab.entries, bytes, cudaMemcpyDeviceToHost, b->cstream);
+    cudaError_t e = cudaMemcpyAsync(b->tab_host + off, b->tab.entries + off, bytes, cudaMemcpyDeviceToHost,
+                                    b->cstream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess) {
@@ -657,11 +659,12 @@ static unsigned char *cuda_table_get(gb_rk_t *rk)
     return b->tab_host;
 }
 
-static gb_err cuda_table_put(gb_rk_t *rk)
+static gb_err cuda_table_put(gb_rk_t *rk, uint32_t part, uint32_t n)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
-    const size_t bytes = (size_t)b->tab.lanes * b->tab.per_lane * b->tab.entry_size;
-    cudaError_t e = cudaMemcpyAsync(b->tab.entries, b->tab_host, bytes, cudaMemcpyHostToDevice, b->cstream);
+    const size_t pb = (size_t)b->tab.per_lane * b->tab.entry_size, off = part * pb, bytes = n * pb;
+    cudaError_t e = cudaMemcpyAsync(b->tab.entries + off, b->tab_host + off, bytes, cudaMemcpyHostToDevice,
+                                    b->cstream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);
     if (e != cudaSuccess) {

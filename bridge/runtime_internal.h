@@ -40,10 +40,11 @@ typedef struct gbi_backend_ops {
      * kernel, launch or worker touches the activation table, and keeps it so
      * until quiesce(rk, 0), which also undoes a quiesce(rk, 1) that failed.
      * table_get gives a host view of the table (the table itself, or a copy
-     * of it; NULL on failure), table_put writes a copy back. */
+     * of it; NULL on failure) in which partitions [part, part + n) are
+     * current; table_put writes those back where it is a copy. */
     gb_err (*quiesce)(gb_rk_t *rk, int on);
-    unsigned char *(*table_get)(gb_rk_t *rk);
-    gb_err (*table_put)(gb_rk_t *rk);
+    unsigned char *(*table_get)(gb_rk_t *rk, uint32_t part, uint32_t n);
+    gb_err (*table_put)(gb_rk_t *rk, uint32_t part, uint32_t n);
 } gbi_backend_ops_t;
 
 struct gb_rk {
