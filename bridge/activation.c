@@ -120,6 +120,7 @@ struct gbi_act {
     uint32_t *count; /* per partition: keys in res (at least the entries in use) */
     uint64_t *retry; /* per partition, when full: no sweep for it before this time */
     uint64_t age_ns;
+    uint64_t backoff_ns; /* see RETRY_MIN_NS */
     unsigned char *tmp; /* one partition's entries, for compaction */
     uint32_t *mark;     /* sweep_restore: partitions fetched (== mark_gen) */
     uint32_t *parts;    /* sweep_restore: which, in order */
@@ -128,7 +129,9 @@ struct gbi_act {
     gbi_act_stats_t snap; /* a copy for gb_rk_status on any thread (relaxed atomics) */
 };
 
-/* Within a full partition, the soonest that another sweep is worth it. */
+/* Within a full partition, the soonest that another sweep is worth it: 1 ms,
+ * or ten times what the last full sweep took, so that sweeps take at most
+ * about a tenth of the time under sustained pressure. */
 #define RETRY_MIN_NS 1000000ull
 
 static uint32_t part_of(const gb_rk_t *rk, uint64_t key)
@@ -147,6 +150,7 @@ gb_err gbi_act_new(gb_rk_t *rk, gbi_act_t **out)
     while (fly < 2ull * rk->geom.cap)
         fly <<= 1;
     a->age_ns = (uint64_t)rk->p.grain.collection_age_s * 1000000000ull;
+    a->backoff_ns = RETRY_MIN_NS;
     a->count = calloc(g->lanes, sizeof *a->count);
     a->retry = calloc(g->lanes, sizeof *a->retry);
     a->tmp = malloc((size_t)g->per_lane * g->entry_size);
@@ -288,17 +292,18 @@ static void recount(gb_rk_t *rk)
 }
 
 /* After a sweep: a partition that is still full is swept again only once an
- * activation there can have become idle (at least RETRY_MIN_NS later: what
- * is in flight may be answered by then), so that a table full of
- * activations in use refuses new keys without a sweep per request. */
+ * activation there can have become idle (at least a->backoff_ns later:
+ * what is in flight may be answered by then), so that a table full of
+ * activations in use refuses new keys without a sweep per request. A
+ * deactivation sent to a key clears its partition's wait (publish). */
 static void limit_retries(gb_rk_t *rk, uint64_t now)
 {
     gbi_act_t *a = rk->act;
     for (uint32_t p = 0; p < rk->tab_geom.lanes; p++) {
         if (a->count[p] < rk->tab_geom.per_lane)
             a->retry[p] = 0;
-        else if (a->retry[p] < now + RETRY_MIN_NS || a->retry[p] == UINT64_MAX)
-            a->retry[p] = now + RETRY_MIN_NS;
+        else if (a->retry[p] < now + a->backoff_ns || a->retry[p] == UINT64_MAX)
+            a->retry[p] = now + a->backoff_ns;
     }
 }
 
@@ -417,6 +422,10 @@ static int sweep(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now, int full
     if (err == GB_OK)
         err = full ? sweep_all(rk, from, to, now) : sweep_restore(rk, from, to, now);
     a->st.sweeps++;
+    if (full) {
+        const uint64_t took = gb_now_ns() - now;
+        a->backoff_ns = took * 10 > RETRY_MIN_NS ? took * 10 : RETRY_MIN_NS;
+    }
     gb_err qerr = rk->ops->quiesce(rk, 0); /* also after a failed quiesce(1): it undoes what that did */
     pthread_mutex_unlock(&rk->act_lock);
     if (err != GB_OK || qerr != GB_OK) {
@@ -445,6 +454,8 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
         amap_entry_t *r = am_find(&a->res, s->key);
         if (r) {
             r->last = now;
+            if (s->type == GB_MSG_DEACTIVATE_KEY)
+                a->retry[r->part] = 0; /* room soon: let the next key that needs it sweep */
             continue;
         }
         amap_entry_t *sp = am_find(&a->spill, s->key);

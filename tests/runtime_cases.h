@@ -389,7 +389,14 @@ static void test_activation_table(void **state)
     recv_one(rk, &r, buf, sizeof buf, 5000);
     assert_int_equal(r.status, GB_SLOT_OK);
     assert_int_equal(r.aux, 1);
-    (void)full_key;
+    /* Deactivating a grain makes room for the key that was refused. */
+    assert_int_equal(gb_rk_send(rk, 1, 104, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(gb_rk_send(rk, full_key, 105, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(r.aux, 1);
     gb_rk_destroy(&rk);
 }
 
