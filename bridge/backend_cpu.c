@@ -32,6 +32,7 @@ typedef struct cpu_worker {
     int started;
     uint64_t *done; /* positions handled in the current window, stamped together */
     uint64_t pos;   /* next input position this lane looks at */
+    pthread_mutex_t table; /* held while the lane runs a window: an activation sweep takes every lane's */
 } cpu_worker_t;
 
 typedef struct cpu_backend {
@@ -51,8 +52,10 @@ static void cpu_destroy(gb_rk_t *rk)
         if (b->notify_fd >= 0)
             close(b->notify_fd);
         free(b->tab.entries);
-        for (uint32_t i = 0; b->workers && i < (b->lanes ? b->lanes : 1); i++)
+        for (uint32_t i = 0; b->workers && i < (b->lanes ? b->lanes : 1); i++) {
             free(b->workers[i].done);
+            pthread_mutex_destroy(&b->workers[i].table);
+        }
         free(b->workers);
         free(b);
     }
@@ -99,6 +102,8 @@ static gb_err cpu_create(gb_rk_t *rk)
     size_t entries = (size_t)b->tab.lanes * b->tab.per_lane;
     b->tab.entries = calloc(entries, b->tab.entry_size);
     b->workers = calloc(nw, sizeof *b->workers);
+    for (uint32_t i = 0; b->workers && i < nw; i++)
+        pthread_mutex_init(&b->workers[i].table, NULL);
     size_t size = (gb_region_size(rk->geom) + GB_LINE - 1) / GB_LINE * GB_LINE;
     unsigned char *region = aligned_alloc(GB_LINE, size);
     if (!b->tab.entries || !b->workers || !region) {
@@ -119,6 +124,37 @@ static gb_err cpu_create(gb_rk_t *rk)
     memset(region, 0, size);
     gbi_rk_bind_region(rk, region);
     rk->placement = GB_PLACEMENT_HOST;
+    rk->tab_geom = b->tab;
+    return GB_OK;
+}
+
+/* Activation sweeps (activation.c): every lane's table lock, in lane order,
+ * so that no window runs; the table is host memory, used in place. */
+static gb_err cpu_quiesce(gb_rk_t *rk, int on)
+{
+    cpu_backend_t *b = rk->be;
+    const uint32_t nw = b->lanes ? b->lanes : 1;
+    for (uint32_t i = 0; i < nw; i++) {
+        if (on)
+            pthread_mutex_lock(&b->workers[i].table);
+        else
+            pthread_mutex_unlock(&b->workers[nw - 1 - i].table);
+    }
+    return GB_OK;
+}
+
+static unsigned char *cpu_table_get(gb_rk_t *rk, uint32_t part, uint32_t n)
+{
+    (void)part;
+    (void)n;
+    return ((cpu_backend_t *)rk->be)->tab.entries;
+}
+
+static gb_err cpu_table_put(gb_rk_t *rk, uint32_t part, uint32_t n)
+{
+    (void)rk;
+    (void)part;
+    (void)n;
     return GB_OK;
 }
 
@@ -260,7 +296,10 @@ static void *cpu_worker_main(void *arg)
     gb_rk_t *rk = w->rk;
     idle_t idle = {0};
     while (!__atomic_load_n(&rk->ctl->should_terminate, __ATOMIC_ACQUIRE)) {
-        if (cpu_window(w) == 0) {
+        pthread_mutex_lock(&w->table);
+        const uint32_t n = cpu_window(w);
+        pthread_mutex_unlock(&w->table);
+        if (n == 0) {
             idle_wait(&idle, rk, w->pos, __atomic_load_n(&rk->ctl->is_active, __ATOMIC_ACQUIRE));
             continue;
         }
@@ -277,7 +316,10 @@ static int cpu_pull_inline(gb_rk_t *rk)
     cpu_backend_t *b = rk->be;
     if (b->lanes || rk->state != GB_RK_RUNNING || rk->ctl->should_terminate)
         return 0;
-    return cpu_window(&b->workers[0]) > 0;
+    pthread_mutex_lock(&b->workers[0].table);
+    const uint32_t n = cpu_window(&b->workers[0]);
+    pthread_mutex_unlock(&b->workers[0].table);
+    return n > 0;
 }
 
 static gb_err cpu_launch(gb_rk_t *rk)
@@ -340,4 +382,7 @@ const gbi_backend_ops_t gbi_backend_cpu = {
     .poll = NULL,
     .stop = cpu_stop,
     .destroy = cpu_destroy,
+    .quiesce = cpu_quiesce,
+    .table_get = cpu_table_get,
+    .table_put = cpu_table_put,
 };

@@ -63,6 +63,7 @@ static void free_now(cuda_backend_t *b)
     gbi_relaunch_free(b);
     cudaFree(b->kstate);
     cudaFree(b->tab.entries);
+    free(b->tab_host);
     cudaFree(b->mirror);
     cudaFree(b->team);
     if (b->kstream)
@@ -255,9 +256,11 @@ static gb_err cuda_create(gb_rk_t *rk)
     rk->lanes = b->tab.lanes;
     b->tab.state_size = gb_grain_state_size(rk->kind);
     b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
+    rk->tab_mod = gb_grain_is_team(rk->kind); /* team workers own key % workers */
     entries = (size_t)b->tab.lanes * b->tab.per_lane;
     CK(cudaMalloc((void **)&b->tab.entries, entries * b->tab.entry_size), "cudaMalloc(grain table)");
     CK(cudaMemsetAsync(b->tab.entries, 0, entries * b->tab.entry_size, b->cstream), "cudaMemsetAsync(table)");
+    rk->tab_geom = b->tab;
     CK(cudaMalloc((void **)&b->kstate, sizeof(gb_kstate_t)), "cudaMalloc(kstate)");
     /* active_seen -1: the kernel's first window always reports what it sees. */
     memset(&ks0, 0, sizeof ks0);
@@ -582,10 +585,99 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
     return GB_OK;
 }
 
+/* Persistent: waits until the kernel acknowledges is_active == v (it writes
+ * active_seen only where it takes no request), or it stopped. */
+static gb_err wait_seen(gb_rk_t *rk, int32_t v)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    const uint64_t deadline = gb_now_ns() + 10000000000ull;
+    for (;;) {
+        int32_t seen = rk->ctl->active_seen;
+        if (gbi_cuda_staging(rk)) {
+            cudaError_t e = cudaMemcpyAsync(&seen, b->dev + offsetof(gb_control_t, active_seen), sizeof seen,
+                                            cudaMemcpyDeviceToHost, b->cstream);
+            if (e == cudaSuccess)
+                e = cudaStreamSynchronize(b->cstream);
+            if (e != cudaSuccess) {
+                gbi_cuda_fail(rk, e, "activation sweep");
+                return GB_ERR_CUDA;
+            }
+        }
+        if (seen == v)
+            return GB_OK;
+        if (cudaStreamQuery(b->kstream) != cudaErrorNotReady)
+            return GB_ERR_TERMINATED; /* cuda_poll reports how it ended */
+        if (gb_now_ns() > deadline)
+            return GB_ERR_TIMEOUT;
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Activation sweeps (activation.c). Persistent: the kernel is deactivated
+ * for the sweep (it leaves requests queued and, having acknowledged, touches
+ * no grain state) and given back the host's flag after. Relaunch: no launch
+ * in flight and none started. */
+static gb_err cuda_quiesce(gb_rk_t *rk, int on)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (b->relaunch)
+        return gbi_relaunch_quiesce(rk, on);
+    if (on) {
+        b->q_held = rk->state == GB_RK_RUNNING && b->resident;
+        if (!b->q_held)
+            return GB_OK; /* nothing runs */
+        b->q_saved = rk->ctl->is_active;
+        rk->ctl->is_active = 0;
+        cuda_control(rk);
+        return wait_seen(rk, 0);
+    }
+    if (!b->q_held)
+        return GB_OK;
+    b->q_held = 0;
+    rk->ctl->is_active = b->q_saved;
+    cuda_control(rk);
+    /* The acknowledgement too: a later sweep must not take an old one for its own. */
+    return b->q_saved ? wait_seen(rk, b->q_saved) : GB_OK;
+}
+
+static unsigned char *cuda_table_get(gb_rk_t *rk, uint32_t part, uint32_t n)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    const size_t pb = (size_t)b->tab.per_lane * b->tab.entry_size, off = part * pb, bytes = n * pb;
+    if (rk->state == GB_RK_FAILED ||
+        (!b->tab_host && !(b->tab_host = (unsigned char *)malloc(b->tab.lanes * pb))))
+        return NULL;
+    cudaError_t e = cudaMemcpyAsync(b->tab_host + off, b->tab.entries + off, bytes, cudaMemcpyDeviceToHost,
+                                    b->cstream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->cstream);
+    if (e != cudaSuccess) {
+        gbi_cuda_fail(rk, e, "activation table copy out");
+        return NULL;
+    }
+    return b->tab_host;
+}
+
+static gb_err cuda_table_put(gb_rk_t *rk, uint32_t part, uint32_t n)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    const size_t pb = (size_t)b->tab.per_lane * b->tab.entry_size, off = part * pb, bytes = n * pb;
+    cudaError_t e = cudaMemcpyAsync(b->tab.entries + off, b->tab_host + off, bytes, cudaMemcpyHostToDevice,
+                                    b->cstream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->cstream);
+    if (e != cudaSuccess) {
+        gbi_cuda_fail(rk, e, "activation table copy in");
+        return GB_ERR_CUDA;
+    }
+    return GB_OK;
+}
+
 extern "C" const gbi_backend_ops_t gbi_backend_cuda = {
     /* notify_fd, arm: a GPU cannot write an eventfd; the server polls. */
     "cuda", cuda_create, cuda_launch, cuda_publish, cuda_pull, cuda_control, cuda_poll, NULL, NULL,
-    cuda_stop, cuda_destroy,
+    cuda_stop, cuda_destroy, cuda_quiesce, cuda_table_get, cuda_table_put,
 };
 
 extern "C" gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out)

@@ -22,6 +22,9 @@ typedef struct cuda_backend {
     unsigned char *dev;   /* device view */
     gb_kstate_t *kstate;
     gb_grain_table_t tab; /* device pointers */
+    unsigned char *tab_host; /* activation sweeps: the table's host copy (malloc) */
+    int32_t q_saved;      /* quiesced (persistent): the is_active to restore */
+    int q_held;           /* quiesced (persistent): is_active was cleared for it */
     unsigned char *mirror;  /* team grains: device copy of the input ring */
     gb_team_state_t *team;  /* team grains: the team kernel's bookkeeping */
     gb_kargs_t args;
@@ -80,6 +83,9 @@ gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms);
  * hold of the lock, so no launch slips in between. */
 gb_err gbi_relaunch_control(gb_rk_t *rk);
 void gbi_relaunch_free(cuda_backend_t *b);
+/* Activation sweeps: on, waits until no launch is in flight and holds the
+ * relaunch lock (no launch starts); off, releases it and launches what waits. */
+gb_err gbi_relaunch_quiesce(gb_rk_t *rk, int on);
 
 #define CK(call, what)                              \
     do {                                            \

@@ -50,18 +50,22 @@ static void gbi_copy_str(char *dst, size_t cap, const char *src)
     dst[cap - 1] = '\0';
 }
 
+/* Orleans' default collection age: 15 minutes. */
+#define GBI_COLLECTION_AGE_S 900
+
 static const gb_grain_config_t gbi_generic_grain = {
     .type = "", .queue_capacity = 1024, .slot_size = 256,
     .messages_per_iteration = 256, .max_grains = 1024, .cpu_threads = 0,
+    .collection_age_s = GBI_COLLECTION_AGE_S,
 };
 
 /* vecadd and echo: windows of 1,024 (about twice the throughput of 256 in
  * bench_ring on an H100; shared memory holds them at 64-byte slots). */
 static const gb_grain_config_t gbi_default_grains[] = {
-    {"vecadd", 4096, 64, 1024, 65536, 0},
-    {"echo", 4096, 64, 1024, 65536, 0},
-    {"pagerank.sender", 512, 16384, 256, 4096, 0},
-    {"pagerank.aggregator", 512, 16384, 256, 4096, 0},
+    {"vecadd", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S},
+    {"echo", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S},
+    {"pagerank.sender", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S},
+    {"pagerank.aggregator", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S},
 };
 #define GBI_N_DEFAULT_GRAINS (sizeof gbi_default_grains / sizeof gbi_default_grains[0])
 
@@ -350,7 +354,7 @@ static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL}
 static const char *const gbi_placement_keys[] = {"force_fallback", NULL};
 static const char *const gbi_grain_keys[] = {
     "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
-    "cpu_threads", NULL};
+    "cpu_threads", "collection_age_s", NULL};
 static const char *const gbi_host_keys[] = {"pattern", "mode", "device", NULL};
 static const char *const gbi_curve_keys[] = {
     "enabled", "server_secret_key_file", "server_public_key", "allowed_clients", NULL};
@@ -479,6 +483,7 @@ static int gbi_load_grains(gbi_ctx *c, const config_setting_t *root, gb_config_t
         GBI_GRAIN_FIELD(messages_per_iteration, 1, 4096, false);
         GBI_GRAIN_FIELD(max_grains, 1, 1 << 24, false);
         GBI_GRAIN_FIELD(cpu_threads, 0, 256, false);
+        GBI_GRAIN_FIELD(collection_age_s, 0, 1 << 30, false);
 #undef GBI_GRAIN_FIELD
     }
     return 0;
@@ -798,9 +803,9 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         gbi_print_str(out, g->type);
         fprintf(out, "; queue_capacity = %" PRIu32 "; slot_size = %" PRIu32
                      "; messages_per_iteration = %" PRIu32 "; max_grains = %" PRIu32
-                     "; cpu_threads = %" PRIu32 "; }",
+                     "; cpu_threads = %" PRIu32 "; collection_age_s = %" PRIu32 "; }",
                 g->queue_capacity, g->slot_size, g->messages_per_iteration, g->max_grains,
-                g->cpu_threads);
+                g->cpu_threads, g->collection_age_s);
     }
     fprintf(out, "\n);\n");
     fprintf(out, "hosts = (");

@@ -47,6 +47,7 @@ typedef struct gb_grain_config {
     uint32_t messages_per_iteration; /* dispatch window of the kernel/threads, 1..4096 */
     uint32_t max_grains;             /* activations held at once (state table size), 1..1<<24 */
     uint32_t cpu_threads;            /* worker threads in cpu mode, 1..256 */
+    uint32_t collection_age_s;       /* idle seconds before an activation may be collected (activation.h) */
 } gb_grain_config_t;
 
 /* A per-host override (the `hosts` list): first entry whose fnmatch(3) pattern

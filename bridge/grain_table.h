@@ -10,7 +10,9 @@
  * semantics). Within a partition: open addressing with linear probing;
  * deactivation leaves a tombstone that a later insert reuses. The table
  * lives in device memory for the CUDA backend and in host memory for the cpu
- * backend; the code below is the same for both. */
+ * backend; the code below is the same for both. Activation collection
+ * (activation.c) evicts idle entries and restores evicted ones from the
+ * host, only while no kernel or worker touches the table. */
 #ifndef GB_GRAIN_TABLE_H
 #define GB_GRAIN_TABLE_H
 
@@ -38,7 +40,9 @@ typedef struct gb_grain_table {
     uint32_t per_lane;      /* entries per partition, power of two */
     uint32_t state_size;    /* bytes, multiple of 8 */
     uint32_t entry_size;    /* sizeof(gb_grain_entry_t) + state_size, multiple of 16 */
-    uint32_t concurrent;    /* GPU: other threads may activate keys of the same partition at once */
+    uint32_t concurrent;    /* GPU: other threads may activate keys of the same partition at once;
+                             * 2: the same, matches unverified (GBK_F_NO_VERIFY, a benchmark
+                             * switch that reopens the gap gb_grain_verify closes) */
     uint32_t _pad;
 } gb_grain_table_t;
 
@@ -138,6 +142,32 @@ static __device__ __forceinline__ int64_t gb_grain_claim(gb_grain_table_t *t, ui
 }
 #endif
 
+#if defined(__CUDA_ARCH__)
+/* Whether the entry that one 16-byte load showed as (key, USED) really holds
+ * key. The PTX memory model lets a vector load read its words at different
+ * moments, so while another thread of the block claims the entry (an EMPTY
+ * one, or a TOMB that kept an old key: gb_grain_claim writes the key, then
+ * USED), the load may pair the new USED with the key from before: a lookup
+ * of key 0, or of the tombstoned key, would take another grain's entry.
+ * Re-reading `used` with acquire (block scope: every thread that activates
+ * entries of this table at once is in this block) and then the key closes
+ * that: seeing USED, the key read after it is the claimer's, or later. Only
+ * one thread looks up a given key at a time (turn semantics), so no other
+ * thread writes this key anywhere meanwhile, and a match is its own entry.
+ * Only lookups with t->concurrent pay for it (window rounds); the lone
+ * request's path does not. */
+static __device__ __forceinline__ bool gb_grain_verify(const gb_grain_entry_t *en, uint64_t key)
+{
+    uint32_t u;
+    uint64_t k;
+    asm volatile("ld.acquire.cta.global.u32 %0, [%1];" : "=r"(u) : "l"(__cvta_generic_to_global(&en->used))
+                 : "memory");
+    asm volatile("ld.relaxed.cta.global.u64 %0, [%1];" : "=l"(k) : "l"(__cvta_generic_to_global(&en->key))
+                 : "memory");
+    return u == GB_ENTRY_USED && k == key;
+}
+#endif
+
 #if defined(__CUDACC__)
 /* A 32-byte entry's two halves, key and flag then the state, by two 16-byte
  * loads issued together (see gb_grain_find for why asm). */
@@ -166,8 +196,9 @@ static __device__ __forceinline__ void gb_grain_load32(const gb_grain_entry_t *e
  * partition (the ring kernel's window rounds serialise requests per key, not
  * per partition), so an activation claims its entry with a compare-and-swap
  * of `used` (EMPTY or TOMB -> BUSY), writes the key, and only then marks it
- * USED: a lookup that sees USED sees the key, and a BUSY entry is some other
- * key's (no two lookups of one key run at once). A key present before the
+ * USED: a lookup that sees USED and its key checks the pair once more
+ * (gb_grain_verify), and a BUSY entry is some other key's (no two lookups of
+ * one key run at once). A key present before the
  * round cannot sit behind an EMPTY entry of its probe sequence (entries never
  * become EMPTY again), so a concurrent activation never hides it. */
 GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, int create, uint64_t *copy16)
@@ -183,17 +214,13 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
 #if defined(__CUDA_ARCH__)
         /* Two 16-byte loads (entries are 16-byte aligned, in device
          * memory), issued together. Plain loads: other threads of the block
-         * may be activating entries of this partition, but a stale view is
-         * harmless (a free entry is claimed by compare-and-swap, which
-         * reports the truth; a key is written before its USED flag, and a
-         * 16-byte load returns the key and the flag of one moment). That
-         * last point is the hardware's, not PTX's: the PTX model lets a
-         * vector load read its words in any order, so a lookup of a
-         * tombstoned key could in principle see another key's new USED with
-         * the old key. Re-reading `used` (acquire) and then the key on a
-         * match would close that, and so would loads at GPU scope
-         * (ld.relaxed.gpu), but either adds about a microsecond to a round
-         * trip, so neither is done.
+         * may be activating entries of this partition (t->concurrent), but a
+         * stale view is harmless: a free entry is claimed by
+         * compare-and-swap, which reports the truth, and a match is verified
+         * (gb_grain_verify) before it is trusted. Loads at GPU scope
+         * (ld.relaxed.gpu) made the round trip 1.1 us slower on an H100
+         * (5.6 us against 4.5, same run; likely waiting on the stores to
+         * host memory before them).
          * As plain C the compiler sinks the state's load into the branch that
          * uses it, after the compare: a second, dependent trip to L2 on
          * every message. asm volatile
@@ -215,6 +242,8 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
 #endif
         if (u == GB_ENTRY_USED && k == key) {
 #if defined(__CUDA_ARCH__)
+            if (t->concurrent == 1 && !gb_grain_verify(en, key))
+                continue; /* another key's fresh activation, seen with a stale key */
             if (copy16)
                 *(uint4 *)copy16 = sv;
 #else

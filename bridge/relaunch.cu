@@ -610,6 +610,18 @@ gb_err gbi_relaunch_control(gb_rk_t *rk)
     return err;
 }
 
+gb_err gbi_relaunch_quiesce(gb_rk_t *rk, int on)
+{
+    cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    if (on) {
+        pthread_mutex_lock(&b->relaunch_lock);
+        return wait_idle(rk, 10000);
+    }
+    gb_err err = rk->state == GB_RK_RUNNING ? kick(rk) : GB_OK;
+    pthread_mutex_unlock(&b->relaunch_lock);
+    return err;
+}
+
 gb_err gbi_relaunch_wait(gb_rk_t *rk, int timeout_ms)
 {
     cuda_backend_t *b = (cuda_backend_t *)rk->be;

@@ -67,7 +67,7 @@ typedef struct gb_slot_hdr {
     uint64_t key;    /* grain key (which activation) */
     uint64_t corr;   /* correlation id, copied from request to reply */
     uint16_t type;   /* message type (grain-specific, or GB_MSG_* below) */
-    uint16_t status; /* replies: gb_slot_status; requests: 0 */
+    uint16_t status; /* replies: gb_slot_status; requests: 0, or the status to refuse it with (activation.c) */
     uint32_t len;    /* payload bytes following the header */
     uint32_t aux;    /* replies: grain-specific small value (e.g. the grain's message count) */
     uint32_t seq;    /* stamp: gb_stamp(position); written last */

@@ -171,6 +171,13 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
         free(rk);
         return err;
     }
+    err = gbi_act_new(rk, &rk->act);
+    if (err != GB_OK) {
+        ops->destroy(rk);
+        free(rk);
+        return err;
+    }
+    pthread_mutex_init(&rk->act_lock, NULL);
     rk->ctl->is_active = 1;
     rk->ctl->active_seen = 1;
     rk->ctl->test_flags = params->test_flags;
@@ -189,6 +196,8 @@ void gb_rk_destroy(gb_rk_t **prk)
             GB_WARN("ring kernel '%s': terminate on destroy: %s", rk->type_name, gb_strerror(err));
     }
     rk->ops->destroy(rk);
+    gbi_act_destroy(&rk->act);
+    pthread_mutex_destroy(&rk->act_lock);
     free(rk);
     *prk = NULL;
 }
@@ -212,9 +221,11 @@ static gb_err set_active(gb_rk_t *rk, int on, int timeout_ms)
 {
     if (rk->state == GB_RK_TERMINATED || rk->state == GB_RK_FAILED)
         return GB_ERR_TERMINATED;
+    pthread_mutex_lock(&rk->act_lock); /* not in the middle of an activation sweep */
     rk->ctl->is_active = on;
     if (rk->ops->control)
         rk->ops->control(rk);
+    pthread_mutex_unlock(&rk->act_lock);
     if (rk->state == GB_RK_CREATED) {
         rk->ctl->active_seen = on;
         return GB_OK;
@@ -296,9 +307,10 @@ gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk)
 
 void gb_rk_publish(gb_rk_t *rk)
 {
+    /* Keys, room in the activation table, statuses (activation.h). */
+    gbi_act_publish(rk, rk->published, rk->in_head);
     for (uint64_t pos = rk->published; pos < rk->in_head; pos++) {
         gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, pos);
-        s->status = 0;
         s->aux = 0;
         /* Release: the header and payload stores above become visible before
          * the stamp (on x86 a plain store; the compiler barrier is what matters). */
@@ -433,6 +445,13 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
     st->capacity = rk->geom.cap;
     st->slot_size = rk->geom.slot_size;
     st->lanes = rk->lanes;
+    gbi_act_stats_t as;
+    gbi_act_stats(rk->act, &as);
+    st->activations = as.resident;
+    st->evicted = as.spilled;
+    st->evictions = as.evictions;
+    st->restores = as.restores;
+    st->refused = as.refused;
 }
 
 const char *gb_rk_type(const gb_rk_t *rk) { return rk->type_name; }

@@ -89,6 +89,12 @@ typedef struct gb_rk_status {
                            * PageRank partition per block balances best), table partitions of a
                            * GPU ring kernel, cpu worker threads (1 when inline) */
     char fallback_reason[128]; /* set when the kernel fell back from persistent to relaunch */
+    /* Activation collection (activation.h). */
+    uint64_t activations; /* keys in the activation table (or on their way: requests in flight) */
+    uint64_t evicted;     /* collected activations whose state waits in host memory */
+    uint64_t evictions;   /* activations collected so far */
+    uint64_t restores;    /* collected activations brought back by a message */
+    uint64_t refused;     /* requests refused (STATUS_BUSY): no room in the table */
 } gb_rk_status_t;
 
 /* A reply as handed to the consumer. */
@@ -123,7 +129,11 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms);
 gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
                   const void *payload, uint32_t len);
 /* Zero-copy form: claim returns the next free slot (NULL when full); fill its
- * header (key, corr, type, len) and payload, then publish all claimed slots. */
+ * header (key, corr, type, len) and payload, then publish all claimed slots.
+ * Publishing notes the requests' keys and, when one needs room in the
+ * activation table or an evicted state back, first runs an activation sweep
+ * (activation.h: the grain type pauses for it); a request that finds no room
+ * is answered STATUS_BUSY (GB_SLOT_GRAIN_TABLE_FULL). */
 gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk);
 void gb_rk_publish(gb_rk_t *rk);
 /* Free request slots right now. */

@@ -3,6 +3,9 @@
 #ifndef GB_RUNTIME_INTERNAL_H
 #define GB_RUNTIME_INTERNAL_H
 
+#include <pthread.h>
+
+#include "activation.h"
 #include "clock.h"
 #include "grain_table.h"
 #include "runtime.h"
@@ -33,6 +36,15 @@ typedef struct gbi_backend_ops {
     /* After should_terminate was set: waits for the kernel/threads to stop. */
     gb_err (*stop)(gb_rk_t *rk, int timeout_ms);
     void (*destroy)(gb_rk_t *rk);
+    /* Activation collection (activation.c). quiesce(rk, 1) returns once no
+     * kernel, launch or worker touches the activation table, and keeps it so
+     * until quiesce(rk, 0), which also undoes a quiesce(rk, 1) that failed.
+     * table_get gives a host view of the table (the table itself, or a copy
+     * of it; NULL on failure) in which partitions [part, part + n) are
+     * current; table_put writes those back where it is a copy. */
+    gb_err (*quiesce)(gb_rk_t *rk, int on);
+    unsigned char *(*table_get)(gb_rk_t *rk, uint32_t part, uint32_t n);
+    gb_err (*table_put)(gb_rk_t *rk, uint32_t part, uint32_t n);
 } gbi_backend_ops_t;
 
 struct gb_rk {
@@ -52,6 +64,14 @@ struct gb_rk {
     gb_ring_indices_t *idx;
     unsigned char *in;
     unsigned char *out;
+
+    /* The activation table's geometry (entries: the backend's pointer), set
+     * by the backend's create; tab_mod: a key's partition is key % lanes
+     * (team kernels), else gb_grain_lane. */
+    gb_grain_table_t tab_geom;
+    int tab_mod;
+    gbi_act_t *act;           /* activation collection (producer side) */
+    pthread_mutex_t act_lock; /* a sweep against activate/deactivate calls */
 
     int last_error;        /* CUDA error code recorded by the backend */
     char last_error_name[64];

@@ -90,8 +90,10 @@ static const char *slot_error(int st)
     switch (st) {
     case GB_SLOT_UNKNOWN_MESSAGE_TYPE: return "the grain has no such message type";
     case GB_SLOT_TOO_LARGE: return "payload larger than the slot";
-    case GB_SLOT_GRAIN_TABLE_FULL: return "too many activations of this grain type (grains.max_grains); "
-                                          "deactivate some grains or raise the limit";
+    case GB_SLOT_GRAIN_TABLE_FULL: return "activation table full: every activation of this grain type that "
+                                          "shares this key's partition was used within its collection age or "
+                                          "has requests in flight; retry later, raise grains.max_grains, lower "
+                                          "grains.collection_age_s, or deactivate grains you are done with";
     case GB_SLOT_HANDLER_ERROR: return "the grain's handler rejected the message";
     case GB_SLOT_NOT_ACTIVE: return "no activation of that key";
     default: return "error";

@@ -73,6 +73,9 @@ typedef struct gbk_progress {
     uint64_t beat;       /* heartbeats written */
     uint32_t idle_polls; /* empty polls since the last request */
     uint32_t sleep_ns;   /* current idle back-off */
+    uint32_t resume_fence; /* deactivated since the last dispatch: the host may have rewritten the
+                            * activation table (activation.c), so fence (dropping this SM's L1
+                            * copies of it) before the next lookup */
 } gbk_progress_t;
 
 /* Warp 0's poll loop and single-message path (see the header comment). Runs
@@ -119,10 +122,16 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             __threadfence_system();
         }
         const bool ready = active && seq == gb_stamp(P.tail);
+        if (!active)
+            P.resume_fence = 1;
         if (ready && P.known_head <= P.tail + 1) {
             /* A lone request: warp 0 handles it. Lines past the first are
              * read now that the stamp (written after them) was seen. */
             const long long t1 = clock64();
+            if (P.resume_fence) {
+                __threadfence_system(); /* after the host's table copy and its is_active store */
+                P.resume_fence = 0;
+            }
             if (lane < GB_SNAPSHOT / 16)
                 *(uint4 *)(s_in + lane * 16) = v;
             const uint32_t in_chunks = min(C16, (GB_SLOT_HDR_SIZE + min(len, S) + 15) / 16);
@@ -233,6 +242,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
     __shared__ uint32_t s_n, s_bad, s_term, s_active, s_test;
     __shared__ uint64_t s_head, s_known, s_done;
     __shared__ int s_reason;
+    __shared__ uint32_t s_fence;
 
     gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
     gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
@@ -241,7 +251,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
 
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;
-    gbk_progress_t P = {ks.tail, ks.tail, 0, 0, 0, 0};
+    gbk_progress_t P = {ks.tail, ks.tail, 0, 0, 0, 0, 0};
     int reason = GB_EXIT_NONE;
     const uint32_t ctl_thread = nthreads - 1; /* the thread with the fewest slot chunks */
 
@@ -266,12 +276,14 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
                     s_known = P.known_head;
                     s_done = P.done;
                     s_reason = why;
+                    s_fence = P.resume_fence;
                 }
             }
             __syncthreads();
             P.tail = s_head;
             P.known_head = s_known;
             P.done = s_done;
+            P.resume_fence = s_fence;
             if (s_reason != GB_EXIT_NONE) {
                 reason = s_reason;
                 break;
@@ -362,8 +374,10 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
             st_volatile(&ctl->active_seen, (int32_t)active);
             __threadfence_system();
         }
-        if (!active)
+        if (!active) {
             n = 0; /* deactivated: leave requests queued */
+            P.resume_fence = 1;
+        }
         if (n == 0) {
             if (a.budget) {
                 reason = GB_EXIT_INPUT_EMPTY;
@@ -381,6 +395,10 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         }
         P.idle_polls = 0;
         P.sleep_ns = 0;
+        if (P.resume_fence) { /* block-uniform: s_active */
+            __threadfence_system(); /* after the host's table copy and its is_active store */
+            P.resume_fence = 0;
+        }
         if (!a.staging && S > GB_SNAPSHOT) {
             /* Only the first line came with the stamp; re-read the rest now
              * that the stamp (written after them) has been seen. */
@@ -417,7 +435,7 @@ __global__ void __launch_bounds__(GBK_THREADS) gbk_ring_kernel(gb_kargs_t a)
         uint32_t bad = 0;
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL}; /* one thread per message: no team grains here */
         gb_grain_table_t tab = a.tab;
-        tab.concurrent = 1; /* keys of one partition run at once (gb_grain_find) */
+        tab.concurrent = a.flags & GBK_F_NO_VERIFY ? 2 : 1; /* keys of one partition run at once (gb_grain_find) */
         uint32_t pending = 0; /* bit j: request tid + j * nthreads not yet run */
         for (uint32_t j = 0, i = tid; i < n; j++, i += nthreads)
             pending |= 1u << j;

@@ -87,6 +87,8 @@ typedef struct gb_kargs {
 #define GBK_F_INLINE_PLAIN 4u /* relaunch: inline launches as plain launches, not graph launches */
 #define GBK_F_OUTBOX_COPY 8u  /* relaunch, pinned staging: inline replies through device memory and a copy */
 #define GBK_F_FENCE_ALL 32u   /* lone replies: every lane writes and fences, not lane 0 with a release store */
+#define GBK_F_NO_VERIFY 64u   /* window rounds: table matches not re-checked (gb_grain_verify; unsound,
+                               * for bench_ring --variants 64: its drain rate shows what the check costs) */
 /* Lone small replies (GBK_ONE_WRITER_CHUNKS, ldst.cuh) are written by lane 0
  * and released with their stamp by st.release.sys: a system fence in every
  * writing lane also invalidates L1 and costs more (GBK_F_FENCE_ALL keeps that

@@ -2,7 +2,8 @@
  * the message-passing test, every kind of bad input (each answered with a
  * clear error while the bridge keeps serving), backpressure with a
  * deactivated grain type under a flooding client, SIGTERM under load with
- * nothing lost, control messages, and CURVE accept/reject. */
+ * nothing lost, control messages, CURVE accept/reject, and activation
+ * collection. */
 #include "e2e_harness.h"
 #include "gpu_skip.h"
 
@@ -690,6 +691,82 @@ static void test_curve(void **state)
     unlink(keyfile);
 }
 
+/* One echo to (echo, key) with sequence seq: the reply's status, and the
+ * grain's message count (echo's grain_count) or the error text. */
+static int call_echo(void *s, uint64_t corr, uint64_t key, uint64_t *count, char *err, size_t errlen)
+{
+    uint8_t buf[64];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.sequence = corr;
+    size_t len = gpubridge__echo_request__pack(&er, buf);
+    send_env(s, make_env(corr, "echo", key, 1, buf, len));
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(s, &f, 10000);
+    assert_int_equal(r->correlation_id, corr);
+    int st = r->status;
+    if (st == GPUBRIDGE__STATUS__STATUS_OK) {
+        Gpubridge__EchoResponse *e = gpubridge__echo_response__unpack(NULL, r->payload.len, r->payload.data);
+        assert_non_null(e);
+        assert_int_equal(e->sequence, corr);
+        *count = e->grain_count;
+        gpubridge__echo_response__free_unpacked(e, NULL);
+    } else if (err) {
+        snprintf(err, errlen, "%s", r->error ? r->error : "");
+    }
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    return st;
+}
+
+/* Activation collection through the daemon: 640 echo grains on a table for
+ * 64 (collection age 0) keep their message counts over three rounds; with an
+ * age nothing reaches, the full table answers new keys STATUS_BUSY with an
+ * error that says what to do, and the grains already there keep counting. */
+static void test_activation_collection(void **state)
+{
+    (void)state;
+    enum { KEYS = 640, ROUNDS = 3 };
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 64;\n"
+                                      "  max_grains = 64; cpu_threads = 2; collection_age_s = 0; } );\n"),
+                     0);
+    void *c = client_open(b.endpoint);
+    uint64_t corr = 1, count = 0;
+    char err[512];
+    for (uint64_t round = 1; round <= ROUNDS; round++) {
+        for (uint64_t i = 0; i < KEYS; i++) {
+            static const uint64_t mul[ROUNDS] = {3, 7, 9}; /* prime to KEYS: each round a permutation */
+            const uint64_t key = (i * mul[round - 1]) % KEYS;
+            int st = call_echo(c, corr++, 100000 + key, &count, err, sizeof err);
+            if (st != GPUBRIDGE__STATUS__STATUS_OK || count != round)
+                fail_msg("round %llu key %llu: status %d (%s), count %llu", (unsigned long long)round,
+                         (unsigned long long)key, st, st ? err : "", (unsigned long long)count);
+        }
+    }
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+
+    assert_int_equal(bridge_start(&b, "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 64;\n"
+                                      "  max_grains = 64; collection_age_s = 1000000; } );\n"),
+                     0);
+    c = client_open(b.endpoint);
+    uint64_t key = 0;
+    int st;
+    while ((st = call_echo(c, corr++, key, &count, err, sizeof err)) == GPUBRIDGE__STATUS__STATUS_OK) {
+        assert_int_equal(count, 1);
+        key++;
+        assert_true(key < 4096);
+    }
+    assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_BUSY);
+    if (!strstr(err, "max_grains") || !strstr(err, "collection_age_s"))
+        fail_msg("the error does not say what to do: %s", err);
+    for (uint64_t k = 0; k < key; k++) {
+        assert_int_equal(call_echo(c, corr++, k, &count, err, sizeof err), GPUBRIDGE__STATUS__STATUS_OK);
+        assert_int_equal(count, 2);
+    }
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -704,6 +781,7 @@ int main(void)
     const struct CMUnitTest standalone[] = {
         cmocka_unit_test(test_sigterm_under_load),
         cmocka_unit_test(test_curve),
+        cmocka_unit_test(test_activation_collection),
     };
     printf("e2e: mode %s\n", e2e_mode());
     if (strcmp(e2e_mode(), "cpu") != 0)

@@ -327,13 +327,19 @@ static void test_bad_slots(void **state)
 }
 
 /* Virtual activation: the table holds max_grains activations; deactivating a
- * key frees its entry (and its state: the count starts again). */
+ * key frees its entry (and its state: the count starts again). Activations
+ * younger than the collection age are never collected: a full table refuses
+ * new keys (STATUS_BUSY) and every activation keeps its state. */
 static void test_activation_table(void **state)
 {
     (void)state;
     uint32_t lanes_save = g_lanes;
     g_lanes = 1; /* one partition (as the GPU makes for so few grains): room for a few dozen */
-    gb_rk_t *rk = start("echo", 64, 64, 4);
+    gb_rk_params_t p = params_for("echo", 64, 64, 4);
+    p.grain.collection_age_s = 1u << 30; /* nothing is idle long enough */
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
     g_lanes = lanes_save;
     gb_reply_t r;
     unsigned char buf[32];
@@ -353,6 +359,20 @@ static void test_activation_table(void **state)
         assert_int_equal(r.status, GB_SLOT_OK);
     }
     uint64_t full_key = k;
+    /* Refused again; the activations already there are all still counting. */
+    assert_int_equal(gb_rk_send(rk, full_key, 1000, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_GRAIN_TABLE_FULL);
+    for (uint64_t j = 1; j < full_key; j++) {
+        assert_int_equal(gb_rk_send(rk, j, 2000 + j, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 5000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        assert_int_equal(r.aux, 2);
+    }
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.refused, 2);
     /* Second message to key 0 still works and counts 2. */
     assert_int_equal(gb_rk_send(rk, 0, 100, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
     recv_one(rk, &r, buf, sizeof buf, 5000);
@@ -369,7 +389,14 @@ static void test_activation_table(void **state)
     recv_one(rk, &r, buf, sizeof buf, 5000);
     assert_int_equal(r.status, GB_SLOT_OK);
     assert_int_equal(r.aux, 1);
-    (void)full_key;
+    /* Deactivating a grain makes room for the key that was refused. */
+    assert_int_equal(gb_rk_send(rk, 1, 104, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(gb_rk_send(rk, full_key, 105, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 5000);
+    assert_int_equal(r.status, GB_SLOT_OK);
+    assert_int_equal(r.aux, 1);
     gb_rk_destroy(&rk);
 }
 
@@ -456,6 +483,7 @@ static void test_window_shared_memory(void **state)
 }
 
 #include "runtime_window_cases.h"
+#include "runtime_activation_cases.h"
 
 #define GB_RUNTIME_CASES                                  \
     cmocka_unit_test(test_lifecycle),                     \
@@ -469,6 +497,8 @@ static void test_window_shared_memory(void **state)
     cmocka_unit_test(test_producer_consumer_threads),     \
     cmocka_unit_test(test_concurrent_activation),         \
     cmocka_unit_test(test_window_same_grain_per_thread),  \
+    cmocka_unit_test(test_activation_collection),         \
+    cmocka_unit_test(test_activation_churn),              \
     cmocka_unit_test(test_cycles)
 
 #endif
