@@ -264,8 +264,8 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
     for (;;) {
         if ((*stop || s->gpu_failed) && !s->shutting_down) {
-            /* Stop reading; frames already read (held ones too) still go
-             * through, until the drain deadline. */
+            /* Frames already read (held ones too) still go through, until
+             * the drain deadline; frames read from now on are refused. */
             GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight, %zu bytes of "
                     "frames held; draining for up to %d ms", (unsigned long long)total_in_flight(s), s->held_bytes,
                     drain_ms);
