@@ -257,6 +257,36 @@ static void check_health(gb_server_t *s)
     }
 }
 
+/* After the loop: whatever kernels will no longer answer gets an error
+ * reply, frames that came meanwhile are refused, and replies kept for slow
+ * clients get a last chance to go out. */
+static void finish(gb_server_t *s)
+{
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        gbi_ring_t *r = &s->rings[i];
+        if (r->t && r->t->rk) {
+            gb_rk_terminate(r->t->rk, 2000);
+            drain_ring(s, r);
+        }
+    }
+    for (int k = 0; k < 100000 && read_one(s); k++)
+        ;
+    gbi_flush(s);
+    for (uint64_t end = now_ms() + 1000; s->n_clients && now_ms() < end;) {
+        if (!gbi_send_backlog(s)) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (s->out_mem)
+        GB_WARN("stopped with %zu bytes of replies unsent: their clients did not read them", s->out_mem);
+    GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors); refused: %llu frame(s) too large, "
+            "%llu request(s) BUSY (hold bounds), %llu frame(s) BUSY (replies left unread)",
+            (unsigned long long)s->frames_in, (unsigned long long)s->requests, (unsigned long long)s->replies,
+            (unsigned long long)s->error_replies, (unsigned long long)s->frames_too_large,
+            (unsigned long long)s->requests_busy, (unsigned long long)s->frames_refused_unread);
+}
+
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 {
     uint64_t last_health = now_ms(), drain_deadline = 0;
@@ -356,32 +386,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             check_health(s); /* relaunch grain types move on here */
         spin_until = 0;
     }
-    /* Whatever kernels will no longer answer gets an error reply. */
-    for (size_t i = 0; i < s->engine->n_types; i++) {
-        gbi_ring_t *r = &s->rings[i];
-        if (r->t && r->t->rk) {
-            gb_rk_terminate(r->t->rk, 2000);
-            drain_ring(s, r);
-        }
-    }
-    /* Frames that came meanwhile are refused too; replies kept for slow
-     * clients get a last chance to go out. */
-    for (int k = 0; k < 100000 && read_one(s); k++)
-        ;
-    gbi_flush(s);
-    for (uint64_t end = now_ms() + 1000; s->n_clients && now_ms() < end;) {
-        if (!gbi_send_backlog(s)) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    if (s->out_mem)
-        GB_WARN("stopped with %zu bytes of replies unsent: their clients did not read them", s->out_mem);
-    GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors); refused: %llu frame(s) too large, "
-            "%llu request(s) BUSY (hold bounds), %llu frame(s) BUSY (replies left unread)",
-            (unsigned long long)s->frames_in, (unsigned long long)s->requests, (unsigned long long)s->replies,
-            (unsigned long long)s->error_replies, (unsigned long long)s->frames_too_large,
-            (unsigned long long)s->requests_busy, (unsigned long long)s->frames_refused_unread);
+    finish(s);
     return s->gpu_failed ? GB_ERR_CUDA : GB_OK;
 }
 
