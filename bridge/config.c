@@ -81,6 +81,7 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->mode = GB_MODE_AUTO;
     cfg->max_message_size = 1048576;
     cfg->arena_mb = 1024;
+    cfg->shutdown_drain_ms = 10000;
     cfg->idle_spin_polls = 2048;
     cfg->idle_backoff_max_ns = 20000;
     cfg->heartbeat_deadline_ms = 2000;
@@ -346,7 +347,7 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 /* ----------------------------------------------------------- sections */
 
 static const char *const gbi_top_keys[] = {
-    "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "persistent",
+    "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
     "relaunch", "placement", "grains", "hosts", "curve", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
@@ -644,6 +645,9 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
         return -1;
     if (gbi_get_u32(c, root, "arena_mb", "arena_mb", 0, 1 << 20, false, &cfg->arena_mb) != 0)
         return -1;
+    if (gbi_get_u32(c, root, "shutdown_drain_ms", "shutdown_drain_ms", 0, 3600000, false,
+                    &cfg->shutdown_drain_ms) != 0)
+        return -1;
 
     const config_setting_t *g;
     if (gbi_get_group(c, root, "persistent", &g) != 0)
@@ -788,6 +792,7 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
     fprintf(out, "mode = \"%s\";\n", gb_mode_name(cfg->mode));
     fprintf(out, "max_message_size = %" PRIu32 ";\n", cfg->max_message_size);
     fprintf(out, "arena_mb = %" PRIu32 ";\n", cfg->arena_mb);
+    fprintf(out, "shutdown_drain_ms = %" PRIu32 ";\n", cfg->shutdown_drain_ms);
     fprintf(out, "persistent = {\n  idle_spin_polls = %" PRIu32 ";\n"
                  "  idle_backoff_max_ns = %" PRIu32 ";\n  heartbeat_deadline_ms = %" PRIu32
                  ";\n};\n",

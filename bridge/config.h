@@ -76,6 +76,7 @@ typedef struct gb_config {
     gb_mode mode;   /* global mode before host overrides */
     uint32_t max_message_size;        /* bytes of one ZeroMQ frame, checked before decoding */
     uint32_t arena_mb;                /* MiB of bulk memory for team grains (PageRank's graph); 0: none */
+    uint32_t shutdown_drain_ms;       /* after SIGTERM: how long in-flight requests may still finish */
     /* persistent mode */
     uint32_t idle_spin_polls;         /* polls before the kernel starts to back off */
     uint32_t idle_backoff_max_ns;     /* longest __nanosleep of an idle kernel */

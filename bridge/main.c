@@ -195,7 +195,7 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override)
         return e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
     gb_server_exit_on_gpu_failure(server, worker);
-    e = gb_server_run(server, &g_stop, 10000);
+    e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
     gb_server_destroy(&server);
     if (e == GB_ERR_CUDA) {
         /* The context is poisoned: stopping kernels could hang; the process

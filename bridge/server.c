@@ -15,15 +15,39 @@
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 
+/* A frame over max_message_size: one TOO_LARGE reply, counted, and logged at
+ * most once a second (a client can send many). */
+static void refuse_too_large(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, size_t size)
+{
+    char err[160];
+    s->frames_too_large++;
+    s->too_large_unlogged++;
+    uint64_t now = gb_now_ns();
+    if (now - s->too_large_logged_ns >= 1000000000ull) {
+        GB_WARN("refused %llu frame(s) over max_message_size (%u bytes); the last of %zu bytes",
+                (unsigned long long)s->too_large_unlogged, s->cfg->max_message_size, size);
+        s->too_large_logged_ns = now;
+        s->too_large_unlogged = 0;
+    }
+    snprintf(err, sizeof err, "frame of %zu bytes exceeds max_message_size (%u)", size, s->cfg->max_message_size);
+    gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL, 0);
+}
+
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size)
 {
     s->frames_in++;
+    /* A client that leaves its replies unread past its bound: its frames are
+     * not decoded; each gets one BUSY reply, sent once it reads again (a
+     * count here, so that its memory stays bounded however long it sends). */
+    gbi_client_t *c = gbi_client_find(s, id, id_len);
+    if (c && c->out_mem > s->client_limit) {
+        c->refused_owed++;
+        s->frames_refused_unread++;
+        return;
+    }
     if (size > s->cfg->max_message_size) {
-        char err[128];
-        snprintf(err, sizeof err, "frame of %zu bytes exceeds max_message_size (%u)", size,
-                 s->cfg->max_message_size);
-        gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL, 0);
+        refuse_too_large(s, id, id_len, delim, size);
         return;
     }
     char err[160] = "";
@@ -33,7 +57,11 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
                   err[0] ? err : "ClientFrame has neither an envelope nor a batch", 0, NULL, 0);
         return;
     }
+    /* During the drain frames are still read: each request is refused. */
+    int refusing = s->refusing;
+    s->refusing |= s->shutting_down;
     gbi_feed_frame(s, f, 0, id, id_len, delim, size, NULL);
+    s->refusing = refusing;
 }
 
 /* Reads one multipart message if there is one: [id][(empty)][frame]. */
@@ -231,6 +259,36 @@ static void check_health(gb_server_t *s)
     }
 }
 
+/* After the loop: whatever kernels will no longer answer gets an error
+ * reply, frames that came meanwhile are refused, and replies kept for slow
+ * clients get a last chance to go out. */
+static void finish(gb_server_t *s)
+{
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        gbi_ring_t *r = &s->rings[i];
+        if (r->t && r->t->rk) {
+            gb_rk_terminate(r->t->rk, 2000);
+            drain_ring(s, r);
+        }
+    }
+    for (int k = 0; k < 100000 && read_one(s); k++)
+        ;
+    gbi_flush(s);
+    for (uint64_t end = now_ms() + 1000; s->n_clients && now_ms() < end;) {
+        if (!gbi_send_backlog(s)) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (s->out_mem)
+        GB_WARN("stopped with %zu bytes of replies unsent: their clients did not read them", s->out_mem);
+    GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors); refused: %llu frame(s) too large, "
+            "%llu request(s) BUSY (hold bounds), %llu frame(s) BUSY (replies left unread)",
+            (unsigned long long)s->frames_in, (unsigned long long)s->requests, (unsigned long long)s->replies,
+            (unsigned long long)s->error_replies, (unsigned long long)s->frames_too_large,
+            (unsigned long long)s->requests_busy, (unsigned long long)s->frames_refused_unread);
+}
+
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 {
     uint64_t last_health = now_ms(), drain_deadline = 0;
@@ -238,19 +296,22 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
     for (;;) {
         if ((*stop || s->gpu_failed) && !s->shutting_down) {
-            /* Stop reading; frames already read (held ones too) still go
-             * through, until the drain deadline. */
-            GB_INFO("shutting down: no new requests; %llu in flight, %zu bytes of frames held",
-                    (unsigned long long)total_in_flight(s), s->held_bytes);
+            /* Frames already read (held ones too) still go through, until
+             * the drain deadline; frames read from now on are refused. */
+            GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight, %zu bytes of "
+                    "frames held; draining for up to %d ms", (unsigned long long)total_in_flight(s), s->held_bytes,
+                    drain_ms);
             s->shutting_down = 1;
             drain_deadline = now_ms() + (uint64_t)drain_ms;
         }
         int progress = gbi_pump(s);
-        if (!s->shutting_down) {
-            for (int k = 0; k < 256 && s->held_bytes <= s->held_limit && read_one(s); k++)
-                progress++;
-        }
+        /* The socket is always read: bounds are kept by refusing (BUSY,
+         * SHUTTING_DOWN), so that control messages and other clients flow. */
+        for (int k = 0; k < 256 && read_one(s); k++)
+            progress++;
         gbi_flush(s);
+        if (s->n_clients)
+            progress += gbi_send_backlog(s);
         uint64_t now = now_ms();
         if (now - last_health >= 100) {
             check_health(s);
@@ -271,7 +332,6 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             continue;
         }
         uint64_t in_flight = total_in_flight(s);
-        int reading = !(s->held_bytes > s->held_limit || s->shutting_down);
         /* Sleep until a frame or a reply arrives. Rings that can notify (cpu
          * workers) are armed and polled as file descriptors; rings that
          * cannot (a GPU writes no eventfd) are polled: spin briefly, then
@@ -299,8 +359,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         zmq_pollitem_t items[1 + GB_MAX_GRAIN_TYPES];
         gb_rk_t *armed[GB_MAX_GRAIN_TYPES];
         int n_items = 0, n_armed = 0, ready = 0;
-        if (reading)
-            items[n_items++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
+        items[n_items++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
         for (size_t i = 0; i < s->engine->n_types && in_flight; i++) {
             gb_rk_t *rk = s->rings[i].t ? s->rings[i].t->rk : NULL;
             int fd = rk && gb_rk_in_flight(rk) > 0 ? gb_rk_notify_fd(rk) : -1;
@@ -312,7 +371,9 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             ready |= gb_rk_peek(rk) != NULL; /* arrived before we armed */
         }
         if (!ready) {
-            int timeout = must_poll ? 1 : 100;
+            /* Unsent replies: ZeroMQ says nothing when a client's queue
+             * has room again, so look every millisecond. */
+            int timeout = must_poll || s->out_mem ? 1 : 100;
             if (n_items == 0) {
                 struct timespec ts = {0, (long)timeout * 1000000L};
                 nanosleep(&ts, NULL);
@@ -327,18 +388,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             check_health(s); /* relaunch grain types move on here */
         spin_until = 0;
     }
-    /* Whatever kernels will no longer answer gets an error reply. */
-    for (size_t i = 0; i < s->engine->n_types; i++) {
-        gbi_ring_t *r = &s->rings[i];
-        if (r->t && r->t->rk) {
-            gb_rk_terminate(r->t->rk, 2000);
-            drain_ring(s, r);
-        }
-    }
-    gbi_flush(s);
-    GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors)", (unsigned long long)s->frames_in,
-            (unsigned long long)s->requests, (unsigned long long)s->replies,
-            (unsigned long long)s->error_replies);
+    finish(s);
     return s->gpu_failed ? GB_ERR_CUDA : GB_OK;
 }
 
@@ -358,10 +408,12 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->facts = facts;
     s->sel = sel;
     int out_ok = gbi_outbox_init(&s->out) == 0;
-    /* Frames held for full rings: up to 64 frames of the largest size, at
-     * least 64 MiB. Past it the socket is not read until rings drain. */
+    /* Memory of frames held for full rings: in all, 64 frames of the
+     * largest size, at least 64 MiB; per client an eighth of that, at least
+     * 8 MiB (with its unsent replies). Past them requests get STATUS_BUSY. */
     s->held_limit = (size_t)cfg->max_message_size * 64 > (64u << 20) ? (size_t)cfg->max_message_size * 64
                                                                      : (64u << 20);
+    s->client_limit = s->held_limit / 8 > GBI_CLIENT_MIN ? s->held_limit / 8 : GBI_CLIENT_MIN;
     gb_err e = out_ok ? GB_OK : GB_ERR_NOMEM;
     for (size_t i = 0; i < engine->n_types && e == GB_OK; i++) {
         s->rings[i].t = &engine->types[i];
@@ -383,13 +435,15 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         gb_server_destroy(&s);
         return GB_ERR_IO;
     }
-    int linger = 1000, hwm = 100000;
+    /* Queues in frames per client, small: their bytes count against the
+     * bounds (docs/protocol.md). A full send queue is reported (mandatory)
+     * rather than dropping the reply: it waits in the client's backlog. */
+    int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = GBI_RCVHWM, mandatory = 1;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    /* A hard cap well above max_message_size: larger frames never get
-     * buffered; those in between get a clear TOO_LARGE reply. */
-    int64_t hard = (int64_t)cfg->max_message_size * 2 + 4096;
+    zmq_setsockopt(s->sock, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+    zmq_setsockopt(s->sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    int64_t hard = gbi_frame_hard_cap(cfg->max_message_size);
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled && (e = gbi_curve_setup(s, err, errlen)) != GB_OK) {
         gb_server_destroy(&s);
@@ -426,6 +480,7 @@ void gb_server_destroy(gb_server_t **ps)
         zmq_ctx_term(s->zctx);
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
         free(s->rings[i].pending);
+    gbi_clients_fini(s);
     gbi_outbox_fini(&s->out);
     gbi_frame_fini(&s->scratch);
     free(s);

@@ -5,10 +5,12 @@
  * client. Control messages are answered by the server itself.
  *
  * Guarantees: every accepted request gets exactly one reply or one error
- * reply (one-way requests: an error reply only); a full input ring stops
- * reading from the socket (ZeroMQ's high-water marks then push back on
- * clients), so memory stays bounded and nothing is dropped; bad input gets a
- * clear error reply and the server keeps serving. */
+ * reply (one-way requests: an error reply only); the socket is always read,
+ * and memory per client and in all is bounded in bytes by refusing
+ * (STATUS_BUSY) rather than by stalling, so control messages and other
+ * clients keep flowing (docs/protocol.md, "Backpressure, bounds and
+ * oversized frames"); bad input gets a clear error reply and the server keeps
+ * serving. */
 #ifndef GB_SERVER_H
 #define GB_SERVER_H
 
@@ -27,9 +29,10 @@ typedef struct gb_server gb_server_t;
 gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
                      const gb_selection_t *sel, gb_server_t **out, char *err, size_t errlen);
 
-/* Serves until *stop becomes non-zero (a signal handler sets it), then stops
- * reading, lets in-flight requests finish (up to drain_ms), answers whatever
- * is left with an error reply, and returns GB_OK. With exit-on-GPU-failure
+/* Serves until *stop becomes non-zero (a signal handler sets it), then
+ * refuses new requests (STATUS_SHUTTING_DOWN), lets accepted ones finish (up
+ * to drain_ms), answers whatever is left with an error reply, and returns
+ * GB_OK. With exit-on-GPU-failure
  * set (a supervised worker), a failed ring kernel ends it the same way and it
  * returns GB_ERR_CUDA. */
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);

@@ -91,6 +91,11 @@ static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.queue_depth_out = (uint32_t)(st.processed > st.received ? st.processed - st.received : 0);
     m.queue_capacity = st.capacity;
     m.timestamp_ns = gb_now_ns();
+    m.frames_too_large = c->s->frames_too_large;
+    m.requests_busy = c->s->requests_busy;
+    m.frames_refused_unread = c->s->frames_refused_unread;
+    m.held_bytes = c->s->held_bytes;
+    m.reply_backlog_bytes = c->s->out_mem;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY);
 }
 

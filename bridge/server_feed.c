@@ -76,7 +76,10 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
         const Gpubridge__DeactivateGrain *d = ctl->deactivate_grain;
         gb_engine_type_t *t = d->grain_type ? gb_engine_find(s->engine, d->grain_type) : NULL;
         gbi_ring_t *r = t ? &s->rings[t - s->engine->types] : NULL; /* rings[i] serves types[i] */
-        if (!r || !r->t->rk) {
+        if (!d->grain_type || !d->grain_type[0]) {
+            gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD,
+                      "control operation without a grain_type", 0, NULL, 0);
+        } else if (!r || !r->t->rk) {
             const char *n = d->grain_type ? d->grain_type : "";
             gbi_name_print(name, sizeof name, (const uint8_t *)n, strlen(n));
             snprintf(err, sizeof err, "unknown grain type '%s'", name);
@@ -163,20 +166,75 @@ static void push_held(gbi_ring_t *r, gbi_held_t *h)
     r->held_tail = h;
 }
 
-/* Refuses envelopes [from, n) of f (out of memory while holding them). */
+/* Refuses envelopes [from, n) of f with STATUS_BUSY (the frame cannot be
+ * held: a bound, or out of memory). */
 static void refuse_rest(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
-                        uint8_t delim)
+                        uint8_t delim, const char *why)
 {
-    for (size_t i = from; i < f->n; i++)
+    for (size_t i = from; i < f->n; i++) {
         if (!(f->envs[i].kind == GPUBRIDGE__KIND__KIND_ONE_WAY && f->envs[i].corr == 0))
-            gbi_reply(s, id, id_len, delim, f->envs[i].corr, GPUBRIDGE__STATUS__STATUS_BUSY,
-                      "the bridge is out of memory; retry later", 0, NULL, 0);
+            gbi_reply(s, id, id_len, delim, f->envs[i].corr, GPUBRIDGE__STATUS__STATUS_BUSY, why, 0, NULL, 0);
+        s->requests_busy++;
+    }
+}
+
+/* Memory a hold of envelopes [from, n) of f takes (gbi_frame_hold's copy). */
+static size_t hold_mem(const gbi_frame_t *f, size_t from)
+{
+    return sizeof(gbi_held_t) + sizeof(gbi_frame_t) + (f->n - from) * sizeof(gbi_env_t) + f->size + 32;
+}
+
+/* Copies envelopes [i, n) of a fresh frame to wait in s->blocked's FIFO, if
+ * the bounds let it: the client's share, and all holds together. */
+static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint8_t *id, uint8_t id_len,
+                      uint8_t delim)
+{
+    size_t mem = hold_mem(f, i);
+    gbi_client_t *c = gbi_client_get(s, id, id_len, delim);
+    if (c && c->held_mem + c->out_mem + mem > s->client_limit) {
+        refuse_rest(s, f, i, id, id_len, delim,
+                    "the bridge holds as much as one client may have waiting (grain type paused or busy); "
+                    "retry later");
+        gbi_client_release(s, c);
+        return HANDLED;
+    }
+    if (c && s->held_bytes + mem > s->held_limit) {
+        refuse_rest(s, f, i, id, id_len, delim,
+                    "the bridge holds as many waiting requests as it may (grain types paused or busy); retry later");
+        gbi_client_release(s, c);
+        return HANDLED;
+    }
+    gbi_held_t *nh = c ? calloc(1, sizeof *nh) : NULL;
+    gbi_frame_t *copy = nh ? gbi_frame_hold(f, i) : NULL;
+    if (!copy) {
+        free(nh);
+        GB_ERROR("out of memory holding a frame; its remaining requests are refused");
+        refuse_rest(s, f, i, id, id_len, delim, "the bridge is out of memory; retry later");
+        gbi_client_release(s, c);
+        return HANDLED;
+    }
+    nh->frame = copy;
+    nh->bytes = mem;
+    nh->client = c;
+    nh->next_env = 0;
+    memcpy(nh->id, id, id_len);
+    nh->id_len = id_len;
+    nh->delim = delim;
+    s->held_bytes += mem;
+    c->held_mem += mem;
+    push_held(s->blocked, nh);
+    return NEEDS_ROOM;
 }
 
 int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
                    uint8_t delim, size_t bytes, gbi_held_t *h)
 {
+    (void)bytes;
     s->resuming = h;
+    s->feeding = 1;
+    s->frame_err_bytes = 0;
+    s->frame_corr0 = 0;
+    int ret = HANDLED;
     for (size_t i = from; i < f->n; i++) {
         if (handle_envelope(s, id, id_len, delim, &f->envs[i]) != NEEDS_ROOM)
             continue;
@@ -184,31 +242,18 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
         s->resuming = NULL;
         if (h) {
             h->next_env = i;
+            s->feeding = 0;
             return NEEDS_ROOM;
         }
         /* A fresh frame's envelopes point into bytes that are about to go:
          * the rest of the frame is copied to wait. */
-        gbi_held_t *nh = calloc(1, sizeof *nh);
-        gbi_frame_t *copy = nh ? gbi_frame_hold(f, i) : NULL;
-        if (!copy) {
-            free(nh);
-            GB_ERROR("out of memory holding a frame; its remaining requests are refused");
-            refuse_rest(s, f, i, id, id_len, delim);
-            return HANDLED;
-        }
-        nh->frame = copy;
-        nh->bytes = bytes;
-        nh->next_env = 0;
-        memcpy(nh->id, id, id_len);
-        nh->id_len = id_len;
-        nh->delim = delim;
-        s->held_bytes += bytes;
-        push_held(s->blocked, nh);
-        return NEEDS_ROOM;
+        ret = hold_fresh(s, f, i, id, id_len, delim);
+        break;
     }
     publish_all(s);
     s->resuming = NULL;
-    return HANDLED;
+    s->feeding = 0;
+    return ret;
 }
 
 static gbi_held_t *pop_held(gbi_ring_t *r)
@@ -227,6 +272,15 @@ void gbi_held_free(gbi_held_t *h)
     free(h);
 }
 
+/* A held frame fully handled: out of the bounds, and freed. */
+static void unhold(gb_server_t *s, gbi_held_t *h)
+{
+    s->held_bytes -= h->bytes;
+    h->client->held_mem -= h->bytes;
+    gbi_client_release(s, h->client);
+    gbi_held_free(h);
+}
+
 /* Feeds the frames waiting on ring r, in order, while it has room. */
 int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
 {
@@ -236,8 +290,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
         size_t before = h->next_env;
         if (gbi_feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, h) == HANDLED) {
             pop_held(r);
-            s->held_bytes -= h->bytes;
-            gbi_held_free(h);
+            unhold(s, h);
             progress++;
             continue;
         }
@@ -262,8 +315,7 @@ void gbi_refuse_held(gb_server_t *s)
             gbi_held_t *h = r->held_head;
             r->held_head = h->next;
             gbi_feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, NULL);
-            s->held_bytes -= h->bytes;
-            gbi_held_free(h);
+            unhold(s, h);
         }
         r->held_tail = NULL;
     }

@@ -20,6 +20,13 @@ _Static_assert(GB_MAX_GRAIN_TYPES <= 32, "gb_server.unpublished is a 32-bit mask
 #define GBI_WATCH_NS 5000ull  /* GPU replies awaited: socket looked at this often */
 #define GBI_ARENA_SIZE (1u << 20) /* encoded replies per outbox frame */
 #define GBI_FRAME_PREFIX 16        /* room for the ReplyBatch key and length */
+/* Bounds (docs/protocol.md, "Backpressure, bounds and oversized frames"). */
+#define GBI_FLUSH_AT (64u << 10)   /* an outbox frame goes out once it holds this much */
+#define GBI_SNDHWM 32              /* ZeroMQ: reply frames queued per client */
+#define GBI_RCVHWM 256             /* ZeroMQ: frames not yet read, per client */
+#define GBI_FRAME_ERR_BUDGET (64u << 10) /* error replies of one frame with their texts */
+#define GBI_CLIENT_MIN (8u << 20)  /* per-client bound on held frames + unsent replies */
+#define GBI_CLIENT_BUCKETS 256
 
 /* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
 typedef struct gbi_pending {
@@ -33,11 +40,14 @@ typedef struct gbi_pending {
 /* A frame read but not fully fed: the ring its next envelope needs is full.
  * It waits in that ring's FIFO; later frames for the same grain type queue
  * behind it, so requests keep their order. */
+struct gbi_client;
+
 typedef struct gbi_held {
     struct gbi_held *next;
     gbi_frame_t *frame; /* owned: gbi_frame_hold's copy */
     size_t next_env;    /* index of the first envelope not yet handled */
-    size_t bytes;    /* the frame's size on the wire, for the hold bound */
+    size_t bytes;    /* memory this hold takes (record, envelopes, bytes), for the hold bounds */
+    struct gbi_client *client; /* whose share it counts against */
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
@@ -61,6 +71,28 @@ typedef struct gbi_outbox {
     uint8_t *buf;
 } gbi_outbox_t;
 
+/* A reply frame ZeroMQ would not take yet (the client's queue is full). */
+typedef struct gbi_outq {
+    struct gbi_outq *next;
+    size_t len;
+    uint8_t data[];
+} gbi_outq_t;
+
+/* What the bridge keeps for one client beyond ZeroMQ's queues: its held
+ * frames' memory and its replies not yet taken by ZeroMQ. A record lives
+ * while any of it is non-zero (server_reply.c). */
+typedef struct gbi_client {
+    struct gbi_client *hnext;       /* hash chain */
+    struct gbi_client *prev, *next; /* every record */
+    size_t held_mem;                /* memory of its held frames */
+    size_t out_mem;                 /* memory of its unsent reply frames */
+    gbi_outq_t *out_head, *out_tail;
+    uint64_t refused_owed;          /* frames refused while it did not read: BUSY replies still to send */
+    uint8_t id[GBI_ID_MAX];
+    uint8_t id_len;
+    uint8_t delim;
+} gbi_client_t;
+
 struct gb_server {
     const gb_config_t *cfg;
     gb_engine_t *engine;
@@ -74,8 +106,18 @@ struct gb_server {
     gbi_ring_t rings[GB_MAX_GRAIN_TYPES];
     gbi_outbox_t out;
     gbi_frame_t scratch; /* the frame being decoded; its envs array is reused */
-    size_t held_bytes;   /* all rings' held frames */
-    size_t held_limit;   /* above it the socket is not read (backpressure) */
+    size_t held_bytes;   /* memory of all rings' held frames */
+    size_t held_limit;   /* bound on held_bytes: frames that would pass it are refused STATUS_BUSY */
+    size_t client_limit; /* bound on one client's held frames + unsent replies */
+    gbi_client_t *buckets[GBI_CLIENT_BUCKETS];
+    gbi_client_t *clients; /* every record */
+    size_t n_clients;
+    size_t out_mem;        /* all clients' unsent reply frames */
+    /* The frame being fed: its error replies so far (GBI_FRAME_ERR_BUDGET). */
+    int feeding;
+    size_t frame_err_bytes;
+    int frame_corr0;
+    uint64_t too_large_logged_ns, too_large_unlogged;
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
     gbi_held_t *resuming; /* the held frame being fed, if any */
     uint32_t unpublished; /* rings[i] has requests claimed, not yet published (bit i) */
@@ -85,6 +127,7 @@ struct gb_server {
     int test_faults; /* GPUBRIDGE_TEST_FAULTS=1: message type GB_MSG_TEST_FAULT reaches the kernel */
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
+    uint64_t frames_too_large, requests_busy, frames_refused_unread, errors_folded;
 };
 
 /* Queues a reply for client (id, delim); flushes the outbox first when it
@@ -92,6 +135,15 @@ struct gb_server {
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
 void gbi_flush(gb_server_t *s);
+/* Per-client records (server_reply.c): find one, or make it (NULL: out of
+ * memory); a record with nothing left is freed by gbi_client_release. */
+gbi_client_t *gbi_client_find(gb_server_t *s, const uint8_t *id, uint8_t id_len);
+gbi_client_t *gbi_client_get(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim);
+void gbi_client_release(gb_server_t *s, gbi_client_t *c);
+/* Hands unsent reply frames to ZeroMQ as its queues take them, then the
+ * BUSY replies owed for refused frames. Returns how many frames went. */
+int gbi_send_backlog(gb_server_t *s);
+void gbi_clients_fini(gb_server_t *s);
 /* The outbox's buffer: allocated once (init returns -1 when out of memory). */
 int gbi_outbox_init(gbi_outbox_t *o);
 void gbi_outbox_fini(gbi_outbox_t *o);
@@ -127,5 +179,15 @@ gb_err gbi_curve_setup(gb_server_t *s, char *err, size_t errlen);
 void gbi_curve_stop(gb_server_t *s);
 
 const char *gbi_status_name(int status);
+
+/* ZeroMQ's ZMQ_MAXMSGSIZE for the public socket: ZeroMQ closes the
+ * connection of a client that sends a larger frame (it cannot be read, so it
+ * cannot be answered). Frames between max_message_size and this are read and
+ * answered STATUS_TOO_LARGE. Also used by the supervisor. */
+static inline int64_t gbi_frame_hard_cap(uint32_t max_message_size)
+{
+    int64_t x = (int64_t)max_message_size * 4;
+    return x > ((int64_t)64 << 20) ? x : ((int64_t)64 << 20);
+}
 
 #endif

@@ -6,6 +6,7 @@
  * so the record `0x0a len Reply` is a ReplyBatch entry and, on its own, a
  * complete ServerFrame{reply}. Several records become ServerFrame{batch} by
  * a `0x12 len` prefix, written into room kept in front of them. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -38,6 +39,159 @@ void gbi_outbox_fini(gbi_outbox_t *o)
     memset(o, 0, sizeof *o);
 }
 
+/* ---- per-client records ---------------------------------------------- */
+
+static size_t bucket_of(const uint8_t *id, uint8_t id_len)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < id_len; i++)
+        h = (h ^ id[i]) * 16777619u;
+    return h % GBI_CLIENT_BUCKETS;
+}
+
+gbi_client_t *gbi_client_find(gb_server_t *s, const uint8_t *id, uint8_t id_len)
+{
+    if (!s->n_clients)
+        return NULL;
+    for (gbi_client_t *c = s->buckets[bucket_of(id, id_len)]; c; c = c->hnext)
+        if (c->id_len == id_len && memcmp(c->id, id, id_len) == 0)
+            return c;
+    return NULL;
+}
+
+gbi_client_t *gbi_client_get(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim)
+{
+    gbi_client_t *c = gbi_client_find(s, id, id_len);
+    if (c)
+        return c;
+    if (!(c = calloc(1, sizeof *c)))
+        return NULL;
+    memcpy(c->id, id, id_len);
+    c->id_len = id_len;
+    c->delim = delim;
+    size_t b = bucket_of(id, id_len);
+    c->hnext = s->buckets[b];
+    s->buckets[b] = c;
+    c->next = s->clients;
+    if (s->clients)
+        s->clients->prev = c;
+    s->clients = c;
+    s->n_clients++;
+    return c;
+}
+
+static void client_free(gb_server_t *s, gbi_client_t *c)
+{
+    gbi_client_t **pp = &s->buckets[bucket_of(c->id, c->id_len)];
+    while (*pp != c)
+        pp = &(*pp)->hnext;
+    *pp = c->hnext;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    for (gbi_outq_t *q = c->out_head, *n; q; q = n) {
+        n = q->next;
+        free(q);
+    }
+    s->out_mem -= c->out_mem;
+    s->n_clients--;
+    free(c);
+}
+
+void gbi_client_release(gb_server_t *s, gbi_client_t *c)
+{
+    if (c && !c->held_mem && !c->out_head && !c->refused_owed)
+        client_free(s, c);
+}
+
+void gbi_clients_fini(gb_server_t *s)
+{
+    while (s->clients)
+        client_free(s, s->clients);
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+/* One ServerFrame to a client. 0: sent, or dropped because the client is
+ * gone (ROUTER_MANDATORY says EHOSTUNREACH); -1: its queue is full. */
+static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame,
+                      size_t len)
+{
+    if (zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return zmq_errno() == EAGAIN ? -1 : 0;
+    /* The first part took a place in the queue: the others follow it. */
+    if (delim)
+        zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(s->sock, frame, len, ZMQ_DONTWAIT);
+    return 0;
+}
+
+/* Keeps a frame the client's queue would not take, after its earlier ones. */
+static void backlog_push(gb_server_t *s, gbi_client_t *c, const uint8_t *frame, size_t len)
+{
+    gbi_outq_t *q = malloc(sizeof *q + len);
+    if (!q) {
+        GB_ERROR("out of memory keeping replies for a slow client; %zu bytes of replies lost", len);
+        return;
+    }
+    q->next = NULL;
+    q->len = len;
+    memcpy(q->data, frame, len);
+    if (c->out_tail)
+        c->out_tail->next = q;
+    else
+        c->out_head = q;
+    c->out_tail = q;
+    c->out_mem += sizeof *q + len;
+    s->out_mem += sizeof *q + len;
+}
+
+/* Sends what c has waiting, in order, while ZeroMQ takes it. 1: all of it. */
+static int client_drain(gb_server_t *s, gbi_client_t *c, int *sent)
+{
+    gbi_outq_t *q;
+    while ((q = c->out_head)) {
+        if (send_frame(s, c->id, c->id_len, c->delim, q->data, q->len) != 0)
+            return 0;
+        c->out_head = q->next;
+        if (!c->out_head)
+            c->out_tail = NULL;
+        c->out_mem -= sizeof *q + q->len;
+        s->out_mem -= sizeof *q + q->len;
+        free(q);
+        (*sent)++;
+    }
+    return 1;
+}
+
+int gbi_send_backlog(gb_server_t *s)
+{
+    int sent = 0;
+    for (gbi_client_t *c = s->clients, *next; c; c = next) {
+        next = c->next;
+        if (!c->out_head && !c->refused_owed)
+            continue;
+        gbi_flush(s); /* the outbox may hold c's replies: they go first */
+        while (client_drain(s, c, &sent) && c->refused_owed) {
+            /* It reads again: the refusals it is owed, a batch at a time. */
+            uint64_t k = c->refused_owed < GBI_BATCH_MAX ? c->refused_owed : GBI_BATCH_MAX;
+            c->refused_owed -= k;
+            for (uint64_t i = 0; i < k; i++)
+                gbi_reply(s, c->id, c->id_len, c->delim, 0, GPUBRIDGE__STATUS__STATUS_BUSY,
+                          "frame refused: its client had left its replies unread past the bridge's bound; "
+                          "read replies, then resend",
+                          0, NULL, 0);
+            gbi_flush(s);
+        }
+        next = c->next;
+        gbi_client_release(s, c);
+    }
+    return sent;
+}
+
 void gbi_flush(gb_server_t *s)
 {
     gbi_outbox_t *o = &s->out;
@@ -53,12 +207,18 @@ void gbi_flush(gb_server_t *s)
         memcpy(frame, hdr, h);
         len += h;
     }
-    /* ROUTER drops a message for a peer that is gone (or over its high-water
-     * mark): a client that left with requests in flight costs nothing. */
-    zmq_send(s->sock, o->id, o->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (o->delim)
-        zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(s->sock, frame, len, ZMQ_DONTWAIT);
+    /* A client whose queue is full (it reads slowly, or not at all) gets its
+     * frames kept here, in order, and counted against its bound; a client
+     * that is gone gets nothing (ROUTER_MANDATORY: EHOSTUNREACH). */
+    gbi_client_t *c = gbi_client_find(s, o->id, o->id_len);
+    if ((c && c->out_head) || send_frame(s, o->id, o->id_len, o->delim, frame, len) != 0) {
+        if (!c)
+            c = gbi_client_get(s, o->id, o->id_len, o->delim);
+        if (c)
+            backlog_push(s, c, frame, len);
+        else
+            GB_ERROR("out of memory keeping replies for a slow client; %zu reply(ies) lost", o->n);
+    }
     s->replies += o->n;
     o->n = 0;
     o->len = 0;
@@ -86,6 +246,18 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
 {
     gbi_outbox_t *o = &s->out;
     size_t elen = error ? strlen(error) : 0;
+    if (s->feeding && status != GPUBRIDGE__STATUS__STATUS_OK) {
+        /* One frame's error replies stay bounded: past the budget they lose
+         * their texts, and those without a correlation id (which a client
+         * cannot tell apart) are folded into the frame's first one. */
+        if (corr == 0 && s->frame_corr0++) {
+            s->errors_folded++;
+            return;
+        }
+        if (s->frame_err_bytes > GBI_FRAME_ERR_BUDGET)
+            elen = 0;
+        s->frame_err_bytes += elen + 24;
+    }
     if (len + elen + 64 > GBI_ARENA_SIZE) {
         /* Cannot happen for ring replies (slots are at most 64 KiB); be safe. */
         len = 0;
@@ -96,7 +268,7 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
     size_t body = reply_len(corr, status, elen, message_type, len);
     size_t rec = 1 + gb_pb_varint_len(body) + body;
     if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
-                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_ARENA_SIZE))
+                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_FLUSH_AT))
         gbi_flush(s);
     if (o->n == 0) {
         memcpy(o->id, id, id_len);

@@ -50,6 +50,13 @@ typedef struct peer {
     uint64_t last_ns; /* last frame either way: idle peers with nothing pending are dropped */
     uint64_t *ids;  /* correlation ids awaiting a reply (open addressing; 0 = empty, ~0 = deleted) */
     size_t cap, n, used;
+    /* Replies the client's queue would not take yet (it reads slowly): the
+     * worker's (one; its DEALER is not read meanwhile, so the worker's own
+     * bounds take over) and the supervisor's own, in bytes. */
+    zmq_msg_t *out_msg;
+    gbi_outq_t *own_head, *own_tail;
+    size_t own_mem;
+    uint64_t refused_owed; /* frames refused while it did not read: BUSY replies still to send */
 } peer_t;
 
 typedef struct gbi_sup {
@@ -69,10 +76,13 @@ typedef struct gbi_sup {
     zmq_msg_t stall_msg;
     uint8_t stall_delim;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
+    bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
+#define PEER_STALL_IDS 65536 /* a client that does not read: requests pending past which its frames are refused */
+#define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 
 /* ---- the pending-id set of a peer --------------------------------------- */
@@ -177,15 +187,41 @@ static size_t note_replies(peer_t *p, const uint8_t *buf, size_t len)
     return n;
 }
 
-/* Sends [id][delim?][payload] on the ROUTER; a vanished client is skipped. */
-static void to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
+/* Sends [id][delim?][payload] on the ROUTER. 0: sent, or skipped for a
+ * vanished client; -1: the client's queue is full (ROUTER_MANDATORY). */
+static int to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
 {
-    if (zmq_send(s->router, p->id, p->id_len, ZMQ_SNDMORE) < 0)
-        return;
+    if (zmq_send(s->router, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return zmq_errno() == EAGAIN ? -1 : 0;
     if (p->delim)
-        zmq_send(s->router, "", 0, ZMQ_SNDMORE);
-    zmq_send(s->router, buf, len, 0);
+        zmq_send(s->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(s->router, buf, len, ZMQ_DONTWAIT);
+    return 0;
 }
+
+/* The supervisor's own reply frame: sent, or kept (in order) until the
+ * client's queue takes it. */
+static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
+{
+    if (!p->own_head && to_client(s, p, buf, len) == 0)
+        return;
+    gbi_outq_t *q = malloc(sizeof *q + len);
+    if (!q) {
+        GB_ERROR("supervisor: out of memory keeping a reply for a slow client");
+        return;
+    }
+    q->next = NULL;
+    q->len = len;
+    memcpy(q->data, buf, len);
+    if (p->own_tail)
+        p->own_tail->next = q;
+    else
+        p->own_head = q;
+    p->own_tail = q;
+    p->own_mem += sizeof *q + len;
+}
+
+static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p->refused_owed; }
 
 /* Answers every id p still waits for with STATUS_GPU_ERROR. */
 static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *why)
@@ -219,7 +255,7 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
         if (!buf)
             break;
         gpubridge__server_frame__pack(&f, buf);
-        to_client(s, p, buf, len);
+        own_reply(s, p, buf, len);
         free(buf);
         done += k;
         s->replies_own += k;
@@ -254,6 +290,14 @@ static void peer_drop(gbi_sup_t *s, size_t i)
     if (p->dealer)
         zmq_close(p->dealer);
     free(p->ids);
+    if (p->out_msg) {
+        zmq_msg_close(p->out_msg);
+        free(p->out_msg);
+    }
+    for (gbi_outq_t *q = p->own_head, *nq; q; q = nq) {
+        nq = q->next;
+        free(q);
+    }
     s->n_peers--;
     if (i != s->n_peers) {
         s->peers[i] = s->peers[s->n_peers]; /* the last one moves into the hole */
@@ -269,7 +313,7 @@ static void peers_evict(gbi_sup_t *s, uint64_t now)
 {
     for (size_t i = 0; i < s->n_peers;) {
         peer_t *p = &s->peers[i];
-        if (p->n == 0 && p != s->stall_peer && now - p->last_ns > PEER_IDLE_NS)
+        if (p->n == 0 && p != s->stall_peer && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS)
             peer_drop(s, i);
         else
             i++;
@@ -299,7 +343,7 @@ static void *dealer_of(gbi_sup_t *s, peer_t *p)
     if (p->dealer)
         return p->dealer;
     void *d = zmq_socket(s->zctx, ZMQ_DEALER);
-    int linger = 0, hwm = DEALER_HWM, rhwm = 0;
+    int linger = 0, hwm = DEALER_HWM, rhwm = GBI_SNDHWM; /* replies: a client that does not read stops them */
     if (!d)
         return NULL;
     zmq_setsockopt(d, ZMQ_ROUTING_ID, p->id, p->id_len);
@@ -315,8 +359,12 @@ static void *dealer_of(gbi_sup_t *s, peer_t *p)
 }
 
 /* An error frame (correlation id 0) for a frame the supervisor refuses. */
-static void refuse_frame(gbi_sup_t *s, const peer_t *p, int status, const char *why)
+static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
 {
+    if (p->own_mem > OWN_MAX) {
+        p->refused_owed++; /* it does not read: a count, not more memory */
+        return;
+    }
     Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
     r.status = status;
     r.error = (char *)why;
@@ -327,8 +375,41 @@ static void refuse_frame(gbi_sup_t *s, const peer_t *p, int status, const char *
     size_t len = gpubridge__server_frame__get_packed_size(&f);
     if (len <= sizeof buf) {
         gpubridge__server_frame__pack(&f, buf);
-        to_client(s, p, buf, len);
+        own_reply(s, p, buf, len);
     }
+}
+
+/* Sends what p has waiting, while its queue takes it: the supervisor's own
+ * replies, the BUSY replies owed, then the held worker reply. Returns 1 once
+ * nothing waits. */
+static int peer_flush(gbi_sup_t *s, peer_t *p)
+{
+    gbi_outq_t *q;
+    while ((q = p->own_head)) {
+        if (to_client(s, p, q->data, q->len) != 0)
+            return 0;
+        p->own_head = q->next;
+        if (!p->own_head)
+            p->own_tail = NULL;
+        p->own_mem -= sizeof *q + q->len;
+        free(q);
+    }
+    while (p->refused_owed && !p->own_head) {
+        p->refused_owed--;
+        s->replies_own++;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY, "frame refused: its client had left its replies unread "
+                     "past the bridge's bound; read replies, then resend");
+    }
+    if (p->own_head)
+        return 0;
+    if (p->out_msg) {
+        if (to_client(s, p, zmq_msg_data(p->out_msg), zmq_msg_size(p->out_msg)) != 0)
+            return 0;
+        zmq_msg_close(p->out_msg);
+        free(p->out_msg);
+        p->out_msg = NULL;
+    }
+    return 1;
 }
 
 /* Forwards whatever replies the worker's side has for p right now. */
@@ -337,11 +418,14 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
     int n = 0;
     zmq_msg_t m;
     zmq_msg_init(&m);
-    while (p->dealer && n < 1024 && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
+    while (p->dealer && n < 1024 && peer_flush(s, p) && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
             continue; /* the delimiter: to_client adds it back */
         s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
-        to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
+        if (to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m)) != 0 && (p->out_msg = malloc(sizeof *p->out_msg))) {
+            zmq_msg_init(p->out_msg);
+            zmq_msg_move(p->out_msg, &m); /* sent by peer_flush when the client reads */
+        }
         p->last_ns = gb_now_ns();
         n++;
     }
@@ -472,22 +556,28 @@ static int from_client(gbi_sup_t *s)
         if (tmp.id_len) {
             s->replies_own++;
             refuse_frame(s, &tmp, GPUBRIDGE__STATUS__STATUS_BUSY, "the supervisor serves too many clients at once");
+            free(tmp.own_head); /* at most one: dropped if its queue is full */
         }
         zmq_msg_close(&m);
         return 1;
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
-    if (zmq_msg_size(&m) > s->cfg->max_message_size) {
-        char why[160];
-        snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u bytes)", zmq_msg_size(&m),
-                 s->cfg->max_message_size);
-        s->replies_own++;
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
+    if (peer_stalled(p) && p->n >= PEER_STALL_IDS) {
+        /* It leaves its replies unread with this many requests pending:
+         * refused here (one BUSY each, sent once it reads), not forwarded. */
+        p->refused_owed++;
         zmq_msg_close(&m);
         return 1;
     }
-    note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
+    /* A frame over max_message_size goes to the worker undecoded: it answers
+     * it with one TOO_LARGE (correlation id 0) and counts it. */
+    if (zmq_msg_size(&m) <= s->cfg->max_message_size)
+        note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
+    if (s->closing) {
+        zmq_msg_close(&m); /* its ids are answered SHUTTING_DOWN with the rest */
+        return 1;
+    }
     s->stall_peer = p;
     s->stall_delim = delim;
     zmq_msg_init(&s->stall_msg);
@@ -516,13 +606,14 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
         err = GB_ERR_IO;
         goto fail;
     }
-    int linger = 1000, hwm = 0, mandatory = 0;
-    /* As the worker does: a hard cap well above max_message_size, so that
+    /* As the worker does: small queues per client, a full one reported
+     * (mandatory), and a hard cap well above max_message_size, so that
      * frames between the two get a TOO_LARGE reply (from_client). */
-    int64_t hard = (int64_t)cfg->max_message_size * 2 + 4096;
+    int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = GBI_RCVHWM, mandatory = 1;
+    int64_t hard = gbi_frame_hard_cap(cfg->max_message_size);
     zmq_setsockopt(s.router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s.router, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s.router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s.router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+    zmq_setsockopt(s.router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
     zmq_setsockopt(s.router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
     zmq_setsockopt(s.router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
@@ -595,9 +686,9 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
             else
                 break;
         }
-        if (stop_sent_ns && s.worker > 0 && now - stop_sent_ns > 20000000000ull) {
-            /* It drains for at most 10 s; past that it is stuck (e.g. in a CUDA call). */
-            GB_WARN("supervisor: the worker did not stop within 20 s; killing it");
+        if (stop_sent_ns && s.worker > 0 && now - stop_sent_ns > (cfg->shutdown_drain_ms + 10000ull) * 1000000ull) {
+            /* It drains for at most shutdown_drain_ms; past that it is stuck (e.g. in a CUDA call). */
+            GB_WARN("supervisor: the worker did not stop within %u ms; killing it", cfg->shutdown_drain_ms + 10000);
             kill(s.worker, SIGKILL);
             stop_sent_ns = now; /* the next check reaps it */
         }
@@ -606,19 +697,26 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
             last_evict = now;
         }
         const int held = !unstall(&s);
+        int slow = 0; /* a client with replies waiting: look again soon */
+        for (size_t i = 0; i < s.n_peers; i++)
+            if (peer_stalled(&s.peers[i]))
+                slow |= !peer_flush(&s, &s.peers[i]);
 
         size_t n = 0;
         items[n].socket = s.router;
-        items[n].events = held || stop_sent_ns ? 0 : ZMQ_POLLIN; /* backpressure: read no more */
+        /* Backpressure: read no more. While the worker drains it still reads,
+         * and answers new requests STATUS_SHUTTING_DOWN. */
+        items[n].events = held ? 0 : ZMQ_POLLIN;
         owner[n++] = NULL;
         for (size_t i = 0; i < s.n_peers; i++) {
             if (!s.peers[i].dealer)
                 continue;
             items[n].socket = s.peers[i].dealer;
-            items[n].events = ZMQ_POLLIN | (&s.peers[i] == s.stall_peer ? ZMQ_POLLOUT : 0);
+            items[n].events = (peer_stalled(&s.peers[i]) ? 0 : ZMQ_POLLIN) |
+                              (&s.peers[i] == s.stall_peer ? ZMQ_POLLOUT : 0);
             owner[n++] = &s.peers[i];
         }
-        if (zmq_poll(items, (int)n, held ? 5 : 50) < 0 && zmq_errno() != EINTR) {
+        if (zmq_poll(items, (int)n, held ? 5 : slow ? 1 : 50) < 0 && zmq_errno() != EINTR) {
             GB_ERROR("supervisor: zmq_poll: %s", zmq_strerror(zmq_errno()));
             result = GB_ERR_IO;
             break;
@@ -630,17 +728,31 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile s
             for (int k = 0; k < 256 && !s.stall_peer && from_client(&s); k++)
                 ;
     }
-    /* Whatever is still waiting gets its one reply. */
+    /* Whatever is still waiting gets its one reply: frames already here
+     * too. */
     size_t left = 0;
     if (s.stall_peer) {
         zmq_msg_close(&s.stall_msg);
         s.stall_peer = NULL;
     }
+    s.closing = true;
+    for (int k = 0; k < 100000 && from_client(&s); k++)
+        ;
     for (size_t i = 0; i < s.n_peers; i++)
         left += answer_pending(&s, &s.peers[i], GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
                                "the bridge is shutting down; the request was not processed");
     if (left)
         GB_WARN("supervisor: answered %zu request(s) left at shutdown with STATUS_SHUTTING_DOWN", left);
+    /* Replies kept for slow clients get a last chance to go out. */
+    for (uint64_t end = gb_now_ns() + 1000000000ull; gb_now_ns() < end;) {
+        int waiting = 0;
+        for (size_t i = 0; i < s.n_peers; i++)
+            waiting |= peer_stalled(&s.peers[i]) && !peer_flush(&s, &s.peers[i]);
+        if (!waiting)
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     if (s.worker > 0) {
         kill(s.worker, SIGKILL);
         waitpid(s.worker, NULL, 0);

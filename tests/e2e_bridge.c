@@ -398,6 +398,15 @@ static void test_control(void **state)
     r = recv_reply(g_s, &f, 10000);
     assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_NO_ACTIVATION);
     gpubridge__server_frame__free_unpacked(f, NULL);
+
+    /* An empty grain_type is a missing field, as control.proto says, for
+     * deactivate_grain as for every op that names a grain type. */
+    dg.grain_type = "";
+    send_env(g_s, make_control(37, &c));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD, "grain_type");
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_int_equal(control_simple(g_s, 38, GPUBRIDGE__CONTROL__OP_DEACTIVATE, ""),
+                     GPUBRIDGE__STATUS__STATUS_MISSING_FIELD);
 }
 
 /* The limits a LimitsRequest reports of one grain type (NULL if none). */

@@ -128,6 +128,7 @@ static void test_defaults(void **state)
         assert_int_equal(g->cpu_threads, 0);
     }
     assert_int_equal(c.arena_mb, 1024);
+    assert_int_equal(c.shutdown_drain_ms, 10000);
     assert_null(gb_config_grain(&c, "nope"));
     assert_null(gb_config_grain(&c, NULL));
     assert_int_equal(c.n_hosts, 0);
@@ -231,6 +232,7 @@ static void test_full_valid(void **state)
             "device = 2;\n"
             "mode = \"persistent\";\n"
             "max_message_size = 65536L;\n" /* int64 */
+            "shutdown_drain_ms = 2500;\n"
             "persistent = { idle_spin_polls = 0; idle_backoff_max_ns = 0x400;\n"
             "               heartbeat_deadline_ms = 50; };\n"
             "relaunch = { max_messages_per_launch = 1; };\n"
@@ -247,6 +249,7 @@ static void test_full_valid(void **state)
     assert_int_equal(c.device, 2);
     assert_int_equal(c.mode, GB_MODE_PERSISTENT);
     assert_int_equal(c.max_message_size, 65536);
+    assert_int_equal(c.shutdown_drain_ms, 2500);
     assert_int_equal(c.idle_spin_polls, 0);
     assert_int_equal(c.idle_backoff_max_ns, 1024);
     assert_int_equal(c.heartbeat_deadline_ms, 50);
@@ -350,7 +353,7 @@ static void test_err_unknown_keys(void **state)
     /* nothing close: list the valid keys instead of a wild guess */
     expect_error("\n\nfrobnicate = 1;\n", 3,
                  "unknown key 'frobnicate' at top level; valid keys: log_level, endpoints, "
-                 "device, mode, max_message_size, arena_mb, persistent, relaunch, placement, grains, "
+                 "device, mode, max_message_size, arena_mb, shutdown_drain_ms, persistent, relaunch, placement, grains, "
                  "hosts, curve");
 }
 

@@ -1,0 +1,502 @@
+/* End-to-end tests of the bridge under pressure (see e2e_harness.h), each
+ * against its own daemon: frames larger than any bound, a paused grain type
+ * flooded by one client, a client that never reads its replies, one frame of
+ * many bad envelopes, and requests that arrive during the shutdown drain.
+ * The promise checked: every request gets exactly one reply (or its frame
+ * one refusal), memory stays bounded, control and other clients flow. */
+#include "e2e_harness.h"
+#include "gpu_skip.h"
+
+/* Replies seen per correlation id, and frame-level refusals (id 0). */
+typedef struct tally {
+    uint8_t *seen; /* seen[corr]: replies with that id */
+    uint64_t max_id;
+    uint64_t replies, ok, busy, shutting_down, other;
+    uint64_t frame_busy, frame_too_large, frame_other; /* correlation id 0 */
+    uint64_t dup;
+    size_t bytes; /* of the frames */
+} tally_t;
+
+/* The daemon of the running test; the teardown stops it even after a failed
+ * assertion. */
+static bridge_t g_b;
+
+static int stop_bridge(void **state)
+{
+    (void)state;
+    if (g_b.pid)
+        bridge_stop(&g_b, SIGKILL, 5000);
+    return 0;
+}
+
+static void tally_init(tally_t *t, uint64_t max_id)
+{
+    memset(t, 0, sizeof *t);
+    t->max_id = max_id;
+    t->seen = calloc(max_id + 1, 1);
+    assert_non_null(t->seen);
+}
+
+static void tally_take(tally_t *t, Gpubridge__ServerFrame *f)
+{
+    size_t n;
+    Gpubridge__Reply **rs = frame_replies(f, &n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = rs[i]->correlation_id;
+        int st = rs[i]->status;
+        t->replies++;
+        if (id == 0) {
+            if (st == GPUBRIDGE__STATUS__STATUS_BUSY)
+                t->frame_busy++;
+            else if (st == GPUBRIDGE__STATUS__STATUS_TOO_LARGE)
+                t->frame_too_large++;
+            else
+                t->frame_other++;
+            continue;
+        }
+        assert_true(id <= t->max_id);
+        if (t->seen[id]++)
+            t->dup++;
+        if (st == GPUBRIDGE__STATUS__STATUS_OK)
+            t->ok++;
+        else if (st == GPUBRIDGE__STATUS__STATUS_BUSY)
+            t->busy++;
+        else if (st == GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN)
+            t->shutting_down++;
+        else
+            t->other++;
+    }
+    gpubridge__server_frame__free_unpacked(f, NULL);
+}
+
+/* Reads replies until done(t) or quiet_ms without any. */
+static void tally_until(tally_t *t, void *s, int (*done)(const tally_t *, const void *), const void *arg,
+                        int quiet_ms)
+{
+    while (!done(t, arg)) {
+        zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, quiet_ms) <= 0)
+            return;
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s, 0) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        t->bytes += zmq_msg_size(&m);
+        Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, zmq_msg_size(&m), zmq_msg_data(&m));
+        zmq_msg_close(&m);
+        assert_non_null(f);
+        tally_take(t, f);
+    }
+}
+
+/* Resident memory of the bridge, and of its worker under --supervise. */
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    long v = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+            break;
+    fclose(f);
+    return v;
+}
+
+static long bridge_rss(const bridge_t *b)
+{
+    long total = rss_kib(b->pid);
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)b->pid, (int)b->pid);
+    FILE *f = fopen(path, "r");
+    int child;
+    while (f && fscanf(f, "%d", &child) == 1)
+        total += rss_kib(child);
+    if (f)
+        fclose(f);
+    return total;
+}
+
+/* Telemetry of grain type (caller frees), within 5 s or a failed test. */
+static Gpubridge__Telemetry *telemetry(void *s, uint64_t corr, const char *type)
+{
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__TelemetryRequest t = GPUBRIDGE__TELEMETRY_REQUEST__INIT;
+    t.grain_type = (char *)type;
+    c.op_case = GPUBRIDGE__CONTROL__OP_TELEMETRY_REQUEST;
+    c.telemetry_request = &t;
+    send_env(s, make_control(corr, &c));
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(s, &f, 5000);
+    assert_int_equal(r->correlation_id, corr);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    Gpubridge__Telemetry *tm = gpubridge__telemetry__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(tm);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    return tm;
+}
+
+/* A batch frame of n echo requests, ids first..first+n-1 (malloc'd). */
+static uint8_t *echo_batch(uint64_t first, size_t n, size_t *len)
+{
+    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
+    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
+    uint8_t pl[32];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.sequence = 1;
+    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    for (size_t i = 0; i < n; i++) {
+        envs[i] = *make_env(first + i, "echo", (first + i) % 7, 1, pl, pl_len);
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = n;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &b;
+    *len = gpubridge__client_frame__get_packed_size(&f);
+    uint8_t *buf = malloc(*len);
+    gpubridge__client_frame__pack(&f, buf);
+    free(envs);
+    free(ptrs);
+    return buf;
+}
+
+/* A batch frame of n vecadd requests, ids first..first+n-1 (malloc'd). */
+static uint8_t *vecadd_batch(uint64_t first, size_t n, size_t *len)
+{
+    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
+    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
+    float a[3] = {1, 2, 3}, b3[3] = {4, 5, 6};
+    uint8_t pl[128];
+    size_t pl_len = pack_vecadd(pl, 0, a, b3, 3);
+    for (size_t i = 0; i < n; i++) {
+        envs[i] = *make_env(first + i, "vecadd", (first + i) % 11, 1, pl, pl_len);
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = n;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &b;
+    *len = gpubridge__client_frame__get_packed_size(&f);
+    uint8_t *buf = malloc(*len);
+    gpubridge__client_frame__pack(&f, buf);
+    free(envs);
+    free(ptrs);
+    return buf;
+}
+
+typedef struct want {
+    uint64_t requests;  /* ids 1..requests */
+    uint64_t per_frame; /* requests a frame-level refusal stands for */
+    uint64_t extra_frames; /* frame-level refusals expected besides */
+} want_t;
+
+/* Every request accounted for: one reply each, or its frame's refusal. */
+static int all_answered(const tally_t *t, const void *arg)
+{
+    const want_t *w = arg;
+    uint64_t frames = t->frame_busy + t->frame_too_large + t->frame_other;
+    if (frames < w->extra_frames)
+        return 0;
+    return t->ok + t->busy + t->shutting_down + t->other + (frames - w->extra_frames) * w->per_frame >=
+           w->requests;
+}
+
+static void expect_all_answered(const tally_t *t, const want_t *w)
+{
+    print_message("replies: %llu ok, %llu busy, %llu shutting down, %llu other; frame refusals: %llu busy, "
+                  "%llu too large, %llu other; %zu bytes\n",
+                  (unsigned long long)t->ok, (unsigned long long)t->busy, (unsigned long long)t->shutting_down,
+                  (unsigned long long)t->other, (unsigned long long)t->frame_busy,
+                  (unsigned long long)t->frame_too_large, (unsigned long long)t->frame_other, t->bytes);
+    assert_int_equal(t->dup, 0);
+    uint64_t frames = t->frame_busy + t->frame_too_large + t->frame_other;
+    assert_true(frames >= w->extra_frames);
+    assert_int_equal(t->ok + t->busy + t->shutting_down + t->other + (frames - w->extra_frames) * w->per_frame,
+                     w->requests);
+}
+
+static int set_deactivated(void *s, uint64_t corr, const char *type, int on)
+{
+    return control_simple(s, corr, on ? GPUBRIDGE__CONTROL__OP_DEACTIVATE : GPUBRIDGE__CONTROL__OP_ACTIVATE, type);
+}
+
+/* Item 1: frames far over max_message_size (past ZeroMQ's old hard cap of
+ * 2 x max + 4 KiB, which closed the connection) get one TOO_LARGE each, and
+ * the client keeps its connection and the 2,000 replies it was owed. */
+static void test_oversized_frames(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"
+                                      "grains = ( { type = \"echo\"; queue_capacity = 64; slot_size = 64; } );\n"),
+                     0);
+    void *ctl = client_open(g_b.endpoint), *c = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(ctl, 1, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    enum { N = 2000, PER = 100 };
+    for (uint64_t k = 0; k < N / PER; k++) {
+        size_t len;
+        uint8_t *fr = echo_batch(1 + k * PER, PER, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    size_t sizes[3] = {65537, 1u << 20, 48u << 20};
+    for (int i = 0; i < 3; i++) {
+        uint8_t *junk = calloc(1, sizes[i]);
+        send_raw(c, junk, sizes[i]);
+        free(junk);
+    }
+    tally_t t;
+    tally_init(&t, N);
+    want_t w = {0, 0, 3};
+    tally_until(&t, c, all_answered, &w, 5000); /* the three refusals, while echo is paused */
+    assert_int_equal(t.frame_too_large, 3);
+    assert_int_equal(t.replies, 3);
+    assert_int_equal(set_deactivated(ctl, 2, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    w.requests = N;
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.ok, N);
+    Gpubridge__Telemetry *tm = telemetry(ctl, 3, "echo");
+    assert_int_equal(tm->frames_too_large, 3);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    free(t.seen);
+    zmq_close(c);
+    zmq_close(ctl);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_true(log_contains(&g_b, "over max_message_size"));
+}
+
+/* Sends frames without blocking for up to ms; returns how many went. */
+static size_t send_for(void *s, const uint8_t *fr, size_t len, size_t max_frames, int ms)
+{
+    size_t sent = 0;
+    uint64_t stall_end = e2e_ms() + (uint64_t)ms;
+    while (sent < max_frames && e2e_ms() < stall_end) {
+        if (zmq_send(s, fr, len, ZMQ_DONTWAIT) >= 0) {
+            sent++;
+            stall_end = e2e_ms() + (uint64_t)ms;
+        } else {
+            usleep(1000);
+        }
+    }
+    return sent;
+}
+
+/* Item 2: a paused grain type and one client flooding it with about 75 MB
+ * of frames: control messages, other grain types and other clients flow;
+ * what the bridge holds stays within its documented bound; the flooder gets
+ * a reply (or its frame a refusal) for every request. */
+static void test_paused_flood(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "grains = ( { type = \"vecadd\"; queue_capacity = 64; slot_size = 128; },\n"
+                                      "           { type = \"echo\"; queue_capacity = 64; slot_size = 64; } );\n"),
+                     0);
+    void *ctl = client_open(g_b.endpoint), *flood = client_open(g_b.endpoint), *other = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(ctl, 1, "vecadd", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    enum { PER = 2000 };
+    size_t len;
+    uint8_t *fr = vecadd_batch(1, PER, &len); /* the same ids in every frame: counted, not told apart */
+    size_t frames = (75u << 20) / len + 1;
+    size_t sent = send_for(flood, fr, len, frames, 3000);
+    print_message("flooder sent %zu of %zu frames of %zu bytes (%zu MB)\n", sent, frames, len, sent * len >> 20);
+    free(fr);
+    /* Control, another grain type, another client: all answered. */
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__ListGrainTypes l = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
+    c.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
+    c.list_grain_types = &l;
+    send_env(ctl, make_control(2, &c));
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(ctl, &f, 5000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_int_equal(set_deactivated(ctl, 3, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    uint8_t pl[16];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    send_env(other, make_env(4, "echo", 1, 1, pl, gpubridge__echo_request__pack(&er, pl)));
+    r = recv_reply(other, &f, 5000);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_int_equal(sent, frames); /* it was read all along */
+    Gpubridge__Telemetry *tm = telemetry(ctl, 5, "vecadd");
+    print_message("held %llu bytes, %llu bytes of replies unsent, %llu requests BUSY, %llu frames refused\n",
+                  (unsigned long long)tm->held_bytes, (unsigned long long)tm->reply_backlog_bytes,
+                  (unsigned long long)tm->requests_busy, (unsigned long long)tm->frames_refused_unread);
+    assert_true(tm->held_bytes <= (64u << 20));          /* the bound in all */
+    assert_true(tm->held_bytes <= (8u << 20));           /* one client's share */
+    assert_true(tm->requests_busy > 0);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* Resumed: every request of the flood answered once, or its frame refused. */
+    assert_int_equal(set_deactivated(ctl, 6, "vecadd", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    uint64_t ok = 0, busy = 0, frame_busy = 0;
+    for (;;) {
+        f = recv_frame(flood, 5000);
+        if (!f)
+            break;
+        size_t n;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        for (size_t i = 0; i < n; i++) {
+            if (rs[i]->correlation_id == 0) {
+                assert_int_equal(rs[i]->status, GPUBRIDGE__STATUS__STATUS_BUSY);
+                frame_busy++;
+            } else if (rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK) {
+                ok++;
+            } else {
+                assert_int_equal(rs[i]->status, GPUBRIDGE__STATUS__STATUS_BUSY);
+                busy++;
+            }
+        }
+        gpubridge__server_frame__free_unpacked(f, NULL);
+        if (ok + busy + frame_busy * PER >= (uint64_t)sent * PER)
+            break;
+    }
+    print_message("flooder: %llu ok, %llu busy, %llu frames refused\n", (unsigned long long)ok,
+                  (unsigned long long)busy, (unsigned long long)frame_busy);
+    assert_int_equal(ok + busy + frame_busy * PER, (uint64_t)sent * PER);
+    assert_true(ok > 0);
+    zmq_close(ctl);
+    zmq_close(flood);
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
+/* Item 3: a client sends 2 M requests and reads none of the replies: the
+ * bridge's memory stays bounded, another client is served meanwhile, and
+ * once it reads, every request has one reply or its frame one refusal. */
+static void test_unread_replies(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    void *c = client_open(g_b.endpoint), *other = client_open(g_b.endpoint);
+    still_serves(other);
+    long rss0 = bridge_rss(&g_b);
+    enum { PER = 100, FRAMES = 20000 };
+    uint64_t t0 = e2e_ms();
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_batch(1 + k * PER, PER, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    still_serves(other);
+    usleep(500000); /* let it settle */
+    long rss1 = bridge_rss(&g_b);
+    Gpubridge__Telemetry *tm = telemetry(other, 5, "echo");
+    print_message("2 M requests, replies unread: bridge RSS %ld KiB -> %ld KiB (+%ld KiB) after %llu ms; "
+                  "%llu bytes of replies unsent, %llu frames refused\n",
+                  rss0, rss1, rss1 - rss0, (unsigned long long)(e2e_ms() - t0),
+                  (unsigned long long)tm->reply_backlog_bytes, (unsigned long long)tm->frames_refused_unread);
+    assert_true(tm->reply_backlog_bytes <= (16u << 20));
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    assert_true(rss1 - rss0 < 48 * 1024); /* before the bounds: +197 MiB, +72 MiB supervised */
+    tally_t t;
+    tally_init(&t, (uint64_t)PER * FRAMES);
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_true(t.ok > 0);
+    free(t.seen);
+    zmq_close(c);
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
+/* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
+ * error reply each (29 MB); the bridge keeps serving. */
+static void test_error_amplification(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c); /* up (under --supervise: its worker too) */
+    enum { N = 524284 };
+    size_t body = (size_t)N * 2, len = 0;
+    uint8_t *fr = malloc(body + 16);
+    fr[len++] = 0x12; /* ClientFrame.batch */
+    for (size_t v = body; ; v >>= 7) {
+        fr[len++] = (uint8_t)(v > 0x7f ? (v & 0x7f) | 0x80 : v);
+        if (v <= 0x7f)
+            break;
+    }
+    for (size_t i = 0; i < N; i++) {
+        fr[len++] = 0x0a; /* Batch.envelopes, empty */
+        fr[len++] = 0x00;
+    }
+    assert_true(len <= (1u << 20));
+    send_raw(c, fr, len);
+    free(fr);
+    tally_t t;
+    tally_init(&t, 1);
+    want_t w = {UINT64_MAX, 0, UINT64_MAX};
+    tally_until(&t, c, all_answered, &w, 5000);
+    print_message("%llu replies, %zu bytes, for a frame of %d empty envelopes\n", (unsigned long long)t.replies,
+                  t.bytes, N);
+    assert_true(t.replies >= 1);
+    assert_true(t.bytes < (256u << 10));
+    still_serves(c);
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
+/* Item 4: requests that arrive during the shutdown drain are read and
+ * answered STATUS_SHUTTING_DOWN; the drain lasts shutdown_drain_ms. */
+static void test_drain_refuses_late_requests(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "shutdown_drain_ms = 3000;\n"), 0);
+    void *c = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(c, 1000, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    enum { EARLY = 10, LATE = 200 };
+    uint8_t pl[16];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    for (uint64_t i = 1; i <= EARLY; i++)
+        send_env(c, make_env(i, "echo", i, 1, pl, pl_len));
+    usleep(200000);
+    kill(g_b.pid, SIGTERM);
+    uint64_t end = e2e_ms() + 5000;
+    while (!log_contains(&g_b, "shutting down") && e2e_ms() < end)
+        usleep(10000);
+    assert_true(log_contains(&g_b, "shutting down"));
+    for (uint64_t i = EARLY + 1; i <= EARLY + LATE; i++)
+        send_env(c, make_env(i, "echo", i, 1, pl, pl_len));
+    tally_t t;
+    tally_init(&t, EARLY + LATE);
+    want_t w = {EARLY + LATE, 1, 0};
+    tally_until(&t, c, all_answered, &w, 8000);
+    expect_all_answered(&t, &w);
+    for (uint64_t i = EARLY + 1; i <= EARLY + LATE; i++)
+        assert_int_equal(t.seen[i], 1);
+    assert_true(t.shutting_down >= LATE);
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_true(log_contains(&g_b, "after 3000 ms"));
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_oversized_frames, stop_bridge),    cmocka_unit_test_teardown(test_paused_flood, stop_bridge),
+        cmocka_unit_test_teardown(test_unread_replies, stop_bridge),      cmocka_unit_test_teardown(test_error_amplification, stop_bridge),
+        cmocka_unit_test_teardown(test_drain_refuses_late_requests, stop_bridge),
+    };
+    printf("e2e pressure: mode %s%s\n", e2e_mode(),
+           getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");
+    if (strcmp(e2e_mode(), "cpu") != 0)
+        gb_require_gpu();
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    int failed = cmocka_run_group_tests_name("bridge under pressure", tests, NULL, NULL);
+    return failed ? 1 : 0;
+}
