@@ -144,6 +144,7 @@ static void render_types(const gb_metrics_snap_t *s, FILE *out)
         family(out, p->name, p->type, p->help);
         for (size_t i = 0; i < s->n_types; i++) {
             const gb_metrics_type_t *t = &s->types[i];
+            fputs(p->name, out);
             labels(out, t);
             fprintf(out, "} %llu\n",
                     (unsigned long long)*(const uint64_t *)((const char *)t + p->off));
@@ -152,6 +153,7 @@ static void render_types(const gb_metrics_snap_t *s, FILE *out)
     family(out, "gpubridge_kernel_relaunches_total", "counter",
            "Launches after the first (relaunch mode, or a restarted kernel).");
     for (size_t i = 0; i < s->n_types; i++) {
+        fputs("gpubridge_kernel_relaunches_total", out);
         labels(out, &s->types[i]);
         fprintf(out, "} %llu\n", (unsigned long long)(s->types[i].launches ? s->types[i].launches - 1 : 0));
     }
@@ -160,6 +162,7 @@ static void render_types(const gb_metrics_snap_t *s, FILE *out)
     for (size_t i = 0; i < s->n_types; i++)
         for (int st = 1; st < GB_METRICS_N_STATUS; st++)
             if (s->types[i].errors[st]) {
+                fputs("gpubridge_grain_errors_total", out);
                 labels(out, &s->types[i]);
                 fprintf(out, ",status=\"%s\"} %llu\n", status_name(st),
                         (unsigned long long)s->types[i].errors[st]);

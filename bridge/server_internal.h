@@ -61,6 +61,8 @@ typedef struct gbi_outbox {
     uint8_t *buf;
 } gbi_outbox_t;
 
+typedef struct gbi_stats gbi_stats_t; /* server_metrics.c */
+
 struct gb_server {
     const gb_config_t *cfg;
     gb_engine_t *engine;
@@ -85,6 +87,10 @@ struct gb_server {
     int test_faults; /* GPUBRIDGE_TEST_FAULTS=1: message type GB_MSG_TEST_FAULT reaches the kernel */
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
+    gbi_stats_t *stats; /* metrics counting; NULL: no endpoint */
+    volatile sig_atomic_t *reload_flag; /* set by SIGHUP: call reload_fn (gb_server_on_reload) */
+    void (*reload_fn)(void *ctx, gb_server_t *s);
+    void *reload_ctx;
 };
 
 /* Queues a reply for client (id, delim); flushes the outbox first when it
