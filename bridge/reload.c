@@ -98,7 +98,11 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
             GB_INFO("reload: log_level %s in the file; --log-level %s stays",
                     gb_log_level_name(next->log_level), gb_log_level_name(live->log_level));
         } else {
-            GB_INFO("reload: log_level %s -> %s", gb_log_level_name(live->log_level),
+            /* Said at the more verbose of the two levels, so that it shows. */
+            gb_log_level was = live->log_level;
+            if (next->log_level > was)
+                gb_log_set_level(next->log_level);
+            GB_INFO("reload: log_level %s -> %s", gb_log_level_name(was),
                     gb_log_level_name(next->log_level));
             live->log_level = next->log_level;
             gb_log_set_level(live->log_level);
