@@ -73,11 +73,12 @@ static void host_choice(const gb_config_t *cfg, const char *hostname, char *out,
              h->has_device ? "" : "default ", h->has_device ? h->device : cfg->device);
 }
 
-static void apply_hosts(gb_config_t *live, const gb_config_t *next, const char *hostname)
+/* Returns 1 when what the entries choose for this host changed (a restart). */
+static int apply_hosts(gb_config_t *live, const gb_config_t *next, const char *hostname)
 {
     if (live->n_hosts == next->n_hosts &&
         memcmp(live->hosts, next->hosts, sizeof live->hosts[0] * live->n_hosts) == 0)
-        return;
+        return 0;
     char before[160], after[160];
     host_choice(live, hostname, before, sizeof before);
     host_choice(next, hostname, after, sizeof after);
@@ -85,9 +86,11 @@ static void apply_hosts(gb_config_t *live, const gb_config_t *next, const char *
     memcpy(live->hosts, next->hosts, sizeof live->hosts);
     GB_INFO("reload: hosts: %zu entries; for this host (%s): %s", live->n_hosts,
             hostname ? hostname : "?", after);
-    if (strcmp(before, after) != 0)
-        GB_WARN("reload: the hosts entry for this host changed (was %s); the mode and device it "
-                "chooses take effect only after a restart", before);
+    if (strcmp(before, after) == 0)
+        return 0;
+    GB_WARN("reload: the hosts entry for this host changed (was %s); the mode and device it "
+            "chooses take effect only after a restart", before);
+    return 1;
 }
 
 int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_level,
@@ -113,7 +116,7 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
         gb_log_set_format(live->log_format);
         GB_INFO("reload: log_format %s", gb_log_format_name(live->log_format));
     }
-    apply_hosts(live, next, hostname);
+    int restart = apply_hosts(live, next, hostname);
     if (next->curve.n_allowed != live->curve.n_allowed ||
         memcmp(next->curve.allowed_clients, live->curve.allowed_clients,
                sizeof next->curve.allowed_clients) != 0) {
@@ -125,7 +128,7 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
         GB_INFO("reload: curve.allowed_clients: %zu key(s)%s", live->curve.n_allowed,
                 live->curve.n_allowed ? "" : " (any client with the server key)");
     }
-    return restart_keys(live, next);
+    return restart + restart_keys(live, next);
 }
 
 void gb_reload_run(void *ctx, gb_server_t *s)
