@@ -145,7 +145,8 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); no SIGPIPE. */
+/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); SIGHUP: reload
+ * (set from the start, so that an early one does not kill us); no SIGPIPE. */
 static void install_signals(void)
 {
     struct sigaction sa;
@@ -154,6 +155,8 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 
@@ -231,11 +234,6 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
     /* SIGHUP: the server loop reloads the file (reload.c). */
     gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname};
     gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
-    struct sigaction hup;
-    memset(&hup, 0, sizeof hup);
-    hup.sa_handler = on_hup;
-    sigemptyset(&hup.sa_mask);
-    sigaction(SIGHUP, &hup, NULL);
     e = gb_server_run(server, &g_stop, 10000);
     gb_server_destroy(&server);
     gb_metrics_stop(&metrics);
