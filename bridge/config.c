@@ -12,6 +12,7 @@
  * - CURVE keys are checked for shape (40 Z85 characters) here; whether they are
  *   real keys is the server's business at bind time. */
 #include "config.h"
+#include "metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -93,6 +94,9 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->n_hosts = 0;
     cfg->curve.enabled = false;
     cfg->curve.n_allowed = 0;
+    cfg->log_format = GB_LOG_TEXT;
+    cfg->metrics.enabled = false;
+    gbi_copy_str(cfg->metrics.listen, GB_NAME_LEN, GB_METRICS_DEFAULT_LISTEN);
 }
 
 const gb_grain_config_t *gb_config_grain(const gb_config_t *cfg, const char *type)
@@ -348,7 +352,7 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 
 static const char *const gbi_top_keys[] = {
     "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
-    "relaunch", "placement", "grains", "hosts", "curve", NULL};
+    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
@@ -357,6 +361,7 @@ static const char *const gbi_grain_keys[] = {
     "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
     "cpu_threads", "collection_age_s", NULL};
 static const char *const gbi_host_keys[] = {"pattern", "mode", "device", NULL};
+static const char *const gbi_metrics_keys[] = {"enabled", "listen", NULL};
 static const char *const gbi_curve_keys[] = {
     "enabled", "server_secret_key_file", "server_public_key", "allowed_clients", NULL};
 
@@ -618,6 +623,38 @@ static int gbi_load_curve(gbi_ctx *c, const config_setting_t *root, gb_config_t 
     return 0;
 }
 
+/* log_format and the metrics group (operations: docs/operations.md). */
+static int gbi_load_ops(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
+{
+    const char *v = NULL;
+    if (gbi_get_str(c, root, "log_format", "log_format", GB_NAME_LEN, &v) != 0)
+        return -1;
+    if (v && gb_log_format_parse(v, &cfg->log_format) != 0)
+        return gbi_fail(c, config_setting_get_member(root, "log_format"),
+                        "log_format: unknown log format '%s'; valid formats: text, json", v);
+    const config_setting_t *g;
+    if (gbi_get_group(c, root, "metrics", &g) != 0)
+        return -1;
+    if (!g)
+        return 0;
+    v = NULL;
+    if (gbi_check_keys(c, g, "in metrics", gbi_metrics_keys) != 0 ||
+        gbi_get_bool(c, g, "enabled", "metrics.enabled", &cfg->metrics.enabled) != 0 ||
+        gbi_get_str(c, g, "listen", "metrics.listen", GB_NAME_LEN, &v) != 0)
+        return -1;
+    char why[160];
+    if (v && gb_metrics_parse_listen(v, NULL, why, sizeof why) != 0)
+        return gbi_fail(c, config_setting_get_member(g, "listen"), "metrics.listen: %s", why);
+    if (v)
+        gbi_copy_str(cfg->metrics.listen, GB_NAME_LEN, v);
+    if (cfg->metrics.enabled && !gb_metrics_available())
+        return gbi_fail(c, config_setting_get_member(g, "enabled"),
+                        "metrics.enabled: this gpubridge was built without libmicrohttpd, so it "
+                        "has no metrics endpoint (install libmicrohttpd-dev and rebuild, or set "
+                        "metrics.enabled = false)");
+    return 0;
+}
+
 static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     if (gbi_check_keys(c, root, "at top level", gbi_top_keys) != 0)
@@ -680,7 +717,7 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
             return -1;
     }
     if (gbi_load_grains(c, root, cfg) != 0 || gbi_load_hosts(c, root, cfg) != 0 ||
-        gbi_load_curve(c, root, cfg) != 0)
+        gbi_load_curve(c, root, cfg) != 0 || gbi_load_ops(c, root, cfg) != 0)
         return -1;
     return 0;
 }
@@ -835,4 +872,8 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         gbi_print_str(out, cfg->curve.allowed_clients[i]);
     }
     fprintf(out, "%s];\n};\n", cfg->curve.n_allowed ? " " : "");
+    fprintf(out, "log_format = \"%s\";\nmetrics = {\n  enabled = %s;\n  listen = ",
+            gb_log_format_name(cfg->log_format), cfg->metrics.enabled ? "true" : "false");
+    gbi_print_str(out, cfg->metrics.listen);
+    fprintf(out, ";\n};\n");
 }

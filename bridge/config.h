@@ -67,9 +67,17 @@ typedef struct gb_curve_config {
     char allowed_clients[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]; /* Z85 public keys */
 } gb_curve_config_t;
 
+/* The Prometheus endpoint (metrics.c): off by default. */
+typedef struct gb_metrics_config {
+    bool enabled;
+    char listen[GB_NAME_LEN]; /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0: any free port (logged) */
+} gb_metrics_config_t;
+
 typedef struct gb_config {
     char source[GB_PATH_LEN]; /* the file it came from, or "<defaults>" */
     gb_log_level log_level;
+    gb_log_format log_format;
+    gb_metrics_config_t metrics;
     size_t n_endpoints;
     char endpoints[GB_MAX_ENDPOINTS][GB_PATH_LEN];
     int device;     /* CUDA device index */

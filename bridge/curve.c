@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "reload.h"
 #include "server_internal.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -49,14 +50,15 @@ static gb_err read_secret(const char *path, char key[41], char *err, size_t errl
 
 static int allowed(const gb_server_t *s, const uint8_t *client_key)
 {
-    if (s->cfg->curve.n_allowed == 0)
-        return 1;
     char z85[41];
     zmq_z85_encode(z85, client_key, 32);
-    for (size_t i = 0; i < s->cfg->curve.n_allowed; i++)
-        if (strcmp(z85, s->cfg->curve.allowed_clients[i]) == 0)
-            return 1;
-    return 0;
+    int ok = 0;
+    gb_reload_lock(); /* SIGHUP may be replacing the list */
+    ok = s->cfg->curve.n_allowed == 0;
+    for (size_t i = 0; !ok && i < s->cfg->curve.n_allowed; i++)
+        ok = strcmp(z85, s->cfg->curve.allowed_clients[i]) == 0;
+    gb_reload_unlock();
+    return ok;
 }
 
 /* The ZAP handler thread: request frames are version, request id, domain,

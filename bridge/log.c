@@ -43,6 +43,14 @@ void gb_log(gb_log_level level, const char *fmt, ...)
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
+    if (gb_log_get_format() == GB_LOG_JSON) {
+        char when[96], line[1024 * 6 + 160];
+        snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+        gb_log_json_line(line, sizeof line, when, gb_log_level_name(level), msg);
+        fputs(line, stderr); /* one call per line, as below */
+        return;
+    }
     /* One fprintf per line so that lines from several threads do not interleave. */
     fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ %-5s gpubridge: %s\n",
             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,

@@ -16,6 +16,8 @@
 #include "supervisor.h"
 #include "error.h"
 #include "log.h"
+#include "metrics.h"
+#include "reload.h"
 
 enum { GBI_EXIT_OK = 0, GBI_EXIT_FAIL = 1, GBI_EXIT_USAGE = 2 };
 
@@ -129,6 +131,13 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
 }
 
 static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_reload;
+
+static void on_hup(int sig)
+{
+    (void)sig;
+    g_reload = 1;
+}
 
 static void on_signal(int sig)
 {
@@ -136,7 +145,8 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); no SIGPIPE. */
+/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); SIGHUP: reload
+ * (set from the start, so that an early one does not kill us); no SIGPIPE. */
 static void install_signals(void)
 {
     struct sigaction sa;
@@ -145,13 +155,33 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* The Prometheus endpoint of cfg->metrics, counting server's traffic. */
+static gb_err start_metrics(const gb_config_t *cfg, gb_server_t *server, gb_metrics_t **out)
+{
+    char err[256];
+    gb_err e = gb_metrics_start(&cfg->metrics, out, err, sizeof err);
+    if (e == GB_OK && (e = gb_server_set_metrics(server, *out)) != GB_OK)
+        snprintf(err, sizeof err, "metrics: %s", gb_strerror(e));
+    if (e != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        gb_metrics_stop(out);
+        return e;
+    }
+    GB_INFO("metrics: serving http://%.*s:%u/metrics", (int)(strrchr(cfg->metrics.listen, ':') -
+                                                             cfg->metrics.listen),
+            cfg->metrics.listen, gb_metrics_port(*out));
+    return GB_OK;
 }
 
 /* The daemon: decide the mode, start every grain type's ring kernel, serve
  * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
  * kernels and exit 0. */
-static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override)
+static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, const gbi_cli *cli)
 {
     /* A supervised worker (GPUBRIDGE_WORKER_ENDPOINT, set by the supervisor)
      * serves only the supervisor's private endpoint; CURVE is the
@@ -195,8 +225,18 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override)
         return e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
     gb_server_exit_on_gpu_failure(server, worker);
+    gb_metrics_t *metrics = NULL;
+    if (cfg->metrics.enabled && start_metrics(cfg, server, &metrics) != GB_OK) {
+        gb_server_destroy(&server);
+        gb_engine_destroy(&engine, 2000);
+        return GBI_EXIT_FAIL;
+    }
+    /* SIGHUP: the server loop reloads the file (reload.c). */
+    gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname};
+    gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
     e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
     gb_server_destroy(&server);
+    gb_metrics_stop(&metrics);
     if (e == GB_ERR_CUDA) {
         /* The context is poisoned: stopping kernels could hang; the process
          * exit frees everything, and the supervisor starts a fresh one. */
@@ -228,6 +268,7 @@ int main(int argc, char **argv)
     if (cli.has_log_level)
         cfg.log_level = cli.log_level;
     gb_log_set_level(cfg.log_level);
+    gb_log_set_format(cfg.log_format);
     const gb_mode *mode_override = cli.has_mode ? &cli.mode : NULL;
 
     if (cli.check_config) {
@@ -255,9 +296,10 @@ int main(int argc, char **argv)
         if (!wargv)
             return GBI_EXIT_FAIL;
         install_signals();
+        signal(SIGHUP, SIG_IGN); /* the supervisor reloads nothing (docs/operations.md) */
         gb_err e = gb_supervise(&cfg, wargv, &g_stop);
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
-    return run_bridge(&cfg, mode_override);
+    return run_bridge(&cfg, mode_override, &cli);
 }

@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "log.h"
+#include "server_metrics.h"
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 
@@ -156,6 +157,8 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
         } else if (!(p->one_way && p->corr == 0)) {
             gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, slot_error(status), 0, NULL, 0);
         }
+        if (s->stats)
+            gbi_stats_ring_reply(s, r, h->corr, status, h->type);
         gb_rk_consume(rk);
         n++;
     }
@@ -173,6 +176,8 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
                 gbi_pending_t *p = &r->pending[pos & mask];
                 if (!(p->one_way && p->corr == 0))
                     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, err, 0, NULL, 0);
+                if (s->stats)
+                    gbi_stats_ring_reply(s, r, pos, status, 0);
                 gb_rk_consume(rk);
             }
         }
@@ -316,6 +321,12 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         if (now - last_health >= 100) {
             check_health(s);
             last_health = now;
+            if (s->reload_flag && *s->reload_flag) {
+                *s->reload_flag = 0;
+                s->reload_fn(s->reload_ctx, s);
+            }
+            if (s->stats)
+                gbi_stats_publish(s);
         }
         if (s->shutting_down) {
             if (total_in_flight(s) == 0 && s->held_bytes == 0)
@@ -393,6 +404,14 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 }
 
 void gb_server_exit_on_gpu_failure(gb_server_t *s, int on) { s->exit_on_gpu_failure = on; }
+
+void gb_server_on_reload(gb_server_t *s, volatile sig_atomic_t *flag,
+                         void (*fn)(void *ctx, gb_server_t *s), void *ctx)
+{
+    s->reload_flag = flag;
+    s->reload_fn = fn;
+    s->reload_ctx = ctx;
+}
 
 
 gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
@@ -483,6 +502,7 @@ void gb_server_destroy(gb_server_t **ps)
     gbi_clients_fini(s);
     gbi_outbox_fini(&s->out);
     gbi_frame_fini(&s->scratch);
+    gbi_stats_free(s);
     free(s);
     *ps = NULL;
 }

@@ -39,6 +39,16 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
 
 void gb_server_exit_on_gpu_failure(gb_server_t *s, int on);
 
+/* Counts for the metrics endpoint m (published about every 100 ms). */
+struct gb_metrics;
+gb_err gb_server_set_metrics(gb_server_t *s, struct gb_metrics *m);
+/* When *flag becomes non-zero the loop clears it and calls fn(ctx, s) on its
+ * own thread (SIGHUP: reload.c). */
+void gb_server_on_reload(gb_server_t *s, volatile sig_atomic_t *flag,
+                         void (*fn)(void *ctx, gb_server_t *s), void *ctx);
+/* Counts a reload for the metrics (ok: applied; 0: refused). */
+void gb_server_count_reload(gb_server_t *s, int ok);
+
 
 /* Closes the socket (lingering briefly so the last replies go out); takes NULL. */
 void gb_server_destroy(gb_server_t **s);

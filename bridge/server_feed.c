@@ -7,6 +7,7 @@
 #include "codec.h"
 #include "log.h"
 #include "server_internal.h"
+#include "server_metrics.h"
 
 /* Puts one request into ring r. */
 static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,
@@ -34,6 +35,8 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     memcpy(p->id, id, id_len);
     s->unpublished |= 1u << (r - s->rings);
     s->requests++;
+    if (s->stats)
+        gbi_stats_request(s, r, pos);
     return HANDLED;
 }
 

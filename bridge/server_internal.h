@@ -93,6 +93,8 @@ typedef struct gbi_client {
     uint8_t delim;
 } gbi_client_t;
 
+typedef struct gbi_stats gbi_stats_t; /* server_metrics.c */
+
 struct gb_server {
     const gb_config_t *cfg;
     gb_engine_t *engine;
@@ -128,6 +130,11 @@ struct gb_server {
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     uint64_t frames_in, requests, replies, error_replies;
     uint64_t frames_too_large, requests_busy, frames_refused_unread, errors_folded;
+
+    gbi_stats_t *stats; /* metrics counting; NULL: no endpoint */
+    volatile sig_atomic_t *reload_flag; /* set by SIGHUP: call reload_fn (gb_server_on_reload) */
+    void (*reload_fn)(void *ctx, gb_server_t *s);
+    void *reload_ctx;
 };
 
 /* Queues a reply for client (id, delim); flushes the outbox first when it

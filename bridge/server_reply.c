@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pb_reply.h"
 #include "server_internal.h"
+#include "server_metrics.h"
 
 /* ServerFrame.reply and ReplyBatch.replies (both field 1), ServerFrame.batch. */
 #define TAG_REPLY ((GB_PB_FRAME_REPLY << 3) | GB_PB_LEN)
@@ -305,4 +306,6 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
     o->n++;
     if (status != GPUBRIDGE__STATUS__STATUS_OK)
         s->error_replies++;
+    if (s->stats)
+        gbi_stats_reply(s, status);
 }

@@ -1,0 +1,152 @@
+/* SIGHUP reload (see reload.h). Runs on the server thread, which is the only
+ * writer of the live config; the ZAP thread reads the allow-list under
+ * gb_reload_lock. */
+#include "reload.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "detect.h"
+#include "log.h"
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gb_reload_lock(void) { pthread_mutex_lock(&g_lock); }
+void gb_reload_unlock(void) { pthread_mutex_unlock(&g_lock); }
+
+/* Keys read only at start: changed ones need a restart. */
+typedef struct restart_key {
+    const char *name;
+    size_t off, size;
+} restart_key_t;
+
+#define RK(name, field) {name, offsetof(gb_config_t, field), sizeof(((gb_config_t *)0)->field)}
+static const restart_key_t g_restart_keys[] = {
+    RK("endpoints", endpoints),
+    RK("endpoints", n_endpoints),
+    RK("device", device),
+    RK("mode", mode),
+    RK("max_message_size", max_message_size),
+    RK("arena_mb", arena_mb),
+    RK("persistent.idle_spin_polls", idle_spin_polls),
+    RK("persistent.idle_backoff_max_ns", idle_backoff_max_ns),
+    RK("persistent.heartbeat_deadline_ms", heartbeat_deadline_ms),
+    RK("relaunch.max_messages_per_launch", max_messages_per_launch),
+    RK("placement.force_fallback", force_fallback_placement),
+    RK("grains", grains),
+    RK("grains", n_grains),
+    RK("curve.enabled", curve.enabled),
+    RK("curve.server_secret_key_file", curve.server_secret_key_file),
+    RK("curve.server_public_key", curve.server_public_key),
+    RK("metrics.enabled", metrics.enabled),
+    RK("metrics.listen", metrics.listen),
+};
+
+static int restart_keys(const gb_config_t *live, const gb_config_t *next)
+{
+    int n = 0;
+    const char *last = NULL;
+    for (size_t i = 0; i < sizeof g_restart_keys / sizeof g_restart_keys[0]; i++) {
+        const restart_key_t *k = &g_restart_keys[i];
+        if (memcmp((const char *)live + k->off, (const char *)next + k->off, k->size) == 0)
+            continue;
+        if (last && strcmp(last, k->name) == 0)
+            continue; /* a table and its count: one line */
+        GB_WARN("reload: %s changed; it takes effect only after a restart", k->name);
+        last = k->name;
+        n++;
+    }
+    return n;
+}
+
+/* What the hosts entries choose for this host, as text ("" when none matches). */
+static void host_choice(const gb_config_t *cfg, const char *hostname, char *out, size_t len)
+{
+    int i = gb_host_match(cfg, hostname);
+    if (i < 0) {
+        snprintf(out, len, "no entry");
+        return;
+    }
+    const gb_host_config_t *h = &cfg->hosts[i];
+    snprintf(out, len, "entry '%s': mode %s, device %s%d", h->pattern, gb_mode_name(h->mode),
+             h->has_device ? "" : "default ", h->has_device ? h->device : cfg->device);
+}
+
+/* Returns 1 when what the entries choose for this host changed (a restart). */
+static int apply_hosts(gb_config_t *live, const gb_config_t *next, const char *hostname)
+{
+    if (live->n_hosts == next->n_hosts &&
+        memcmp(live->hosts, next->hosts, sizeof live->hosts[0] * live->n_hosts) == 0)
+        return 0;
+    char before[160], after[160];
+    host_choice(live, hostname, before, sizeof before);
+    host_choice(next, hostname, after, sizeof after);
+    live->n_hosts = next->n_hosts;
+    memcpy(live->hosts, next->hosts, sizeof live->hosts);
+    GB_INFO("reload: hosts: %zu entries; for this host (%s): %s", live->n_hosts,
+            hostname ? hostname : "?", after);
+    if (strcmp(before, after) == 0)
+        return 0;
+    GB_WARN("reload: the hosts entry for this host changed (was %s); the mode and device it "
+            "chooses take effect only after a restart", before);
+    return 1;
+}
+
+int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_level,
+                    const char *hostname)
+{
+    if (next->log_level != live->log_level) {
+        if (keep_log_level) {
+            GB_INFO("reload: log_level %s in the file; --log-level %s stays",
+                    gb_log_level_name(next->log_level), gb_log_level_name(live->log_level));
+        } else {
+            /* Said at the more verbose of the two levels, so that it shows. */
+            gb_log_level was = live->log_level;
+            if (next->log_level > was)
+                gb_log_set_level(next->log_level);
+            GB_INFO("reload: log_level %s -> %s", gb_log_level_name(was),
+                    gb_log_level_name(next->log_level));
+            live->log_level = next->log_level;
+            gb_log_set_level(live->log_level);
+        }
+    }
+    if (next->log_format != live->log_format) {
+        live->log_format = next->log_format;
+        gb_log_set_format(live->log_format);
+        GB_INFO("reload: log_format %s", gb_log_format_name(live->log_format));
+    }
+    int restart = apply_hosts(live, next, hostname);
+    if (next->curve.n_allowed != live->curve.n_allowed ||
+        memcmp(next->curve.allowed_clients, live->curve.allowed_clients,
+               sizeof next->curve.allowed_clients) != 0) {
+        gb_reload_lock();
+        memcpy(live->curve.allowed_clients, next->curve.allowed_clients,
+               sizeof live->curve.allowed_clients);
+        live->curve.n_allowed = next->curve.n_allowed;
+        gb_reload_unlock();
+        GB_INFO("reload: curve.allowed_clients: %zu key(s)%s", live->curve.n_allowed,
+                live->curve.n_allowed ? "" : " (any client with the server key)");
+    }
+    return restart + restart_keys(live, next);
+}
+
+void gb_reload_run(void *ctx, gb_server_t *s)
+{
+    gb_reload_t *r = ctx;
+    if (!r->path) {
+        GB_WARN("reload: no --config file was given; nothing to reload");
+        gb_server_count_reload(s, 0);
+        return;
+    }
+    gb_config_t next;
+    char err[512];
+    if (gb_config_load(r->path, &next, err, sizeof err) != GB_OK) {
+        GB_ERROR("reload: %s; the running configuration stays", err);
+        gb_server_count_reload(s, 0);
+        return;
+    }
+    int n = gb_reload_apply(r->live, &next, r->cli_log_level, r->hostname);
+    GB_INFO("reload: %s applied%s", r->path, n ? "; some changes need a restart (see above)" : "");
+    gb_server_count_reload(s, 1);
+}

@@ -1,0 +1,31 @@
+/* SIGHUP: reload the config file and apply what can change while serving
+ * (log level and format, hosts entries, the CURVE allow-list); every other
+ * key that changed is named in a WARN line saying it needs a restart. */
+#ifndef GB_RELOAD_H
+#define GB_RELOAD_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "server.h"
+
+typedef struct gb_reload {
+    const char *path;      /* the config file; NULL: embedded defaults, nothing to reload */
+    gb_config_t *live;     /* the running config (the server reads it) */
+    bool cli_log_level;    /* --log-level given: it keeps beating the file */
+    const char *hostname;  /* for hosts entries */
+} gb_reload_t;
+
+/* Applies next to live (the reloadable keys) and logs one line per change and
+ * one WARN per key that needs a restart. Returns how many keys need one. */
+int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_level,
+                    const char *hostname);
+
+/* The server's reload callback (gb_server_on_reload): ctx is a gb_reload_t. */
+void gb_reload_run(void *ctx, gb_server_t *s);
+
+/* Held while the allow-list is read (the ZAP thread) or written (reload). */
+void gb_reload_lock(void);
+void gb_reload_unlock(void);
+
+#endif
