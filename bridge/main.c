@@ -16,6 +16,7 @@
 #include "supervisor.h"
 #include "error.h"
 #include "log.h"
+#include "test_hooks.h"
 
 enum { GBI_EXIT_OK = 0, GBI_EXIT_FAIL = 1, GBI_EXIT_USAGE = 2 };
 
@@ -53,8 +54,14 @@ static void usage(FILE *out, const char *prog)
             "  -h, --help              print this help and exit\n"
             "  -V, --version           print the version and exit\n"
             "\n"
+            "Environment:\n"
+            "  GPUBRIDGE_MODE          auto, persistent, relaunch or cpu: beats the config's\n"
+            "                          mode and hosts entries; --mode beats it\n"
+            "\n"
             "Exit status: 0 success, 1 runtime failure, 2 usage or configuration error.\n",
             prog);
+    if (gb_test_hooks_usage())
+        fputs(gb_test_hooks_usage(), out);
 }
 
 /* Returns -1 to go on, else the exit code. */
