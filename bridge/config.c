@@ -343,7 +343,7 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 
 static const char *const gbi_top_keys[] = {
     "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "persistent",
-    "relaunch", "placement", "grains", "hosts", "curve", NULL};
+    "relaunch", "placement", "grains", "hosts", "curve", "remote_control", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
@@ -353,7 +353,8 @@ static const char *const gbi_grain_keys[] = {
     "cpu_threads", NULL};
 static const char *const gbi_host_keys[] = {"pattern", "mode", "device", NULL};
 static const char *const gbi_curve_keys[] = {
-    "enabled", "server_secret_key_file", "server_public_key", "allowed_clients", NULL};
+    "enabled", "server_secret_key_file", "server_public_key", "allowed_clients", "admin_clients",
+    NULL};
 
 #define GBI_MAX_DEVICE 1023
 
@@ -549,6 +550,37 @@ static bool gbi_is_z85_key(const char *v)
     return true;
 }
 
+/* A list of Z85 public keys, curve.<key>; absent leaves the table alone. */
+static int gbi_load_keys(gbi_ctx *c, const config_setting_t *g, const char *key,
+                         char keys[GB_MAX_CLIENT_KEYS][GB_KEY_LEN], size_t *n_out)
+{
+    const config_setting_t *s;
+    char path[64];
+    snprintf(path, sizeof path, "curve.%s", key);
+    if (gbi_get_seq(c, g, key, path, false, &s) != 0)
+        return -1;
+    if (!s)
+        return 0;
+    int n = config_setting_length(s);
+    if (n > GB_MAX_CLIENT_KEYS)
+        return gbi_fail(c, s, "%s: too many entries (%d, at most %d)", path, n,
+                        GB_MAX_CLIENT_KEYS);
+    memset(keys, 0, sizeof(char[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]));
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *v;
+        snprintf(path, sizeof path, "curve.%s[%d]", key, i);
+        if (gbi_string_value(c, e, path, 256, &v) != 0)
+            return -1;
+        if (!gbi_is_z85_key(v))
+            return gbi_fail(c, e, "%s: not a Z85 CURVE key (40 characters, as printed by "
+                                  "zmq_curve_keypair)", path);
+        gbi_copy_str(keys[i], GB_KEY_LEN, v);
+    }
+    *n_out = (size_t)n;
+    return 0;
+}
+
 static int gbi_load_curve(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     const config_setting_t *g;
@@ -576,28 +608,9 @@ static int gbi_load_curve(gbi_ctx *c, const config_setting_t *root, gb_config_t 
     if (v)
         gbi_copy_str(cv->server_public_key, GB_KEY_LEN, v);
 
-    const config_setting_t *s;
-    if (gbi_get_seq(c, g, "allowed_clients", "curve.allowed_clients", false, &s) != 0)
+    if (gbi_load_keys(c, g, "allowed_clients", cv->allowed_clients, &cv->n_allowed) != 0 ||
+        gbi_load_keys(c, g, "admin_clients", cv->admin_clients, &cv->n_admin) != 0)
         return -1;
-    if (s) {
-        int n = config_setting_length(s);
-        if (n > GB_MAX_CLIENT_KEYS)
-            return gbi_fail(c, s, "curve.allowed_clients: too many entries (%d, at most %d)", n,
-                            GB_MAX_CLIENT_KEYS);
-        memset(cv->allowed_clients, 0, sizeof cv->allowed_clients);
-        char path[64];
-        for (int i = 0; i < n; i++) {
-            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-            snprintf(path, sizeof path, "curve.allowed_clients[%d]", i);
-            if (gbi_string_value(c, e, path, 256, &v) != 0)
-                return -1;
-            if (!gbi_is_z85_key(v))
-                return gbi_fail(c, e, "%s: not a Z85 CURVE key (40 characters, as printed by "
-                                      "zmq_curve_keypair)", path);
-            gbi_copy_str(cv->allowed_clients[i], GB_KEY_LEN, v);
-        }
-        cv->n_allowed = (size_t)n;
-    }
     if (cv->enabled) {
         const config_setting_t *en = config_setting_get_member(g, "enabled");
         if (!en)
@@ -672,6 +685,8 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
     }
     if (gbi_load_grains(c, root, cfg) != 0 || gbi_load_hosts(c, root, cfg) != 0 ||
         gbi_load_curve(c, root, cfg) != 0)
+        return -1;
+    if (gbi_get_bool(c, root, "remote_control", "remote_control", &cfg->remote_control) != 0)
         return -1;
     return 0;
 }
@@ -824,5 +839,11 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         fputs(i ? ", " : " ", out);
         gbi_print_str(out, cfg->curve.allowed_clients[i]);
     }
-    fprintf(out, "%s];\n};\n", cfg->curve.n_allowed ? " " : "");
+    fprintf(out, "%s];\n  admin_clients = [", cfg->curve.n_allowed ? " " : "");
+    for (size_t i = 0; i < cfg->curve.n_admin; i++) {
+        fputs(i ? ", " : " ", out);
+        gbi_print_str(out, cfg->curve.admin_clients[i]);
+    }
+    fprintf(out, "%s];\n};\n", cfg->curve.n_admin ? " " : "");
+    fprintf(out, "remote_control = %s;\n", cfg->remote_control ? "true" : "false");
 }

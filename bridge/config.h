@@ -64,6 +64,8 @@ typedef struct gb_curve_config {
     char server_public_key[GB_KEY_LEN];
     size_t n_allowed;
     char allowed_clients[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]; /* Z85 public keys */
+    size_t n_admin;
+    char admin_clients[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]; /* may change state (authority.h); admitted too */
 } gb_curve_config_t;
 
 typedef struct gb_config {
@@ -88,6 +90,7 @@ typedef struct gb_config {
     size_t n_hosts;
     gb_host_config_t hosts[GB_MAX_HOSTS];
     gb_curve_config_t curve;
+    bool remote_control; /* any peer may Activate/Deactivate/Terminate (authority.h) */
 } gb_config_t;
 
 /* Fills *cfg with the embedded defaults (the same values as config/gpubridge.cfg). */

@@ -47,14 +47,17 @@ static gb_err read_secret(const char *path, char key[41], char *err, size_t errl
     return GB_OK;
 }
 
-static int allowed(const gb_server_t *s, const uint8_t *client_key)
+/* Admin keys (curve.admin_clients) are admitted as well. */
+static int allowed(const gb_server_t *s, const char *z85)
 {
-    if (s->cfg->curve.n_allowed == 0)
+    const gb_curve_config_t *cv = &s->cfg->curve;
+    if (cv->n_allowed == 0)
         return 1;
-    char z85[41];
-    zmq_z85_encode(z85, client_key, 32);
-    for (size_t i = 0; i < s->cfg->curve.n_allowed; i++)
-        if (strcmp(z85, s->cfg->curve.allowed_clients[i]) == 0)
+    for (size_t i = 0; i < cv->n_allowed; i++)
+        if (strcmp(z85, cv->allowed_clients[i]) == 0)
+            return 1;
+    for (size_t i = 0; i < cv->n_admin; i++)
+        if (strcmp(z85, cv->admin_clients[i]) == 0)
             return 1;
     return 0;
 }
@@ -84,21 +87,24 @@ static void *zap_main(void *arg)
             more = m;
         }
         const char *code = "400", *text = "not allowed";
+        char z85[41] = "";
         if (n >= 7 && sizes[5] == 5 && memcmp(parts[5], "CURVE", 5) == 0 && sizes[6] == 32) {
-            if (allowed(s, (const uint8_t *)parts[6])) {
+            zmq_z85_encode(z85, (const uint8_t *)parts[6], 32);
+            if (allowed(s, z85)) {
                 code = "200";
                 text = "OK";
             } else {
-                char z85[41];
-                zmq_z85_encode(z85, (const uint8_t *)parts[6], 32);
                 GB_WARN("CURVE: refused client key %s (not in curve.allowed_clients)", z85);
             }
         }
+        /* The user id is the client's key: messages carry it as "User-Id"
+         * metadata, which the control authority check reads (authority.c). */
+        const char *user = code[0] == '2' ? z85 : "";
         zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
         zmq_send(zap, parts[1], sizes[1], ZMQ_SNDMORE);
         zmq_send(zap, code, 3, ZMQ_SNDMORE);
         zmq_send(zap, text, strlen(text), ZMQ_SNDMORE);
-        zmq_send(zap, "", 0, ZMQ_SNDMORE);
+        zmq_send(zap, user, strlen(user), ZMQ_SNDMORE);
         zmq_send(zap, "", 0, 0);
     }
 }

@@ -177,6 +177,8 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
                    uint8_t delim, size_t bytes, gbi_held_t *h)
 {
     s->resuming = h;
+    if (h)
+        s->peer_admin = h->admin;
     for (size_t i = from; i < f->n; i++) {
         if (handle_envelope(s, id, id_len, delim, &f->envs[i]) != NEEDS_ROOM)
             continue;
@@ -202,6 +204,7 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
         memcpy(nh->id, id, id_len);
         nh->id_len = id_len;
         nh->delim = delim;
+        nh->admin = (uint8_t)s->peer_admin;
         s->held_bytes += bytes;
         push_held(s->blocked, nh);
         return NEEDS_ROOM;

@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "authority.h"
 #include "clock.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
@@ -484,6 +485,16 @@ static int from_client(gbi_sup_t *s)
                  s->cfg->max_message_size);
         s->replies_own++;
         refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
+        zmq_msg_close(&m);
+        return 1;
+    }
+    /* The worker sees only this process: control authority is checked here. */
+    size_t nlen = 0;
+    uint8_t *no = gb_authority_peer(s->cfg, &m) ? NULL : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen);
+    if (no) {
+        s->replies_own++;
+        to_client(s, p, no, nlen);
+        free(no);
         zmq_msg_close(&m);
         return 1;
     }

@@ -1,0 +1,165 @@
+/* End to end: control authority (docs/protocol.md, "CURVE security and
+ * control authority"), against the real daemon, plain and supervised.
+ *   - Without CURVE, a remote peer (the host's own non-loopback address) may
+ *     not Activate, Deactivate or Terminate; status and grain messages work;
+ *     a loopback peer may; remote_control = true opens it.
+ *   - With CURVE and curve.admin_clients, an allow-listed client that is not
+ *     an admin is refused even over ipc; an admin key (admitted without being
+ *     on allowed_clients) may. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "e2e_harness.h"
+
+/* The first IPv4 address of this host that is not loopback, or 0. */
+static int remote_address(char *out, size_t cap)
+{
+    struct ifaddrs *ifs, *i;
+    int found = 0;
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        const struct sockaddr_in *a = (const struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127)
+            continue;
+        found = inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap) != NULL;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* A TCP port that was free a moment ago. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    socklen_t l = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int status_of(void *s, uint64_t corr, const char *type)
+{
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__StatusRequest q = GPUBRIDGE__STATUS_REQUEST__INIT;
+    q.grain_type = (char *)type;
+    c.op_case = GPUBRIDGE__CONTROL__OP_STATUS_REQUEST;
+    c.status_request = &q;
+    send_env(s, make_control(corr, &c));
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(s, &f, 10000);
+    int st = r->status;
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    return st;
+}
+
+enum { OK = GPUBRIDGE__STATUS__STATUS_OK, NO = GPUBRIDGE__STATUS__STATUS_UNAUTHORIZED };
+
+static void test_remote_control_refused(void **state)
+{
+    (void)state;
+    char ip[64], remote[128], local[128], listen[64];
+    if (!remote_address(ip, sizeof ip))
+        skip(); /* no address but loopback: no remote peer to play */
+    int port = free_port();
+    snprintf(listen, sizeof listen, "tcp://0.0.0.0:%d", port);
+    snprintf(remote, sizeof remote, "tcp://%s:%d", ip, port);
+    snprintf(local, sizeof local, "tcp://127.0.0.1:%d", port);
+    g_extra_endpoint = listen;
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, ""), 0);
+    void *far = client_open(remote), *near = client_open(local);
+    still_serves(far);
+    assert_int_equal(control_simple(far, 1, GPUBRIDGE__CONTROL__OP_TERMINATE, "vecadd"), NO);
+    assert_int_equal(control_simple(far, 2, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), NO);
+    assert_int_equal(control_simple(far, 3, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), NO);
+    assert_int_equal(status_of(far, 4, "vecadd"), OK); /* read-only stays open */
+    still_serves(far);                                 /* and vecadd was not terminated */
+    assert_int_equal(control_simple(near, 5, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(near, 6, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), OK);
+    still_serves(far);
+    zmq_close(far);
+    zmq_close(near);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+
+    /* remote_control = true: the operator opened it. */
+    port = free_port();
+    snprintf(listen, sizeof listen, "tcp://0.0.0.0:%d", port);
+    snprintf(remote, sizeof remote, "tcp://%s:%d", ip, port);
+    assert_int_equal(bridge_start(&b, "remote_control = true;"), 0);
+    g_extra_endpoint = NULL;
+    far = client_open(remote);
+    assert_int_equal(control_simple(far, 7, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(far, 8, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), OK);
+    zmq_close(far);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+}
+
+static void *curve_client(const bridge_t *b, const char *spub, const char *pub, const char *sec)
+{
+    void *s = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, spub, 40);
+    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
+    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
+    assert_int_equal(zmq_connect(s, b->endpoint), 0);
+    return s;
+}
+
+static void test_admin_keys(void **state)
+{
+    (void)state;
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    char spub[41], ssec[41], upub[41], usec[41], apub[41], asec[41];
+    assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+    assert_int_equal(zmq_curve_keypair(upub, usec), 0);
+    assert_int_equal(zmq_curve_keypair(apub, asec), 0);
+    char dir[256], keyfile[300], cfg[1024];
+    e2e_tmpdir(dir);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
+    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, ssec, 40), 40);
+    close(fd);
+    snprintf(cfg, sizeof cfg,
+             "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
+             "          allowed_clients = [ \"%s\" ]; admin_clients = [ \"%s\" ]; };\n",
+             keyfile, spub, upub, apub);
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, cfg), 0);
+    void *user = curve_client(&b, spub, upub, usec), *admin = curve_client(&b, spub, apub, asec);
+    still_serves(user);
+    /* ipc is local, but with admin keys set only they count. */
+    assert_int_equal(control_simple(user, 1, GPUBRIDGE__CONTROL__OP_TERMINATE, "vecadd"), NO);
+    assert_int_equal(control_simple(user, 2, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), NO);
+    assert_int_equal(status_of(user, 3, "vecadd"), OK);
+    still_serves(user);
+    still_serves(admin);
+    assert_int_equal(control_simple(admin, 4, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(admin, 5, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(admin, 6, GPUBRIDGE__CONTROL__OP_TERMINATE, "echo"), OK);
+    assert_int_equal(control_simple(user, 7, GPUBRIDGE__CONTROL__OP_ACTIVATE, "echo"), NO);
+    zmq_close(user);
+    zmq_close(admin);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+    assert_true(log_contains(&b, "terminated"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_remote_control_refused),
+        cmocka_unit_test(test_admin_keys),
+    };
+    return cmocka_run_group_tests_name("control authority", tests, NULL, NULL) ? 1 : 0;
+}
