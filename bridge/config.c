@@ -17,7 +17,10 @@
 #include <inttypes.h>
 #include <libconfig.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "config_file.h"
 
 /* ---------------------------------------------------------------- modes */
 
@@ -693,8 +696,8 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
 
 /* ------------------------------------------------------------ loading */
 
-static gb_err gbi_finish(config_t *lc, int read_ok, const char *name, gb_config_t *cfg,
-                         char *err, size_t errlen)
+static gb_err gbi_finish(config_t *lc, int read_ok, const char *src, const char *name,
+                         gb_config_t *cfg, char *err, size_t errlen)
 {
     gbi_ctx c = {name, err, errlen};
     if (err && errlen)
@@ -703,7 +706,12 @@ static gb_err gbi_finish(config_t *lc, int read_ok, const char *name, gb_config_
         const char *file = config_error_file(lc) ? config_error_file(lc) : name;
         const char *text = config_error_text(lc) ? config_error_text(lc) : "cannot be read";
         gb_err rc = config_error_type(lc) == CONFIG_ERR_FILE_IO ? GB_ERR_IO : GB_ERR_CONFIG;
-        if (err && errlen)
+        char key[GB_NAME_LEN];
+        gbi_config_key_at_line(src, config_error_line(lc), key, sizeof key);
+        if (err && errlen && strcmp(text, "duplicate setting name") == 0 && key[0])
+            snprintf(err, errlen, "%s:%d: duplicate key '%s' (already set earlier in the same group)", file,
+                     config_error_line(lc), key);
+        else if (err && errlen)
             snprintf(err, errlen, "%s:%d: %s", file, config_error_line(lc), text);
         config_destroy(lc);
         return rc;
@@ -721,6 +729,20 @@ static gb_err gbi_finish(config_t *lc, int read_ok, const char *name, gb_config_
     return GB_OK;
 }
 
+/* text: len bytes and a NUL after them. */
+static gb_err gbi_load_text(const char *text, size_t len, const char *name, gb_config_t *cfg,
+                            char *err, size_t errlen)
+{
+    char scratch[8];
+    if (gbi_config_prescan(text, len, name, err && errlen ? err : scratch,
+                           err && errlen ? errlen : sizeof scratch) != 0)
+        return GB_ERR_CONFIG;
+    config_t lc;
+    config_init(&lc);
+    int ok = config_read_string(&lc, text) == CONFIG_TRUE;
+    return gbi_finish(&lc, ok, text, name, cfg, err, errlen);
+}
+
 gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errlen)
 {
     if (!path || !cfg) {
@@ -728,20 +750,17 @@ gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errl
             snprintf(err, errlen, "gb_config_load: no path or config given");
         return GB_ERR_INVALID;
     }
-    /* Open it ourselves: libconfig's "file I/O error" does not say why. */
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        int e = errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
-        return GB_ERR_IO;
-    }
-    fclose(f);
-    config_t lc;
-    config_init(&lc);
-    /* config_read_file (not config_read) names the file in libconfig's own errors. */
-    int ok = config_read_file(&lc, path) == CONFIG_TRUE;
-    return gbi_finish(&lc, ok, path, cfg, err, errlen);
+    /* Read it ourselves: regular files only (a FIFO would block), capped;
+     * libconfig's "file I/O error" would not say why. */
+    char *text = NULL, scratch[8];
+    size_t len = 0;
+    gb_err rc = gbi_read_regular_file(path, "config file", GBI_CONFIG_MAX_BYTES, &text, &len,
+                                      err && errlen ? err : scratch, err && errlen ? errlen : sizeof scratch);
+    if (rc != GB_OK)
+        return rc;
+    rc = gbi_load_text(text, len, path, cfg, err, errlen);
+    free(text);
+    return rc;
 }
 
 gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cfg,
@@ -752,12 +771,7 @@ gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cf
             snprintf(err, errlen, "gb_config_load_string: no text or config given");
         return GB_ERR_INVALID;
     }
-    if (!name)
-        name = "<string>";
-    config_t lc;
-    config_init(&lc);
-    int ok = config_read_string(&lc, text) == CONFIG_TRUE;
-    return gbi_finish(&lc, ok, name, cfg, err, errlen);
+    return gbi_load_text(text, strlen(text), name ? name : "<string>", cfg, err, errlen);
 }
 
 /* ------------------------------------------------------------ printing */
