@@ -41,8 +41,10 @@ static void usage(FILE *out, const char *prog)
             "Options:\n"
             "  -c, --config FILE       load FILE (libconfig syntax; see config/gpubridge.cfg);\n"
             "                          without it the embedded defaults are used\n"
-            "      --check-config      validate the configuration, print the effective one\n"
-            "                          and exit (0: valid, 2: invalid)\n"
+            "      --check-config      validate the configuration (with CURVE on, also the\n"
+            "                          secret key file: owner, mode 0600, and that it matches\n"
+            "                          server_public_key), print the effective one and exit\n"
+            "                          (0: valid, 2: invalid)\n"
             "  -l, --log-level LEVEL   error, warn, info, debug or diag (overrides the file)\n"
             "  -m, --mode MODE         auto, persistent, relaunch or cpu (overrides the file,\n"
             "                          its hosts entries and GPUBRIDGE_MODE)\n"
@@ -238,6 +240,11 @@ int main(int argc, char **argv)
     const gb_mode *mode_override = cli.has_mode ? &cli.mode : NULL;
 
     if (cli.check_config) {
+        char err[512];
+        if (gb_config_check_curve(&cfg, NULL, err, sizeof err) != GB_OK) {
+            fprintf(stderr, "gpubridge: %s\n", err);
+            return GBI_EXIT_USAGE;
+        }
         gb_config_print(&cfg, stdout);
         /* --mode is not a config key (it also beats hosts entries); say so as a comment
          * so that the output stays loadable. */

@@ -155,11 +155,153 @@ static void test_admin_keys(void **state)
     assert_true(log_contains(&b, "terminated"));
 }
 
+/* Writes a CURVE config for key file keyfile and public key pub into
+ * dir/check.cfg (its path in cfg) and runs gpubridge --check-config on it;
+ * returns the exit status, stderr in dir/check.err. */
+static int check_config(const char *dir, const char *keyfile, const char *pub, char *errtext, size_t cap)
+{
+    char cfg[300], errf[300];
+    snprintf(cfg, sizeof cfg, "%s/check.cfg", dir);
+    snprintf(errf, sizeof errf, "%s/check.err", dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\"; };\n",
+            keyfile, pub);
+    fclose(f);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *e = freopen(errf, "w", stderr);
+        FILE *o = freopen("/dev/null", "w", stdout);
+        (void)e;
+        (void)o;
+        const char *bin = getenv("GB_BRIDGE_BIN");
+        execl(bin, bin, "--check-config", "--config", cfg, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    f = fopen(errf, "r");
+    assert_non_null(f);
+    size_t n = fread(errtext, 1, cap - 1, f);
+    errtext[n] = '\0';
+    fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* --check-config checks the secret key file: mode, owner, a FIFO, and that it
+ * is the secret key of server_public_key; the daemon refuses to start on a
+ * mismatch. */
+static void test_check_config_keys(void **state)
+{
+    (void)state;
+    char spub[41], ssec[41], opub[41], osec[41];
+    assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+    assert_int_equal(zmq_curve_keypair(opub, osec), 0);
+    char dir[256], keyfile[300], err[2048];
+    e2e_tmpdir(dir);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
+    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, ssec, 40), 40);
+    close(fd);
+    assert_int_equal(check_config(dir, keyfile, spub, err, sizeof err), 0);
+
+    assert_int_equal(check_config(dir, keyfile, opub, err, sizeof err), 2);
+    assert_non_null(strstr(err, "does not hold the secret key of curve.server_public_key"));
+    assert_non_null(strstr(err, spub)); /* names the key it does hold */
+
+    chmod(keyfile, 0640);
+    assert_int_equal(check_config(dir, keyfile, spub, err, sizeof err), 2);
+    assert_non_null(strstr(err, "chmod 600"));
+    chmod(keyfile, 0600);
+
+    if (geteuid() == 0) { /* only root can give a file away */
+        assert_int_equal(chown(keyfile, 65534, 65534), 0);
+        assert_int_equal(check_config(dir, keyfile, spub, err, sizeof err), 2);
+        assert_non_null(strstr(err, "is owned by uid 65534"));
+        assert_int_equal(chown(keyfile, 0, 0), 0);
+    }
+
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/key.fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(check_config(dir, fifo, spub, err, sizeof err), 2); /* and does not block */
+    assert_non_null(strstr(err, "is a FIFO"));
+
+    /* The daemon itself refuses the mismatch at start. */
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\"; };\n",
+             keyfile, opub);
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, cfg), 2);
+    assert_true(log_contains(&b, "does not hold the secret key"));
+}
+
+static uint64_t now_ms(void) { return e2e_ms(); }
+
+/* Refused CURVE handshakes log a few lines per 10 s, not one each. */
+static void test_refused_handshakes_rate_limited(void **state)
+{
+    (void)state;
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    char spub[41], ssec[41], apub[41], asec[41], bpub[41], bsec[41];
+    assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+    assert_int_equal(zmq_curve_keypair(apub, asec), 0);
+    assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
+    char dir[256], keyfile[300], cfg[1024];
+    e2e_tmpdir(dir);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
+    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, ssec, 40), 40);
+    close(fd);
+    snprintf(cfg, sizeof cfg,
+             "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
+             "          allowed_clients = [ \"%s\" ]; };\n",
+             keyfile, spub, apub);
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, cfg), 0);
+    /* 100 refused clients, each reconnecting every 100 ms (ZeroMQ's default)
+     * and refused again, until one second after the first refusal is logged. */
+    enum { N = 100 };
+    void *bad[N];
+    uint64_t t0 = now_ms();
+    for (int i = 0; i < N; i++)
+        bad[i] = curve_client(&b, spub, bpub, bsec);
+    while (!log_contains(&b, "refused client key") && now_ms() - t0 < 20000)
+        usleep(10000);
+    usleep(1000000);
+    for (int i = 0; i < N; i++)
+        zmq_close(bad[i]);
+    void *ok = curve_client(&b, spub, apub, asec);
+    still_serves(ok);
+    uint64_t elapsed = now_ms() - t0;
+    zmq_close(ok);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+    FILE *f = fopen(b.log, "r");
+    assert_non_null(f);
+    char line[2048];
+    unsigned refused = 0;
+    while (fgets(line, sizeof line, f))
+        refused += strstr(line, "refused client key") != NULL;
+    fclose(f);
+    /* 10 per 10 s window (the windows this run spanned), not one per handshake. */
+    unsigned bound = 10 * (unsigned)(elapsed / 10000 + 2);
+    if (refused == 0 || refused > bound)
+        fail_msg("%u refused-handshake lines for %d refused clients in %llu ms (at most %u)", refused, N,
+                 (unsigned long long)elapsed, bound);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remote_control_refused),
         cmocka_unit_test(test_admin_keys),
+        cmocka_unit_test(test_check_config_keys),
+        cmocka_unit_test(test_refused_handshakes_rate_limited),
     };
     return cmocka_run_group_tests_name("control authority", tests, NULL, NULL) ? 1 : 0;
 }
