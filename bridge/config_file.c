@@ -37,7 +37,12 @@ gb_err gbi_read_regular_file(const char *path, const char *what, size_t max, cha
         return GB_ERR_IO;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
+        snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return GB_ERR_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s: is %s; the %s must be a regular file", path, file_kind(sb.st_mode), what);
         close(fd);
         return GB_ERR_CONFIG;
