@@ -76,7 +76,7 @@ static int env_changes_state(const gbi_env_t *e)
 
 /* Every envelope of f answered UNAUTHORIZED (one-way ones without a
  * correlation id get nothing, as everywhere). */
-static uint8_t *encode_refusal(const gbi_frame_t *f, size_t *len)
+static uint8_t *encode_refusal(const gbi_frame_t *f, size_t *len, size_t *n_replies)
 {
     Gpubridge__Reply *rs = calloc(f->n ? f->n : 1, sizeof *rs);
     Gpubridge__Reply **ptrs = calloc(f->n ? f->n : 1, sizeof *ptrs);
@@ -94,6 +94,7 @@ static uint8_t *encode_refusal(const gbi_frame_t *f, size_t *len)
             b.n_replies++;
         }
         b.replies = ptrs;
+        *n_replies = b.n_replies;
         Gpubridge__ServerFrame sf = GPUBRIDGE__SERVER_FRAME__INIT;
         if (b.n_replies == 1) {
             sf.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
@@ -112,7 +113,7 @@ static uint8_t *encode_refusal(const gbi_frame_t *f, size_t *len)
     return buf;
 }
 
-uint8_t *gb_authority_refusal(const uint8_t *data, size_t size, size_t *len)
+uint8_t *gb_authority_refusal(const uint8_t *data, size_t size, size_t *len, size_t *n_replies)
 {
     gbi_frame_t f;
     memset(&f, 0, sizeof f);
@@ -123,7 +124,7 @@ uint8_t *gb_authority_refusal(const uint8_t *data, size_t size, size_t *len)
         for (size_t i = 0; i < f.n && !needs; i++)
             needs = env_changes_state(&f.envs[i]);
         if (needs)
-            out = encode_refusal(&f, len);
+            out = encode_refusal(&f, len, n_replies);
     }
     gbi_frame_fini(&f);
     return out;

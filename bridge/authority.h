@@ -32,9 +32,10 @@ int gb_authority_op_changes_state(int op_case);
 /* For a relay (the supervisor) that cannot answer envelope by envelope
  * itself: when the encoded ClientFrame data holds an operation that changes
  * state, returns a malloc'd encoded ServerFrame answering every envelope of
- * it STATUS_UNAUTHORIZED (*len its size); NULL when the frame needs no
- * authority (or cannot be decoded: the worker answers that). */
-uint8_t *gb_authority_refusal(const uint8_t *data, size_t size, size_t *len);
+ * it STATUS_UNAUTHORIZED (*len its size, *n_replies the replies in it); NULL
+ * when the frame needs no authority (or cannot be decoded: the worker
+ * answers that). */
+uint8_t *gb_authority_refusal(const uint8_t *data, size_t size, size_t *len, size_t *n_replies);
 
 /* The error text of a refused operation. */
 #define GB_AUTHORITY_REFUSED                                                                       \

@@ -489,10 +489,11 @@ static int from_client(gbi_sup_t *s)
         return 1;
     }
     /* The worker sees only this process: control authority is checked here. */
-    size_t nlen = 0;
-    uint8_t *no = gb_authority_peer(s->cfg, &m) ? NULL : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen);
+    size_t nlen = 0, nrep = 0;
+    uint8_t *no = gb_authority_peer(s->cfg, &m) ? NULL
+                                                : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen, &nrep);
     if (no) {
-        s->replies_own++;
+        s->replies_own += nrep;
         to_client(s, p, no, nlen);
         free(no);
         zmq_msg_close(&m);
