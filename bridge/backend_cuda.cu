@@ -24,6 +24,7 @@
 #include "ring_kernel.h"
 #include "backend_cuda.h"
 #include "backend_cuda_internal.h"
+#include "test_hooks.h"
 
 int gbi_cuda_fail(gb_rk_t *rk, cudaError_t err, const char *what)
 {
@@ -165,10 +166,10 @@ static void cuda_destroy(gb_rk_t *rk)
 }
 
 /* Benchmark switches for the ring kernel (GBK_F_* in ring_kernel.h), from
- * GPUBRIDGE_KERNEL_FLAGS; 0 in production. */
+ * GPUBRIDGE_KERNEL_FLAGS (a test hook); 0 in production. */
 static uint32_t kernel_flags(void)
 {
-    const char *v = getenv("GPUBRIDGE_KERNEL_FLAGS");
+    const char *v = gb_test_hook(GB_HOOK_KERNEL_FLAGS);
     return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
@@ -219,7 +220,7 @@ static gb_err cuda_create(gb_rk_t *rk)
         rk->placement = b->placement = GB_PLACEMENT_DEVICE_MALLOC; /* until staging is known */
         CK(cudaMalloc((void **)&b->dev, size), "cudaMalloc(region)");
         CK(cudaMemsetAsync(b->dev, 0, size, b->cstream), "cudaMemsetAsync(region)");
-        const char *force_malloc = getenv("GPUBRIDGE_FORCE_MALLOC_STAGING");
+        const char *force_malloc = gb_test_hook(GB_HOOK_FORCE_MALLOC_STAGING);
         if (!(force_malloc && *force_malloc == '1') &&
             cudaHostAlloc((void **)&b->host, size, cudaHostAllocDefault) == cudaSuccess) {
             rk->placement = GB_PLACEMENT_DEVICE_PINNED;

@@ -18,7 +18,10 @@
 #include <inttypes.h>
 #include <libconfig.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "config_file.h"
 
 /* ---------------------------------------------------------------- modes */
 
@@ -352,7 +355,7 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 
 static const char *const gbi_top_keys[] = {
     "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
-    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", NULL};
+    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
@@ -363,7 +366,8 @@ static const char *const gbi_grain_keys[] = {
 static const char *const gbi_host_keys[] = {"pattern", "mode", "device", NULL};
 static const char *const gbi_metrics_keys[] = {"enabled", "listen", NULL};
 static const char *const gbi_curve_keys[] = {
-    "enabled", "server_secret_key_file", "server_public_key", "allowed_clients", NULL};
+    "enabled", "server_secret_key_file", "server_public_key", "allowed_clients", "admin_clients",
+    NULL};
 
 #define GBI_MAX_DEVICE 1023
 
@@ -560,6 +564,37 @@ static bool gbi_is_z85_key(const char *v)
     return true;
 }
 
+/* A list of Z85 public keys, curve.<key>; absent leaves the table alone. */
+static int gbi_load_keys(gbi_ctx *c, const config_setting_t *g, const char *key,
+                         char keys[GB_MAX_CLIENT_KEYS][GB_KEY_LEN], size_t *n_out)
+{
+    const config_setting_t *s;
+    char path[64];
+    snprintf(path, sizeof path, "curve.%s", key);
+    if (gbi_get_seq(c, g, key, path, false, &s) != 0)
+        return -1;
+    if (!s)
+        return 0;
+    int n = config_setting_length(s);
+    if (n > GB_MAX_CLIENT_KEYS)
+        return gbi_fail(c, s, "%s: too many entries (%d, at most %d)", path, n,
+                        GB_MAX_CLIENT_KEYS);
+    memset(keys, 0, sizeof(char[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]));
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *v;
+        snprintf(path, sizeof path, "curve.%s[%d]", key, i);
+        if (gbi_string_value(c, e, path, 256, &v) != 0)
+            return -1;
+        if (!gbi_is_z85_key(v))
+            return gbi_fail(c, e, "%s: not a Z85 CURVE key (40 characters, as printed by "
+                                  "zmq_curve_keypair)", path);
+        gbi_copy_str(keys[i], GB_KEY_LEN, v);
+    }
+    *n_out = (size_t)n;
+    return 0;
+}
+
 static int gbi_load_curve(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     const config_setting_t *g;
@@ -587,28 +622,9 @@ static int gbi_load_curve(gbi_ctx *c, const config_setting_t *root, gb_config_t 
     if (v)
         gbi_copy_str(cv->server_public_key, GB_KEY_LEN, v);
 
-    const config_setting_t *s;
-    if (gbi_get_seq(c, g, "allowed_clients", "curve.allowed_clients", false, &s) != 0)
+    if (gbi_load_keys(c, g, "allowed_clients", cv->allowed_clients, &cv->n_allowed) != 0 ||
+        gbi_load_keys(c, g, "admin_clients", cv->admin_clients, &cv->n_admin) != 0)
         return -1;
-    if (s) {
-        int n = config_setting_length(s);
-        if (n > GB_MAX_CLIENT_KEYS)
-            return gbi_fail(c, s, "curve.allowed_clients: too many entries (%d, at most %d)", n,
-                            GB_MAX_CLIENT_KEYS);
-        memset(cv->allowed_clients, 0, sizeof cv->allowed_clients);
-        char path[64];
-        for (int i = 0; i < n; i++) {
-            const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-            snprintf(path, sizeof path, "curve.allowed_clients[%d]", i);
-            if (gbi_string_value(c, e, path, 256, &v) != 0)
-                return -1;
-            if (!gbi_is_z85_key(v))
-                return gbi_fail(c, e, "%s: not a Z85 CURVE key (40 characters, as printed by "
-                                      "zmq_curve_keypair)", path);
-            gbi_copy_str(cv->allowed_clients[i], GB_KEY_LEN, v);
-        }
-        cv->n_allowed = (size_t)n;
-    }
     if (cv->enabled) {
         const config_setting_t *en = config_setting_get_member(g, "enabled");
         if (!en)
@@ -719,13 +735,15 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
     if (gbi_load_grains(c, root, cfg) != 0 || gbi_load_hosts(c, root, cfg) != 0 ||
         gbi_load_curve(c, root, cfg) != 0 || gbi_load_ops(c, root, cfg) != 0)
         return -1;
+    if (gbi_get_bool(c, root, "remote_control", "remote_control", &cfg->remote_control) != 0)
+        return -1;
     return 0;
 }
 
 /* ------------------------------------------------------------ loading */
 
-static gb_err gbi_finish(config_t *lc, int read_ok, const char *name, gb_config_t *cfg,
-                         char *err, size_t errlen)
+static gb_err gbi_finish(config_t *lc, int read_ok, const char *src, const char *name,
+                         gb_config_t *cfg, char *err, size_t errlen)
 {
     gbi_ctx c = {name, err, errlen};
     if (err && errlen)
@@ -734,7 +752,12 @@ static gb_err gbi_finish(config_t *lc, int read_ok, const char *name, gb_config_
         const char *file = config_error_file(lc) ? config_error_file(lc) : name;
         const char *text = config_error_text(lc) ? config_error_text(lc) : "cannot be read";
         gb_err rc = config_error_type(lc) == CONFIG_ERR_FILE_IO ? GB_ERR_IO : GB_ERR_CONFIG;
-        if (err && errlen)
+        char key[GB_NAME_LEN];
+        gbi_config_key_at_line(src, config_error_line(lc), key, sizeof key);
+        if (err && errlen && strcmp(text, "duplicate setting name") == 0 && key[0])
+            snprintf(err, errlen, "%s:%d: duplicate key '%s' (already set earlier in the same group)", file,
+                     config_error_line(lc), key);
+        else if (err && errlen)
             snprintf(err, errlen, "%s:%d: %s", file, config_error_line(lc), text);
         config_destroy(lc);
         return rc;
@@ -752,6 +775,20 @@ static gb_err gbi_finish(config_t *lc, int read_ok, const char *name, gb_config_
     return GB_OK;
 }
 
+/* text: len bytes and a NUL after them. */
+static gb_err gbi_load_text(const char *text, size_t len, const char *name, gb_config_t *cfg,
+                            char *err, size_t errlen)
+{
+    char scratch[8];
+    if (gbi_config_prescan(text, len, name, err && errlen ? err : scratch,
+                           err && errlen ? errlen : sizeof scratch) != 0)
+        return GB_ERR_CONFIG;
+    config_t lc;
+    config_init(&lc);
+    int ok = config_read_string(&lc, text) == CONFIG_TRUE;
+    return gbi_finish(&lc, ok, text, name, cfg, err, errlen);
+}
+
 gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errlen)
 {
     if (!path || !cfg) {
@@ -759,20 +796,17 @@ gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errl
             snprintf(err, errlen, "gb_config_load: no path or config given");
         return GB_ERR_INVALID;
     }
-    /* Open it ourselves: libconfig's "file I/O error" does not say why. */
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        int e = errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
-        return GB_ERR_IO;
-    }
-    fclose(f);
-    config_t lc;
-    config_init(&lc);
-    /* config_read_file (not config_read) names the file in libconfig's own errors. */
-    int ok = config_read_file(&lc, path) == CONFIG_TRUE;
-    return gbi_finish(&lc, ok, path, cfg, err, errlen);
+    /* Read it ourselves: regular files only (a FIFO would block), capped;
+     * libconfig's "file I/O error" would not say why. */
+    char *text = NULL, scratch[8];
+    size_t len = 0;
+    gb_err rc = gbi_read_regular_file(path, "config file", GBI_CONFIG_MAX_BYTES, &text, &len,
+                                      err && errlen ? err : scratch, err && errlen ? errlen : sizeof scratch);
+    if (rc != GB_OK)
+        return rc;
+    rc = gbi_load_text(text, len, path, cfg, err, errlen);
+    free(text);
+    return rc;
 }
 
 gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cfg,
@@ -783,12 +817,7 @@ gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cf
             snprintf(err, errlen, "gb_config_load_string: no text or config given");
         return GB_ERR_INVALID;
     }
-    if (!name)
-        name = "<string>";
-    config_t lc;
-    config_init(&lc);
-    int ok = config_read_string(&lc, text) == CONFIG_TRUE;
-    return gbi_finish(&lc, ok, name, cfg, err, errlen);
+    return gbi_load_text(text, strlen(text), name ? name : "<string>", cfg, err, errlen);
 }
 
 /* ------------------------------------------------------------ printing */
@@ -871,7 +900,13 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         fputs(i ? ", " : " ", out);
         gbi_print_str(out, cfg->curve.allowed_clients[i]);
     }
-    fprintf(out, "%s];\n};\n", cfg->curve.n_allowed ? " " : "");
+    fprintf(out, "%s];\n  admin_clients = [", cfg->curve.n_allowed ? " " : "");
+    for (size_t i = 0; i < cfg->curve.n_admin; i++) {
+        fputs(i ? ", " : " ", out);
+        gbi_print_str(out, cfg->curve.admin_clients[i]);
+    }
+    fprintf(out, "%s];\n};\n", cfg->curve.n_admin ? " " : "");
+    fprintf(out, "remote_control = %s;\n", cfg->remote_control ? "true" : "false");
     fprintf(out, "log_format = \"%s\";\nmetrics = {\n  enabled = %s;\n  listen = ",
             gb_log_format_name(cfg->log_format), cfg->metrics.enabled ? "true" : "false");
     gbi_print_str(out, cfg->metrics.listen);

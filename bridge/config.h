@@ -65,6 +65,8 @@ typedef struct gb_curve_config {
     char server_public_key[GB_KEY_LEN];
     size_t n_allowed;
     char allowed_clients[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]; /* Z85 public keys */
+    size_t n_admin;
+    char admin_clients[GB_MAX_CLIENT_KEYS][GB_KEY_LEN]; /* may change state (authority.h); admitted too */
 } gb_curve_config_t;
 
 /* The Prometheus endpoint (metrics.c): off by default. */
@@ -98,6 +100,7 @@ typedef struct gb_config {
     size_t n_hosts;
     gb_host_config_t hosts[GB_MAX_HOSTS];
     gb_curve_config_t curve;
+    bool remote_control; /* any peer may Activate/Deactivate/Terminate (authority.h) */
 } gb_config_t;
 
 /* Fills *cfg with the embedded defaults (the same values as config/gpubridge.cfg). */
@@ -113,6 +116,12 @@ gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cf
 
 /* The grain settings for type, or NULL when the config has no such grain type. */
 const gb_grain_config_t *gb_config_grain(const gb_config_t *cfg, const char *type);
+
+/* With CURVE enabled: reads curve.server_secret_key_file (a regular file owned
+ * by this user or root, mode 0600 or stricter) and checks that it is the
+ * secret key of curve.server_public_key. Copies the key (41 bytes) into
+ * secret_out when not NULL. GB_OK when CURVE is off. (curve.c) */
+gb_err gb_config_check_curve(const gb_config_t *cfg, char *secret_out, char *err, size_t errlen);
 
 /* Writes the effective config in libconfig syntax (what --check-config prints). */
 void gb_config_print(const gb_config_t *cfg, FILE *out);

@@ -2,61 +2,113 @@
  * (ZeroMQ's authentication protocol, RFC 27) that admits only clients whose
  * public key is on the allow-list. An empty allow-list admits any client that
  * completes the CURVE handshake with our server key. A secret key file that
- * group or others can read is refused: the key would not be secret. */
+ * group or others can read, or that another user owns, is refused: the key
+ * would not be secret; so is one that does not match server_public_key. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include "config_file.h"
 #include "log.h"
 #include "reload.h"
 #include "server_internal.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 
-static gb_err read_secret(const char *path, char key[41], char *err, size_t errlen)
+#define KEY_FILE "curve.server_secret_key_file"
+
+/* The file's owner and mode: ours (or root's), and no access for group or
+ * others; anyone else could read the key, or replace it. */
+static gb_err check_owner_mode(const char *path, char *err, size_t errlen)
 {
     struct stat sb;
-    if (stat(path, &sb) != 0) {
-        snprintf(err, errlen, "curve.server_secret_key_file %s: %s", path, strerror(errno));
+    if (lstat(path, &sb) != 0) {
+        snprintf(err, errlen, KEY_FILE " %s: %s", path, strerror(errno));
         return GB_ERR_IO;
     }
+    if (S_ISLNK(sb.st_mode) && stat(path, &sb) != 0) {
+        snprintf(err, errlen, KEY_FILE " %s: %s", path, strerror(errno));
+        return GB_ERR_IO;
+    }
+    if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+        snprintf(err, errlen, KEY_FILE " %s is owned by uid %u, not by this user (uid %u) or root; run: chown %u %s",
+                 path, (unsigned)sb.st_uid, (unsigned)geteuid(), (unsigned)geteuid(), path);
+        return GB_ERR_CONFIG;
+    }
     if (sb.st_mode & (S_IRWXG | S_IRWXO)) {
-        snprintf(err, errlen,
-                 "curve.server_secret_key_file %s is accessible by group or others (mode %03o); "
-                 "run: chmod 600 %s",
+        snprintf(err, errlen, KEY_FILE " %s is accessible by group or others (mode %03o); run: chmod 600 %s",
                  path, (unsigned)(sb.st_mode & 0777), path);
         return GB_ERR_CONFIG;
     }
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "curve.server_secret_key_file %s: %s", path, strerror(errno));
-        return GB_ERR_IO;
-    }
-    char line[128] = {0};
-    size_t n = fread(line, 1, sizeof line - 1, f);
-    fclose(f);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
-        line[--n] = 0;
-    uint8_t bin[32];
-    if (n != 40 || !zmq_z85_decode(bin, line)) {
-        snprintf(err, errlen, "curve.server_secret_key_file %s: expected one 40-character Z85 key", path);
-        return GB_ERR_CONFIG;
-    }
-    memcpy(key, line, 41);
     return GB_OK;
 }
 
-static int allowed(const gb_server_t *s, const uint8_t *client_key)
+static gb_err read_secret(const char *path, char key[41], char *err, size_t errlen)
 {
-    char z85[41];
-    zmq_z85_encode(z85, client_key, 32);
-    int ok = 0;
-    gb_reload_lock(); /* SIGHUP may be replacing the list */
-    ok = s->cfg->curve.n_allowed == 0;
-    for (size_t i = 0; !ok && i < s->cfg->curve.n_allowed; i++)
-        ok = strcmp(z85, s->cfg->curve.allowed_clients[i]) == 0;
+    gb_err e = check_owner_mode(path, err, errlen);
+    if (e != GB_OK)
+        return e;
+    char *text = NULL;
+    size_t n = 0;
+    e = gbi_read_regular_file(path, KEY_FILE, 128, &text, &n, err, errlen);
+    if (e != GB_OK)
+        return e;
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' '))
+        text[--n] = 0;
+    uint8_t bin[32];
+    int ok = n == 40 && zmq_z85_decode(bin, text);
+    if (ok)
+        memcpy(key, text, 41);
+    memset(text, 0, n);
+    free(text);
+    memset(bin, 0, sizeof bin);
+    if (!ok) {
+        snprintf(err, errlen, KEY_FILE " %s: expected one 40-character Z85 key", path);
+        return GB_ERR_CONFIG;
+    }
+    return GB_OK;
+}
+
+gb_err gb_config_check_curve(const gb_config_t *cfg, char *secret_out, char *err, size_t errlen)
+{
+    char secret[41], pub[41];
+    if (!cfg->curve.enabled)
+        return GB_OK;
+    gb_err e = read_secret(cfg->curve.server_secret_key_file, secret, err, errlen);
+    if (e != GB_OK)
+        return e;
+    if (zmq_curve_public(pub, secret) != 0) {
+        snprintf(err, errlen, "CURVE: cannot derive the public key: %s (is libzmq built with libsodium?)",
+                 zmq_strerror(errno));
+        memset(secret, 0, sizeof secret);
+        return GB_ERR_CONFIG;
+    }
+    if (strcmp(pub, cfg->curve.server_public_key) != 0) {
+        snprintf(err, errlen, KEY_FILE " %s does not hold the secret key of curve.server_public_key %s "
+                 "(its public key is %s)", cfg->curve.server_secret_key_file, cfg->curve.server_public_key, pub);
+        memset(secret, 0, sizeof secret);
+        return GB_ERR_CONFIG;
+    }
+    if (secret_out)
+        memcpy(secret_out, secret, sizeof secret);
+    memset(secret, 0, sizeof secret);
+    return GB_OK;
+}
+
+/* Admin keys (curve.admin_clients) are admitted as well. */
+static int allowed(const gb_server_t *s, const char *z85)
+{
+    const gb_curve_config_t *cv = &s->cfg->curve;
+    gb_reload_lock(); /* SIGHUP may be replacing the lists */
+    int ok = cv->n_allowed == 0;
+    for (size_t i = 0; !ok && i < cv->n_allowed; i++)
+        ok = strcmp(z85, cv->allowed_clients[i]) == 0;
+    for (size_t i = 0; !ok && i < cv->n_admin; i++)
+        ok = strcmp(z85, cv->admin_clients[i]) == 0;
     gb_reload_unlock();
     return ok;
 }
@@ -86,21 +138,24 @@ static void *zap_main(void *arg)
             more = m;
         }
         const char *code = "400", *text = "not allowed";
+        char z85[41] = "";
         if (n >= 7 && sizes[5] == 5 && memcmp(parts[5], "CURVE", 5) == 0 && sizes[6] == 32) {
-            if (allowed(s, (const uint8_t *)parts[6])) {
+            zmq_z85_encode(z85, (const uint8_t *)parts[6], 32);
+            if (allowed(s, z85)) {
                 code = "200";
                 text = "OK";
             } else {
-                char z85[41];
-                zmq_z85_encode(z85, (const uint8_t *)parts[6], 32);
-                GB_WARN("CURVE: refused client key %s (not in curve.allowed_clients)", z85);
+                GB_WARN_LIMITED("CURVE: refused client key %s (not in curve.allowed_clients)", z85);
             }
         }
+        /* The user id is the client's key: messages carry it as "User-Id"
+         * metadata, which the control authority check reads (authority.c). */
+        const char *user = code[0] == '2' ? z85 : "";
         zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
         zmq_send(zap, parts[1], sizes[1], ZMQ_SNDMORE);
         zmq_send(zap, code, 3, ZMQ_SNDMORE);
         zmq_send(zap, text, strlen(text), ZMQ_SNDMORE);
-        zmq_send(zap, "", 0, ZMQ_SNDMORE);
+        zmq_send(zap, user, strlen(user), ZMQ_SNDMORE);
         zmq_send(zap, "", 0, 0);
     }
 }
@@ -108,7 +163,7 @@ static void *zap_main(void *arg)
 gb_err gbi_curve_setup(gb_server_t *s, char *err, size_t errlen)
 {
     char secret[41];
-    gb_err e = read_secret(s->cfg->curve.server_secret_key_file, secret, err, errlen);
+    gb_err e = gb_config_check_curve(s->cfg, secret, err, errlen);
     if (e != GB_OK)
         return e;
     s->zap_sock = zmq_socket(s->zctx, ZMQ_REP);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "test_hooks.h"
 
 /* vsnprintf behind a function so that truncation of long quoted facts is an
  * accepted outcome (buffers are sized for real inputs) rather than a warning. */
@@ -371,7 +372,7 @@ gb_err gb_detect_run(const gb_config_t *cfg, const char *root, const char *cli_m
     if (e != GB_OK)
         return e;
     int dev = gb_select_device(cfg, facts->hostname);
-    e = gb_detect_cuda(dev, gb_detect_force_fallback(cfg, getenv("GPUBRIDGE_FORCE_FALLBACK")),
+    e = gb_detect_cuda(dev, gb_detect_force_fallback(cfg, gb_test_hook(GB_HOOK_FORCE_FALLBACK)),
                        facts);
     if (e != GB_OK)
         return e;

@@ -13,7 +13,7 @@
  * Production start-up is gb_detect_run(), which does all three in order:
  *     gb_facts_init(&f);  gb_detect_fs("/", &f);
  *     dev = gb_select_device(cfg, f.hostname);   (host entry override, else cfg->device)
- *     gb_detect_cuda(dev, gb_detect_force_fallback(cfg, getenv("GPUBRIDGE_FORCE_FALLBACK")), &f);
+ *     gb_detect_cuda(dev, gb_detect_force_fallback(cfg, gb_test_hook(GB_HOOK_FORCE_FALLBACK)), &f);
  *     gb_mode_select(cfg, f.hostname, getenv("GPUBRIDGE_MODE"), cli_mode, &f, &sel, ...);
  */
 #ifndef GB_DETECT_H
@@ -125,13 +125,14 @@ void gb_detect_classify_os(gb_facts_t *f);
 
 /* Fills the CUDA facts for device. Without GB_HAVE_CUDA it reports zero devices
  * ("built without CUDA"). force_pinned_failure skips the mapped pinned probe and
- * reports it failed (config placement.force_fallback / GPUBRIDGE_FORCE_FALLBACK=1).
+ * reports it failed (config placement.force_fallback, or in a test build
+ * GPUBRIDGE_FORCE_FALLBACK=1).
  * Zero devices is a fact, not an error: returns GB_OK, or GB_ERR_INVALID for NULL.
  * Restores the calling thread's current device. */
 gb_err gb_detect_cuda(int device, bool force_pinned_failure, gb_facts_t *f);
 
-/* cfg->force_fallback_placement, or env_value (GPUBRIDGE_FORCE_FALLBACK) is "1"
- * (also "true", "yes", "on", any case). */
+/* cfg->force_fallback_placement, or env_value (the test hook
+ * GPUBRIDGE_FORCE_FALLBACK) is "1" (also "true", "yes", "on", any case). */
 bool gb_detect_force_fallback(const gb_config_t *cfg, const char *env_value);
 
 /* The first hosts[] entry whose fnmatch pattern matches hostname (case-insensitive,
@@ -163,7 +164,8 @@ gb_err gb_mode_select(const gb_config_t *cfg, const char *hostname, const char *
                       char *err, size_t errlen);
 
 /* Start-up in one call: facts from root ("/" in production) and the CUDA runtime,
- * GPUBRIDGE_MODE and GPUBRIDGE_FORCE_FALLBACK from the environment, then selection.
+ * GPUBRIDGE_MODE from the environment (and the test hook GPUBRIDGE_FORCE_FALLBACK),
+ * then selection.
  * Logs the one-line summary (info) and any warning. */
 gb_err gb_detect_run(const gb_config_t *cfg, const char *root, const char *cli_mode,
                      gb_facts_t *facts, gb_selection_t *sel, char *err, size_t errlen);

@@ -131,7 +131,7 @@ gb_err gb_detect_cuda(int device, bool force_pinned_failure, gb_facts_t *f)
          * probe would succeed. */
         f->mapped_pinned_forced = true;
         snprintf(f->mapped_pinned_why, sizeof f->mapped_pinned_why,
-                 "forced by placement.force_fallback / GPUBRIDGE_FORCE_FALLBACK");
+                 "forced by placement.force_fallback or the test hook");
         return GB_OK;
     }
     gbi_probe_mapped_pinned(f);

@@ -29,6 +29,8 @@ int gb_log_level_parse(const char *name, gb_log_level *out)
     return -1;
 }
 
+static void gbi_log_line(gb_log_level level, const char *msg);
+
 void gb_log(gb_log_level level, const char *fmt, ...)
 {
     if ((int)level > atomic_load(&g_level))
@@ -38,7 +40,53 @@ void gb_log(gb_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    gbi_log_line(level, msg);
+}
 
+int gb_log_rate_allow(gb_log_rate_t *r, unsigned long long now_ns, unsigned burst,
+                      unsigned long long window_ns, unsigned long long *dropped)
+{
+    while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE))
+        ;
+    *dropped = 0;
+    if (r->n_in_window == 0 || now_ns - r->window_start_ns >= window_ns) {
+        r->window_start_ns = now_ns;
+        r->n_in_window = 0;
+    }
+    int ok = r->n_in_window < burst;
+    if (ok) {
+        r->n_in_window++;
+        *dropped = r->suppressed;
+        r->suppressed = 0;
+    } else {
+        r->suppressed++;
+    }
+    __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
+    return ok;
+}
+
+void gb_log_limited(gb_log_rate_t *r, gb_log_level level, const char *fmt, ...)
+{
+    if ((int)level > atomic_load(&g_level))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned long long dropped;
+    if (!gb_log_rate_allow(r, (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+                           GB_LOG_RATE_BURST, GB_LOG_RATE_WINDOW_NS, &dropped))
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (dropped && n >= 0 && (size_t)n < sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, " (%llu more like it suppressed)", dropped);
+    gbi_log_line(level, msg);
+}
+
+static void gbi_log_line(gb_log_level level, const char *msg)
+{
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;

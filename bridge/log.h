@@ -46,6 +46,37 @@ void gb_log(gb_log_level level, const char *fmt, ...)
 #endif
     ;
 
+/* Rate limiting for lines a peer can cause at will (refused handshakes):
+ * at most `burst` lines per `window_ns`; the first line after a window that
+ * dropped some says how many. One gb_log_rate_t per call site, zero-filled. */
+typedef struct gb_log_rate {
+    unsigned long long window_start_ns;
+    unsigned n_in_window;
+    unsigned long long suppressed;
+    int lock; /* a spin flag: call sites may be on several threads */
+} gb_log_rate_t;
+
+#define GB_LOG_RATE_BURST 10
+#define GB_LOG_RATE_WINDOW_NS 10000000000ull
+
+/* Whether a line may go out at time now_ns; *dropped gets how many were
+ * suppressed since the last line that went out (0 mostly). */
+int gb_log_rate_allow(gb_log_rate_t *r, unsigned long long now_ns, unsigned burst,
+                      unsigned long long window_ns, unsigned long long *dropped);
+
+/* gb_log through limiter r (GB_LOG_RATE_BURST per GB_LOG_RATE_WINDOW_NS). */
+void gb_log_limited(gb_log_rate_t *r, gb_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#define GB_WARN_LIMITED(...)                                  \
+    do {                                                      \
+        static gb_log_rate_t gb_rate_;                        \
+        gb_log_limited(&gb_rate_, GB_LOG_WARN, __VA_ARGS__);  \
+    } while (0)
+
 #define GB_ERROR(...) gb_log(GB_LOG_ERROR, __VA_ARGS__)
 #define GB_WARN(...) gb_log(GB_LOG_WARN, __VA_ARGS__)
 #define GB_INFO(...) gb_log(GB_LOG_INFO, __VA_ARGS__)

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reload.h"
+#include "test_hooks.h"
 
 enum { GBI_EXIT_OK = 0, GBI_EXIT_FAIL = 1, GBI_EXIT_USAGE = 2 };
 
@@ -42,8 +43,10 @@ static void usage(FILE *out, const char *prog)
             "Options:\n"
             "  -c, --config FILE       load FILE (libconfig syntax; see config/gpubridge.cfg);\n"
             "                          without it the embedded defaults are used\n"
-            "      --check-config      validate the configuration, print the effective one\n"
-            "                          and exit (0: valid, 2: invalid)\n"
+            "      --check-config      validate the configuration (with CURVE on, also the\n"
+            "                          secret key file: owner, mode 0600, and that it matches\n"
+            "                          server_public_key), print the effective one and exit\n"
+            "                          (0: valid, 2: invalid)\n"
             "  -l, --log-level LEVEL   error, warn, info, debug or diag (overrides the file)\n"
             "  -m, --mode MODE         auto, persistent, relaunch or cpu (overrides the file,\n"
             "                          its hosts entries and GPUBRIDGE_MODE)\n"
@@ -55,8 +58,14 @@ static void usage(FILE *out, const char *prog)
             "  -h, --help              print this help and exit\n"
             "  -V, --version           print the version and exit\n"
             "\n"
+            "Environment:\n"
+            "  GPUBRIDGE_MODE          auto, persistent, relaunch or cpu: beats the config's\n"
+            "                          mode and hosts entries; --mode beats it\n"
+            "\n"
             "Exit status: 0 success, 1 runtime failure, 2 usage or configuration error.\n",
             prog);
+    if (gb_test_hooks_usage())
+        fputs(gb_test_hooks_usage(), out);
 }
 
 /* Returns -1 to go on, else the exit code. */
@@ -272,6 +281,11 @@ int main(int argc, char **argv)
     const gb_mode *mode_override = cli.has_mode ? &cli.mode : NULL;
 
     if (cli.check_config) {
+        char err[512];
+        if (gb_config_check_curve(&cfg, NULL, err, sizeof err) != GB_OK) {
+            fprintf(stderr, "gpubridge: %s\n", err);
+            return GBI_EXIT_USAGE;
+        }
         gb_config_print(&cfg, stdout);
         /* --mode is not a config key (it also beats hosts entries); say so as a comment
          * so that the output stays loadable. */

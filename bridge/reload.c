@@ -128,6 +128,18 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
         GB_INFO("reload: curve.allowed_clients: %zu key(s)%s", live->curve.n_allowed,
                 live->curve.n_allowed ? "" : " (any client with the server key)");
     }
+    if (next->curve.n_admin != live->curve.n_admin ||
+        memcmp(next->curve.admin_clients, live->curve.admin_clients, sizeof next->curve.admin_clients) != 0) {
+        gb_reload_lock();
+        memcpy(live->curve.admin_clients, next->curve.admin_clients, sizeof live->curve.admin_clients);
+        live->curve.n_admin = next->curve.n_admin;
+        gb_reload_unlock();
+        GB_INFO("reload: curve.admin_clients: %zu key(s)", live->curve.n_admin);
+    }
+    if (next->remote_control != live->remote_control) {
+        live->remote_control = next->remote_control;
+        GB_INFO("reload: remote_control %s", live->remote_control ? "true" : "false");
+    }
     return restart + restart_keys(live, next);
 }
 

@@ -8,6 +8,7 @@
 
 #include "grain.h"
 #include "log.h"
+#include "test_hooks.h"
 
 const char *gb_placement_name(gb_placement p)
 {
@@ -59,7 +60,7 @@ int gb_grain_kind_of(const char *type)
 
 int gb_test_faults_enabled(void)
 {
-    const char *v = getenv("GPUBRIDGE_TEST_FAULTS");
+    const char *v = gb_test_hook(GB_HOOK_TEST_FAULTS);
     return v && strcmp(v, "1") == 0;
 }
 

@@ -189,10 +189,10 @@ const char *gb_rk_type(const gb_rk_t *rk);
 gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out);
 void gb_arena_free(gb_mode mode, unsigned char *arena);
 
-/* Test hook: GPUBRIDGE_TEST_FAULTS=1 lets requests of message type
- * GB_MSG_TEST_FAULT (65407) reach the kernels, where they fault (a sticky
- * CUDA error): the engine sets GB_TEST_ALLOW_FAULT, the server passes them
- * through. Never set it in production. */
+/* Test hook (test builds only, test_hooks.h): GPUBRIDGE_TEST_FAULTS=1 lets
+ * requests of message type GB_MSG_TEST_FAULT (65407) reach the kernels, where
+ * they fault (a sticky CUDA error): the engine sets GB_TEST_ALLOW_FAULT, the
+ * server passes them through. */
 int gb_test_faults_enabled(void);
 
 /* The handler kind (gb_grain_kind) of a grain type name; 0 when this build has

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "authority.h"
 #include "codec.h"
 #include "log.h"
 #include "server_metrics.h"
@@ -106,6 +107,7 @@ static int read_one(gb_server_t *s)
         gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                   "a request is one message part holding an encoded ClientFrame", 0, NULL, 0);
     } else {
+        s->peer_admin = gb_authority_peer(s->cfg, &body);
         gbi_handle_frame(s, id, (uint8_t)id_len, (uint8_t)delim, zmq_msg_data(&body), zmq_msg_size(&body));
     }
     zmq_msg_close(&body);

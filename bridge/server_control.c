@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "authority.h"
 #include "codec.h"
 #include "log.h"
 #include "server_internal.h"
@@ -206,6 +207,10 @@ void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t deli
         const char *name = op->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? op->activate->grain_type
                            : op->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? op->deactivate->grain_type
                                                                               : op->terminate->grain_type;
+        if (!s->peer_admin) {
+            fail(&c, GPUBRIDGE__STATUS__STATUS_UNAUTHORIZED, "%s", GB_AUTHORITY_REFUSED);
+            return;
+        }
         if (!(t = target(&c, name)))
             return;
         if (op->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE)

@@ -223,6 +223,7 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
     memcpy(nh->id, id, id_len);
     nh->id_len = id_len;
     nh->delim = delim;
+    nh->admin = (uint8_t)s->peer_admin;
     s->held_bytes += mem;
     c->held_mem += mem;
     push_held(s->blocked, nh);
@@ -234,6 +235,8 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
 {
     (void)bytes;
     s->resuming = h;
+    if (h)
+        s->peer_admin = h->admin;
     s->feeding = 1;
     s->frame_err_bytes = 0;
     s->frame_corr0 = 0;

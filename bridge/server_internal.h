@@ -51,6 +51,7 @@ typedef struct gbi_held {
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
+    uint8_t admin;      /* its sender may change state (authority.h) */
 } gbi_held_t;
 
 typedef struct gbi_ring {
@@ -128,6 +129,7 @@ struct gb_server {
     int gpu_failed;
     int test_faults; /* GPUBRIDGE_TEST_FAULTS=1: message type GB_MSG_TEST_FAULT reaches the kernel */
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
+    int peer_admin;      /* the frame being fed comes from a peer with control authority */
     uint64_t frames_in, requests, replies, error_replies;
     uint64_t frames_too_large, requests_busy, frames_refused_unread, errors_folded;
 

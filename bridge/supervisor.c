@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "authority.h"
 #include "clock.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
@@ -572,7 +573,20 @@ static int from_client(gbi_sup_t *s)
     }
     /* A frame over max_message_size goes to the worker undecoded: it answers
      * it with one TOO_LARGE (correlation id 0) and counts it. */
-    if (zmq_msg_size(&m) <= s->cfg->max_message_size)
+    int fits = zmq_msg_size(&m) <= s->cfg->max_message_size;
+    /* The worker sees only this process: control authority is checked here. */
+    size_t nlen = 0, nrep = 0;
+    uint8_t *no = !fits || gb_authority_peer(s->cfg, &m)
+                      ? NULL
+                      : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen, &nrep);
+    if (no) {
+        s->replies_own += nrep;
+        to_client(s, p, no, nlen);
+        free(no);
+        zmq_msg_close(&m);
+        return 1;
+    }
+    if (fits)
         note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
     if (s->closing) {
         zmq_msg_close(&m); /* its ids are answered SHUTTING_DOWN with the rest */

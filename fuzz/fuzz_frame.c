@@ -51,6 +51,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    /* Both sides of the control authority check: state-changing control is
+     * refused on even-sized inputs. */
+    g_server->peer_admin = (int)(size & 1);
     gbi_handle_frame(g_server, (const uint8_t *)"fuzz", 4, 0, data, size);
     for (int i = 0; i < 1000 && gbi_pump(g_server); i++)
         ;

@@ -642,8 +642,10 @@ static void test_curve(void **state)
     assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
     assert_int_equal(zmq_curve_keypair(apub, asec), 0);
     assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
-    char keyfile[] = "/tmp/gb-e2e-key-XXXXXX";
-    int fd = mkstemp(keyfile);
+    char keydir[256], keyfile[300];
+    e2e_tmpdir(keydir);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", keydir);
+    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, ssec, 40), 40);
     close(fd);

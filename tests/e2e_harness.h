@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,61 @@ typedef struct bridge {
 } bridge_t;
 
 static void *g_zctx;
+static const char *g_extra_endpoint; /* set: bridge_start binds it as well */
+
+/* Every temporary folder made (bridge_start, e2e_tmpdir); removed with its
+ * files at exit, also after a failed assertion (cmocka returns to main). */
+static char g_tmpdirs[64][256];
+static int g_n_tmpdirs;
+/* Bridges started and not yet stopped: killed at exit, so that a failed
+ * assertion leaves no daemon behind. */
+static pid_t g_live[16];
+
+static void e2e_live(pid_t pid, int on)
+{
+    for (int i = 0; i < 16; i++)
+        if (on ? g_live[i] == 0 : g_live[i] == pid) {
+            g_live[i] = on ? pid : 0;
+            return;
+        }
+}
+
+static void e2e_rm_tmpdirs(void)
+{
+    for (int i = 0; i < 16; i++)
+        if (g_live[i] > 0) {
+            kill(g_live[i], SIGKILL);
+            waitpid(g_live[i], NULL, 0);
+        }
+    for (int i = 0; i < g_n_tmpdirs; i++) {
+        DIR *d = opendir(g_tmpdirs[i]);
+        struct dirent *e;
+        char path[600];
+        while (d && (e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            if ((size_t)snprintf(path, sizeof path, "%.255s/%.255s", g_tmpdirs[i], e->d_name) < sizeof path)
+                unlink(path);
+        }
+        if (d)
+            closedir(d);
+        rmdir(g_tmpdirs[i]);
+    }
+    g_n_tmpdirs = 0;
+}
+
+/* A fresh private folder $GB_E2E_TMP/gb-e2e-XXXXXX (default /tmp) into dir
+ * (256 bytes), removed at exit. */
+static void e2e_tmpdir(char *dir)
+{
+    const char *base = getenv("GB_E2E_TMP");
+    snprintf(dir, 256, "%.64s/gb-e2e-XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    if (g_n_tmpdirs == 0)
+        atexit(e2e_rm_tmpdirs);
+    assert_true(g_n_tmpdirs < 64);
+    snprintf(g_tmpdirs[g_n_tmpdirs++], 256, "%s", dir);
+}
 
 static uint64_t e2e_ms(void)
 {
@@ -60,14 +117,15 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     const char *bin = getenv("GB_BRIDGE_BIN");
     assert_non_null(bin);
     memset(b, 0, sizeof *b);
-    snprintf(b->dir, sizeof b->dir, "/tmp/gb-e2e-XXXXXX");
-    assert_non_null(mkdtemp(b->dir));
+    e2e_tmpdir(b->dir);
     snprintf(b->endpoint, sizeof b->endpoint, "ipc://%s/bridge.sock", b->dir);
     snprintf(b->cfg, sizeof b->cfg, "%s/bridge.cfg", b->dir);
     snprintf(b->log, sizeof b->log, "%s/bridge.log", b->dir);
     FILE *f = fopen(b->cfg, "w");
     assert_non_null(f);
-    fprintf(f, "endpoints = [\"%s\"];\nlog_level = \"debug\";\n%s\n", b->endpoint, extra_cfg);
+    fprintf(f, "endpoints = [\"%s\"%s%s%s];\nlog_level = \"debug\";\n%s\n", b->endpoint,
+            g_extra_endpoint ? ", \"" : "", g_extra_endpoint ? g_extra_endpoint : "",
+            g_extra_endpoint ? "\"" : "", extra_cfg);
     fclose(f);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -82,6 +140,7 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
         _exit(127);
     }
     b->pid = pid;
+    e2e_live(pid, 1);
     char sock[300];
     snprintf(sock, sizeof sock, "%s/bridge.sock", b->dir);
     uint64_t end = e2e_ms() + 20000;
@@ -91,6 +150,7 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
             return 0;
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
+            e2e_live(pid, 0);
             b->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
@@ -110,12 +170,14 @@ static int bridge_stop(bridge_t *b, int sig, int timeout_ms)
     for (;;) {
         int st;
         if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+            e2e_live(b->pid, 0);
             b->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         if (e2e_ms() > end) {
             kill(b->pid, SIGKILL);
             waitpid(b->pid, &st, 0);
+            e2e_live(b->pid, 0);
             b->pid = 0;
             return -1;
         }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -328,7 +329,8 @@ static void test_err_syntax(void **state)
     (void)state;
     expect_error("log_level = \"info\";\n\ndevice = ;\n", 3, "syntax error");
     expect_error("device = 1;\npersistent = {\n  idle_spin_polls = 3 4;\n};\n", 3, "syntax error");
-    expect_error("mode = \"cpu\";\nmode = \"cpu\";\n", 2, "duplicate setting name");
+    expect_error("mode = \"cpu\";\nmode = \"cpu\";\n", 2, "duplicate key 'mode'");
+    expect_error("curve = {\n  enabled = false;\n  enabled = true;\n};\n", 3, "duplicate key 'enabled'");
     expect_error("endpoints = [ \"tcp://a:1\", 5 ];\n", 1, "mismatched element type in array");
 }
 
@@ -587,6 +589,92 @@ static void test_file_errors(void **state)
     assert_memory_equal(&c, &before, sizeof c);
 }
 
+/* Loader edge cases: only regular files (a FIFO must not block), a size cap,
+ * long tokens refused before libconfig's quadratic scanner sees them, integer
+ * literals past 64 bits, @include. */
+static void test_file_edge_cases(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gb_test_cfgdir_XXXXXX", path[300], err[512];
+    assert_non_null(mkdtemp(dir));
+    gb_config_t c, before;
+    nondefault(&c);
+    before = c;
+
+    assert_int_equal(gb_config_load(dir, &c, err, sizeof err), GB_ERR_CONFIG);
+    assert_non_null(strstr(err, "is a directory; the config file must be a regular file"));
+    assert_null(strstr(err, "file I/O error"));
+
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(gb_config_load(path, &c, err, sizeof err), GB_ERR_CONFIG);
+    assert_non_null(strstr(err, "is a FIFO"));
+    unlink(path);
+
+    snprintf(path, sizeof path, "%s/big.cfg", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < (1 << 20) / 16 + 1; i++)
+        fputs("# padding line.\n", f);
+    fclose(f);
+    assert_int_equal(gb_config_load(path, &c, err, sizeof err), GB_ERR_CONFIG);
+    assert_non_null(strstr(err, "holds at most 1048576"));
+
+    f = fopen(path, "w");
+    fputs("device = 0;\n", f);
+    fputc(0, f);
+    fputs("mode = \"cpu\";\n", f);
+    fclose(f);
+    assert_int_equal(gb_config_load(path, &c, err, sizeof err), GB_ERR_CONFIG);
+    assert_non_null(strstr(err, "NUL byte"));
+    unlink(path);
+    assert_memory_equal(&c, &before, sizeof c);
+    rmdir(dir);
+
+    /* One long token: a string, a name, a number, a comment. */
+    size_t n = 64 * 1024;
+    char *text = malloc(n + 64);
+    assert_non_null(text);
+    const char *shapes[] = {"log_level = \"%s\";\n", "%s = 1;\n", "device = 1%s;\n", "# %s\n"};
+    char *filler = malloc(n + 1);
+    for (int k = 0; k < 4; k++) {
+        memset(filler, k == 2 ? '0' : 'x', n);
+        filler[n] = '\0';
+        snprintf(text, n + 64, shapes[k], filler);
+        assert_int_equal(gb_config_load_string(text, "t.cfg", &c, err, sizeof err), GB_ERR_CONFIG);
+        assert_non_null(strstr(err, "t.cfg:1: "));
+        if (!strstr(err, "longer than 4096 characters") && !(k == 2 && strstr(err, "does not fit in 64 bits")))
+            fail_msg("shape %d: %s", k, err);
+    }
+    /* a string over several lines counts whole */
+    for (size_t i = 0; i < n; i += 64)
+        memcpy(filler + i, "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\n", 64);
+    snprintf(text, n + 64, "device = 0;\nlog_level = \"%s\";\n", filler);
+    assert_int_equal(gb_config_load_string(text, "t.cfg", &c, err, sizeof err), GB_ERR_CONFIG);
+    assert_non_null(strstr(err, "t.cfg:2: string longer than 4096 characters"));
+    free(filler);
+    free(text);
+    assert_memory_equal(&c, &before, sizeof c);
+
+    expect_error("device = 99999999999999999999;\n", 1, "integer 99999999999999999999 does not fit in 64 bits");
+    expect_error("mode = \"cpu\";\ndevice = -9223372036854775809;\n", 2, "does not fit in 64 bits");
+    expect_error("device = 0x10000000000000000;\n", 1, "does not fit in 64 bits");
+    expect_error("device = 0x8000000000000000;\n", 1, "does not fit in 64 bits");
+    expect_error("device = 9223372036854775807L;\n", 1, "9223372036854775807 is out of range (0..1023)");
+    expect_error("device = -9223372036854775808L;\n", 1, "-9223372036854775808 is out of range (0..1023)");
+    /* without L libconfig wraps to 32 bits: 4294967297 would read as 1 */
+    expect_error("device = 4294967297;\n", 1, "integer 4294967297 does not fit in 32 bits (write it with an L");
+    expect_error("device = 0x100000001;\n", 1, "does not fit in 32 bits");
+    expect_error("device = 2147483648;\n", 1, "does not fit in 32 bits");
+    expect_error("device = -2147483648;\n", 1, "-2147483648 is out of range (0..1023)");
+    expect_error("device = 2147483647;\n", 1, "2147483647 is out of range (0..1023)");
+    expect_error("device = 1;\n@include \"/etc/passwd\"\n", 2, "@include is not supported");
+    /* numbers inside names, strings and comments, and floats, are no integers */
+    load_ok("# 99999999999999999999\nendpoints = [ \"tcp://h99999999999999999999:1\" ];\n"
+            "/* 99999999999999999999 */ grains = ( { type = \"x99999999999999999999\"; } );\n",
+            &c);
+}
+
 /* ------------------------------------------------------------ printing */
 
 static void test_print_roundtrip(void **state)
@@ -645,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_full_valid),
         cmocka_unit_test(test_grain_merge),
         cmocka_unit_test(test_err_syntax),
+        cmocka_unit_test(test_file_edge_cases),
         cmocka_unit_test(test_err_unknown_keys),
         cmocka_unit_test(test_err_types),
         cmocka_unit_test(test_err_range),

@@ -12,7 +12,7 @@ if [ "$MODE" != cpu ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GP
 T=$(mktemp -d /tmp/gbsup.XXXXXX)
 EP="ipc://$T/bridge.sock"
 printf 'endpoints = [ "%s" ];\nmode = "%s";\n' "$EP" "$MODE" > "$T/bridge.cfg"
-GPUBRIDGE_TEST_FAULTS=1 "$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" --supervise 2> "$T/sup.log" &
+GPUBRIDGE_TEST_FAULTS=1 "$BUILD/bridge/gpubridge-test" --config "$T/bridge.cfg" --supervise 2> "$T/sup.log" &
 SUP=$!
 trap 'kill -KILL $SUP 2>/dev/null; pkill -KILL -P $SUP 2>/dev/null; rm -rf "$T"' EXIT
 fails=0
