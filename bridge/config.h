@@ -88,6 +88,7 @@ typedef struct gb_config {
     size_t n_hosts;
     gb_host_config_t hosts[GB_MAX_HOSTS];
     gb_curve_config_t curve;
+    int ipc_peer_pid; /* not a key: a supervised worker admits connections from this pid only */
 } gb_config_t;
 
 /* Fills *cfg with the embedded defaults (the same values as config/gpubridge.cfg). */

@@ -393,6 +393,12 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         gb_server_destroy(&s);
         return e;
     }
+    if (cfg->ipc_peer_pid > 0 && zmq_setsockopt(s->sock, ZMQ_IPC_FILTER_PID, &cfg->ipc_peer_pid,
+                                                sizeof cfg->ipc_peer_pid) != 0) {
+        snprintf(err, errlen, "cannot restrict the worker's socket to its supervisor: %s", zmq_strerror(errno));
+        gb_server_destroy(&s);
+        return GB_ERR_IO;
+    }
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
         if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
             snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
