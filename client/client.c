@@ -230,6 +230,7 @@ void gbc_client_destroy(gbc_client_t **p)
     free(c->items);
     gbci_idset_free(&c->ids);
     gbci_replyq_free(&c->ready);
+    gbci_deadlines_free(&c->deadlines);
     free(c);
     *p = NULL;
 }

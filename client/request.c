@@ -130,6 +130,12 @@ gbc_err gbc_send(gbc_client_t *c, const char *type, uint64_t key, uint32_t messa
         gbci_idset_take(&c->ids, id);
         return err;
     }
+    if (gbci_deadlines_push(&c->deadlines, id, gbci_deadline(c, GBC_TIMEOUT_DEFAULT), i) != 0) {
+        gbci_batch_truncate(&c->eps[i].batch, mark_len, mark_count);
+        gbci_idset_take(&c->ids, id);
+        c->next_corr--;
+        return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    }
     c->async_in_flight++;
     if (corr_out)
         *corr_out = id;
@@ -176,13 +182,20 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     if (!c)
         return gbci_fail(GBC_ERR_INVALID, "client is NULL");
     int64_t deadline = timeout_ms == 0 ? gbci_now_ns() : gbci_deadline(c, timeout_ms);
-    gbc_err ferr = flush_all(c, deadline);
+    /* A request past its own deadline completes now (gbci_expire), so wait
+     * no longer than the first one due. */
+    int64_t due = gbci_expire(c, gbci_now_ns());
+    gbc_err ferr = flush_all(c, due < deadline ? due : deadline);
     char why[512] = "";
     if (ferr) /* kept: pumping below may set another error text */
         snprintf(why, sizeof why, "%s", gbc_last_error());
     gbc_err err = GBC_OK;
-    if (c->ready.n == 0 && (c->async_in_flight || ferr))
-        gbci_pump(c, deadline, 0, NULL, &err);
+    while (c->ready.n == 0 && (c->async_in_flight || ferr)) {
+        gbci_pump(c, due < deadline ? due : deadline, 0, NULL, &err);
+        due = gbci_expire(c, gbci_now_ns());
+        if (err || gbci_now_ns() >= deadline)
+            break;
+    }
     if (gbci_replyq_pop(&c->ready, out)) {
         gbci_clear_error();
         return out->status == GBC_STATUS_OK ? GBC_OK : gbci_fail_status(c, out);

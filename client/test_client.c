@@ -141,6 +141,55 @@ static void test_timeouts(void **state)
     fake_stop(&f);
 }
 
+/* Pipelined requests whose bridge died expire after the client's timeout:
+ * each completes once, with STATUS_TIMEOUT and a text that says so, nothing
+ * stays in flight, and the client goes on once the bridge is back. */
+static void test_pipelined_deadline(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    fake_t *f = fake_start(NULL, NULL);
+    char ep[128];
+    snprintf(ep, sizeof ep, "%s", f->endpoint);
+    gbc_options_t opt = {.timeout_ms = 300};
+    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_reply_t r;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK); /* connected */
+    gbc_reply_clear(&r);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
+    assert_int_equal(gbc_flush(c), GBC_OK);
+    fake_stop(&f); /* the bridge dies with all of them in flight */
+    assert_int_equal(gbc_in_flight(c), N);
+    static bool seen[N + 2];
+    memset(seen, 0, sizeof seen);
+    for (int k = 0; k < N; k++) {
+        assert_int_equal(gbc_poll(c, &r, 5000), GBC_ERR_STATUS);
+        assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
+        assert_int_equal(gbc_last_status(), GBC_STATUS_TIMEOUT);
+        assert_true(r.correlation_id >= 2 && r.correlation_id <= N + 1);
+        assert_false(seen[r.correlation_id]);
+        seen[r.correlation_id] = true;
+        assert_non_null(r.error);
+        assert_non_null(strstr(r.error, "client's timeout"));
+        gbc_reply_clear(&r);
+    }
+    assert_int_equal(gbc_in_flight(c), 0);
+    assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
+    /* The bridge is back: pipelined and synchronous requests work again. */
+    f = fake_start(ep, NULL);
+    uint64_t id;
+    assert_int_equal(gbc_send(c, "test", 1, 1, "z", 1, &id), GBC_OK);
+    assert_int_equal(gbc_poll(c, &r, 5000), GBC_OK);
+    assert_int_equal(r.correlation_id, id);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_in_flight(c), 0);
+    gbc_client_destroy(&c);
+    fake_stop(&f);
+}
+
 static void test_not_connected(void **state)
 {
     (void)state;
@@ -159,17 +208,26 @@ static void test_not_connected(void **state)
     uint64_t id;
     assert_int_equal(gbc_send(c, "test", 1, 1, "q", 1, &id), GBC_OK); /* queued */
     assert_int_equal(gbc_flush(c), GBC_ERR_CONNECT);
-    assert_int_equal(gbc_poll(c, &r, 0), GBC_ERR_TIMEOUT);
-    /* The bridge comes up: the queued request and new calls go through. */
+    /* Unsent, it still expires after the client's timeout, as a call does. */
+    assert_int_equal(gbc_poll(c, &r, 2000), GBC_ERR_STATUS);
+    assert_int_equal(r.correlation_id, id);
+    assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
+    assert_non_null(strstr(r.error, "connection to the bridge lost"));
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_in_flight(c), 0);
+    /* The bridge comes up: new requests go through (the expired one is
+     * sent with them; its reply is dropped). */
     fake_t *f = fake_start(ep, NULL);
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_send(c, "test", 1, 1, "q", 1, &id), GBC_OK);
     assert_int_equal(gbc_poll(c, &r, 3000), GBC_OK);
     assert_int_equal(r.correlation_id, id);
     assert_memory_equal(r.payload, "q", 1);
     gbc_reply_clear(&r);
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
-    gbc_reply_clear(&r);
+    assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
     /* The failed call was never sent. */
-    assert_int_equal(atomic_load(&f->envelopes), 2);
+    assert_int_equal(atomic_load(&f->envelopes), 3);
     gbc_client_destroy(&c);
     fake_stop(&f);
 }
@@ -907,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_call_round_trip),
         cmocka_unit_test(test_error_replies),
         cmocka_unit_test(test_timeouts),
+        cmocka_unit_test(test_pipelined_deadline),
         cmocka_unit_test(test_not_connected),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_no_batching_and_frame_limit),
