@@ -7,13 +7,20 @@
 #include <stdint.h>
 
 #include "gpubridge.pb-c.h"
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
 #include "pb_reply.h"
 
 #define GBCI_DEFAULT_TIMEOUT_MS 5000
 #define GBCI_DEFAULT_MAX_BATCH 256
 #define GBCI_DEFAULT_MAX_FRAME (1u << 20)
 #define GBCI_KEY_LEN 41 /* Z85 key + NUL */
+/* Sizes of the growable structs in 0.2, where struct_size came in (what a
+ * struct_size of 0 stands for). Fixed: never sizeof of today's struct. */
+#define GBCI_OPTIONS_V02_SIZE 56
+#define GBCI_GRAIN_STATUS_V02_SIZE 200
+#define GBCI_TELEMETRY_V02_SIZE 128
+#define GBCI_DETECT_REPORT_V02_SIZE 1888
 
 /* ---- idset.c: correlation ids awaiting a reply ---- */
 
@@ -136,6 +143,11 @@ int64_t gbci_now_ns(void);
 /* Absolute CLOCK_MONOTONIC deadline for timeout_ms (see the header);
  * INT64_MAX for GBC_TIMEOUT_FOREVER. */
 int64_t gbci_deadline(const gbc_client_t *c, int timeout_ms);
+/* timeout_ms as the milliseconds it stands for (for messages). */
+int gbci_timeout_ms(const gbc_client_t *c, int timeout_ms);
+/* Bytes to read or write of a growable struct: the caller's struct_size (0:
+ * the 0.2 size), at most ours. */
+size_t gbci_struct_size(size_t given, size_t v02, size_t ours);
 
 /* transport.c */
 gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,

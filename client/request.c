@@ -74,10 +74,8 @@ gbc_err gbci_call_env(gbc_client_t *c, size_t i, Gpubridge__Envelope *env, gbc_r
         return err;
     gbci_endpoint_t *ep = &c->eps[i];
     gbci_monitor_drain(ep);
-    if (timeout_ms <= 0)
-        timeout_ms = c->timeout_ms;
     return gbci_fail(GBC_ERR_TIMEOUT, "%s: no reply to request %llu within %d ms%s", ep->addr,
-                     (unsigned long long)id, timeout_ms,
+                     (unsigned long long)id, gbci_timeout_ms(c, timeout_ms),
                      ep->connected ? "" : " (connection to the bridge lost)");
 }
 
@@ -181,7 +179,7 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     memset(out, 0, sizeof *out);
     if (!c)
         return gbci_fail(GBC_ERR_INVALID, "client is NULL");
-    int64_t deadline = timeout_ms == 0 ? gbci_now_ns() : gbci_deadline(c, timeout_ms);
+    int64_t deadline = gbci_deadline(c, timeout_ms);
     /* A request past its own deadline completes now (gbci_expire), so wait
      * no longer than the first one due. */
     int64_t due = gbci_expire(c, gbci_now_ns());
@@ -203,8 +201,8 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     if (err)
         return err;
     if (ferr) {
-        /* Not waiting (timeout 0) was asked for: unsent requests are no failure. */
-        if (timeout_ms == 0 && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))
+        /* Not waiting was asked for: unsent requests are no failure. */
+        if (timeout_ms == GBC_TIMEOUT_NOWAIT && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))
             return gbci_fail(GBC_ERR_TIMEOUT, "nothing received yet; requests still queued (%s)",
                              why);
         return gbci_fail(ferr, "%s", why);
@@ -212,7 +210,5 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     if (c->async_in_flight == 0)
         return gbci_fail(GBC_ERR_EMPTY, "gbc_poll: no request in flight");
     return gbci_fail(GBC_ERR_TIMEOUT, "no reply within %d ms (%zu requests in flight)",
-                     timeout_ms < 0 && timeout_ms != GBC_TIMEOUT_FOREVER ? c->timeout_ms
-                                                                         : timeout_ms,
-                     c->async_in_flight);
+                     gbci_timeout_ms(c, timeout_ms), c->async_in_flight);
 }
