@@ -252,6 +252,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         uint64_t now = now_ms();
         if (now - last_health >= 100) {
             check_health(s);
+            gb_fdguard_check(&s->fdg, gb_now_ns());
             last_health = now;
         }
         if (s->shutting_down) {
@@ -407,6 +408,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         }
         GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
     }
+    gb_fdguard_init(&s->fdg, "bridge");
     *out = s;
     return GB_OK;
 }

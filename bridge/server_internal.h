@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "control.pb-c.h"
+#include "fdguard.h"
 #include "gpubridge.pb-c.h"
 #include "server.h"
 #include "wire.h"
@@ -76,6 +77,7 @@ struct gb_server {
     gbi_frame_t scratch; /* the frame being decoded; its envs array is reused */
     size_t held_bytes;   /* all rings' held frames */
     size_t held_limit;   /* above it the socket is not read (backpressure) */
+    gb_fdguard_t fdg;    /* descriptors near the limit: hold off new connections */
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
     gbi_held_t *resuming; /* the held frame being fed, if any */
     uint32_t unpublished; /* rings[i] has requests claimed, not yet published (bit i) */

@@ -50,6 +50,7 @@
 #include <zmq.h>
 
 #include "clock.h"
+#include "fdguard.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
 #include "pb_reply.h"
@@ -95,6 +96,7 @@ typedef struct gbi_sup {
     uint8_t stall_delim;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
+    gb_fdguard_t fdg;    /* descriptors near the limit: hold off new connections */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
@@ -742,6 +744,7 @@ static gb_err open_front(gbi_sup_t *s)
             return GB_ERR_IO;
         }
     }
+    gb_fdguard_init(&s->fdg, "supervisor");
     return GB_OK;
 }
 
@@ -827,6 +830,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         }
         if (!stop_sent_ns)
             hb_check(s, now); /* a draining worker reads no requests: no heartbeat then */
+        gb_fdguard_check(&s->fdg, now);
         if (now - last_evict > 1000000000ull) {
             peers_evict(s, now);
             last_evict = now;

@@ -79,8 +79,10 @@ print(s[0].decode(), s[1].decode(), a[0].decode(), a[1].decode())')
   wait_up "$EP2" "${KEYS[@]}" || { tail -5 "$T/b.log"; fail "CURVE: the allow-listed client is not served"; }
   WEP2=$(worker_ep "$T/b.log")
   "$CTL" --endpoint "$EP2" --timeout 1500 list > "$T/plain.out" 2>&1 && fail "CURVE: a client with no keys was served"
-  "$CTL" --endpoint "$WEP2" --timeout 1500 terminate vecadd > "$T/bypass.out" 2>&1 &&
-    fail "CURVE bypass: a client with no keys terminated a grain type through the worker's socket"
+  for _ in 1 2; do
+    "$CTL" --endpoint "$WEP2" --timeout 1500 terminate vecadd > "$T/bypass.out" 2>&1 &&
+      { fail "CURVE bypass: a client with no keys terminated a grain type through the worker's socket"; break; }
+  done
   "$CTL" --endpoint "$EP2" "${KEYS[@]}" send vecadd 7 add 1,2,3 10,20,30 > "$T/b.out" 2>&1 ||
     { cat "$T/b.out"; fail "CURVE: vecadd not served after the bypass attempt"; }
   [ -d /tmp/gpubridge-999999999-abcdef ] && fail "stale directory of a dead supervisor not swept"
