@@ -82,6 +82,7 @@ typedef struct gbi_sup {
      * sent and the last answer seen (0: none yet, the worker is starting). */
     void *hb;
     uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
+    uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
     bool hung; /* the worker was killed for not answering */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
     peer_t *peers;
@@ -278,7 +279,7 @@ static int spawn_worker(gbi_sup_t *s)
     s->worker = pid;
     s->started_ns = gb_now_ns();
     s->spawns++;
-    s->hb_ok_ns = s->hb_sent_ns = 0;
+    s->hb_ok_ns = s->hb_sent_ns = s->run_ns = s->ran_ns = 0;
     s->hung = false;
     GB_INFO("supervisor: worker %d started (endpoint %s)", (int)pid, s->worker_ep);
     return 0;
@@ -677,21 +678,59 @@ static void hb_recv(gbi_sup_t *s)
     zmq_msg_close(&m);
 }
 
+/* The worker's main thread (the one that reads the socket): whether it is
+ * stopped (SIGSTOP, a debugger), and the CPU time it has run so far. */
+static bool worker_state(pid_t pid, uint64_t *run_ns)
+{
+    char path[64], buf[512];
+    bool stopped = false;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fgets(buf, sizeof buf, f)) {
+            const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+            stopped = p && (p[2] == 'T' || p[2] == 't');
+        }
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    unsigned long long ns = 0;
+    if ((f = fopen(path, "r"))) {
+        if (fscanf(f, "%llu", &ns) != 1)
+            ns = 0;
+        fclose(f);
+    }
+    *run_ns = ns;
+    return stopped;
+}
+
 /* Sends the heartbeat when due; kills a worker that has not answered in time
- * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). */
+ * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). A
+ * worker whose main thread still runs is not killed for a missing answer:
+ * it may have stopped reading its socket for backpressure; one that is
+ * stopped, or blocked without running (a driver call), is. */
 static void hb_check(gbi_sup_t *s, uint64_t now)
 {
     if (s->worker <= 0 || s->hung)
         return;
-    if (now - s->hb_sent_ns >= HB_INTERVAL_NS)
-        hb_send(s, now);
-    const uint64_t since = s->hb_ok_ns ? s->hb_ok_ns : s->started_ns;
+    if (now - s->hb_sent_ns < HB_INTERVAL_NS)
+        return;
+    hb_send(s, now);
+    uint64_t run = 0;
+    const bool stopped = worker_state(s->worker, &run);
+    if (run != s->run_ns && !stopped) {
+        s->run_ns = run;
+        s->ran_ns = now;
+    }
+    uint64_t since = s->hb_ok_ns ? s->hb_ok_ns : s->started_ns;
+    if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS)
+        since = s->ran_ns - HB_INTERVAL_NS; /* running: a second's grace per look */
     const uint64_t limit_ms = s->hb_ok_ns ? GB_SUP_HEARTBEAT_TIMEOUT_MS : GB_SUP_START_TIMEOUT_MS;
     if (now < since || now - since <= limit_ms * 1000000ull) /* now: taken before a spawn */
         return;
     GB_ERROR("supervisor: worker %d has not answered for %llu ms (%s); killing it and starting another",
-             (int)s->worker, (unsigned long long)((now - since) / 1000000),
-             s->hb_ok_ns ? "stopped or stuck" : "it never came up");
+             (int)s->worker, (unsigned long long)((now - (s->hb_ok_ns ? s->hb_ok_ns : s->started_ns)) / 1000000),
+             !s->hb_ok_ns ? "it never came up" : stopped ? "it is stopped" : "it is stuck, not running");
     s->hung = true;
     kill(s->worker, SIGKILL);
 }
