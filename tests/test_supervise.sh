@@ -20,7 +20,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 up() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 300 list >/dev/null 2>&1; }
 for _ in $(seq 100); do up && break; sleep 0.1; done
-up || { cat "$T/sup.log"; echo "FAIL: not serving"; exit 1; }
+up || { cat "$T/sup.log"; "$BUILD/client/gbctl" --endpoint "$EP" --timeout 300 list; echo "FAIL: not serving"; exit 1; }
 worker() { cat /proc/$SUP/task/$SUP/children 2>/dev/null | tr -d ' '; }
 W1=$(worker)
 [ -n "$W1" ] || fail "no worker process"
