@@ -59,9 +59,9 @@ void gb_fdguard_init(gb_fdguard_t *g, const char *who)
 
 /* The lowest free descriptor: all below it are in use (descriptors are
  * handed out lowest first, so it reaches the limit only when all are). */
-static int lowest_free(void)
+static int lowest_free(const gb_fdguard_t *g)
 {
-    int fd = dup(0);
+    int fd = g->reserve >= 0 ? fcntl(g->reserve, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == EMFILE ? 1 << 30 : 0;
     close(fd);
@@ -117,7 +117,7 @@ void gb_fdguard_check(gb_fdguard_t *g, uint64_t now_ns)
         }
         return;
     }
-    int low = lowest_free();
+    int low = lowest_free(g);
     if (low >= g->refuse_at) {
         set_refusing(g, true);
         g->next_count_ns = now_ns + 1000000000ull;
