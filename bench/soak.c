@@ -25,7 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
 
 #define PROG "soak"
 #define WINDOW 256 /* requests in flight per client */

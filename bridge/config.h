@@ -101,6 +101,7 @@ typedef struct gb_config {
     gb_host_config_t hosts[GB_MAX_HOSTS];
     gb_curve_config_t curve;
     bool remote_control; /* any peer may Activate/Deactivate/Terminate (authority.h) */
+    int ipc_peer_pid; /* not a key: a supervised worker admits connections from this pid only */
 } gb_config_t;
 
 /* Fills *cfg with the embedded defaults (the same values as config/gpubridge.cfg). */

@@ -3,11 +3,15 @@
  * Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
  * Without --config the embedded defaults are used; ./config/gpubridge.cfg is
  * never read implicitly, so what runs never depends on the working directory. */
+#include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "detect.h"
@@ -32,6 +36,7 @@ typedef struct gbi_cli {
     bool has_mode;
     gb_mode mode; /* --mode: beats the config, its hosts and GPUBRIDGE_MODE */
     bool supervise;
+    const char *worker_endpoint; /* set by a supervisor for its worker (not in --help) */
 } gbi_cli;
 
 static void usage(FILE *out, const char *prog)
@@ -71,7 +76,7 @@ static void usage(FILE *out, const char *prog)
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, gbi_cli *cli)
 {
-    enum { OPT_CHECK = 256, OPT_DETECT, OPT_SUPERVISE };
+    enum { OPT_CHECK = 256, OPT_DETECT, OPT_SUPERVISE, OPT_WORKER };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"check-config", no_argument, NULL, OPT_CHECK},
@@ -79,6 +84,7 @@ static int parse_args(int argc, char **argv, gbi_cli *cli)
         {"mode", required_argument, NULL, 'm'},
         {"detect", no_argument, NULL, OPT_DETECT},
         {"supervise", no_argument, NULL, OPT_SUPERVISE},
+        {"worker-endpoint", required_argument, NULL, OPT_WORKER},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -91,6 +97,7 @@ static int parse_args(int argc, char **argv, gbi_cli *cli)
         case OPT_CHECK: cli->check_config = true; break;
         case OPT_DETECT: cli->detect = true; break;
         case OPT_SUPERVISE: cli->supervise = true; break;
+        case OPT_WORKER: cli->worker_endpoint = optarg; break;
         case 'l':
             if (gb_log_level_parse(optarg, &cli->log_level) != 0) {
                 fprintf(stderr, "%s: unknown log level '%s' (valid: error, warn, info, "
@@ -187,22 +194,71 @@ static gb_err start_metrics(const gb_config_t *cfg, gb_server_t *server, gb_metr
     return GB_OK;
 }
 
+/* Raises the soft limit on descriptors to the hard one: every connection
+ * takes one (two or three under --supervise). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = rl.rlim_max;
+    if (rl.rlim_cur < want && setrlimit(RLIMIT_NOFILE, &(struct rlimit){want, rl.rlim_max}) != 0) {
+        /* An unlimited hard limit is capped by the kernel (fs.nr_open). */
+        want = 1u << 20;
+        while (want > rl.rlim_cur && setrlimit(RLIMIT_NOFILE, &(struct rlimit){want, rl.rlim_max}) != 0)
+            want /= 2;
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        GB_INFO("descriptors: limit %llu (hard %llu)", (unsigned long long)rl.rlim_cur,
+                (unsigned long long)rl.rlim_max);
+}
+
+/* A supervised worker serves only the endpoint its supervisor made: an ipc
+ * socket in a private directory (0700, ours), open to the supervisor's pid
+ * only; CURVE is the supervisor's business. Returns -1 when ep is not such
+ * an endpoint. */
+static int worker_config(gb_config_t *wcfg, const char *ep)
+{
+    char path[GB_PATH_LEN];
+    if (strncmp(ep, "ipc:///", 7) != 0 || snprintf(path, sizeof path, "%s", ep + 6) >= (int)sizeof path) {
+        fprintf(stderr, "gpubridge: --worker-endpoint is for the supervisor's use (ipc:// in a private directory)\n");
+        return -1;
+    }
+    if (gb_sup_check_private_dir(dirname(path)) != 0) {
+        fprintf(stderr, "gpubridge: --worker-endpoint %s: its directory is not private (mode 0700, owner %d)\n", ep,
+                (int)geteuid());
+        return -1;
+    }
+    wcfg->n_endpoints = 1;
+    snprintf(wcfg->endpoints[0], sizeof wcfg->endpoints[0], "%s", ep);
+    wcfg->curve.enabled = false;
+    wcfg->ipc_peer_pid = (int)getppid();
+    return 0;
+}
+
+/* The worker's socket directory, once its supervisor is gone (killed: it
+ * could not clean up); the socket file itself goes with the ZeroMQ socket. */
+static void worker_cleanup(const char *ep, pid_t supervisor)
+{
+    char path[GB_PATH_LEN];
+    if (getppid() == supervisor)
+        return;
+    snprintf(path, sizeof path, "%s", ep + 6);
+    unlink(path);
+    if (rmdir(dirname(path)) == 0)
+        GB_INFO("supervisor %d is gone: removed %s", (int)supervisor, path);
+}
+
 /* The daemon: decide the mode, start every grain type's ring kernel, serve
  * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
- * kernels and exit 0. */
+ * kernels and exit 0. cli->worker_endpoint: set in a supervised worker. */
 static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, const gbi_cli *cli)
 {
-    /* A supervised worker (GPUBRIDGE_WORKER_ENDPOINT, set by the supervisor)
-     * serves only the supervisor's private endpoint; CURVE is the
-     * supervisor's business. */
+    const char *worker_ep = cli->worker_endpoint;
     gb_config_t wcfg = *cfg_in;
-    const char *wep = getenv("GPUBRIDGE_WORKER_ENDPOINT");
-    const bool worker = wep && *wep;
-    if (worker) {
-        wcfg.n_endpoints = 1;
-        snprintf(wcfg.endpoints[0], sizeof wcfg.endpoints[0], "%s", wep);
-        wcfg.curve.enabled = false;
-    }
+    const bool worker = worker_ep != NULL;
+    if (worker && worker_config(&wcfg, worker_ep) != 0)
+        return GBI_EXIT_USAGE;
     const gb_config_t *cfg = &wcfg;
     gb_facts_t facts;
     gb_selection_t sel;
@@ -297,10 +353,10 @@ int main(int argc, char **argv)
         return run_detect(&cfg, mode_override);
     if (cli.check_config)
         return GBI_EXIT_OK;
+    raise_nofile();
     /* A worker started by a supervisor never supervises (getopt also takes
      * abbreviations of --supervise, which the supervisor cannot filter out). */
-    const char *wep = getenv("GPUBRIDGE_WORKER_ENDPOINT");
-    if (cli.supervise && !(wep && *wep)) {
+    if (cli.supervise && !cli.worker_endpoint) {
         /* The worker gets our own arguments, without --supervise. */
         char **wargv = calloc((size_t)argc + 1, sizeof *wargv);
         int wn = 0;
@@ -315,5 +371,9 @@ int main(int argc, char **argv)
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
-    return run_bridge(&cfg, mode_override, &cli);
+    const pid_t parent = getppid();
+    rc = run_bridge(&cfg, mode_override, &cli);
+    if (cli.worker_endpoint)
+        worker_cleanup(cli.worker_endpoint, parent);
+    return rc;
 }

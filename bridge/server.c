@@ -322,6 +322,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         uint64_t now = now_ms();
         if (now - last_health >= 100) {
             check_health(s);
+            gb_fdguard_check(&s->fdg, gb_now_ns());
             last_health = now;
             if (s->reload_flag && *s->reload_flag) {
                 *s->reload_flag = 0;
@@ -470,6 +471,12 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         gb_server_destroy(&s);
         return e;
     }
+    if (cfg->ipc_peer_pid > 0 && zmq_setsockopt(s->sock, ZMQ_IPC_FILTER_PID, &cfg->ipc_peer_pid,
+                                                sizeof cfg->ipc_peer_pid) != 0) {
+        snprintf(err, errlen, "cannot restrict the worker's socket to its supervisor: %s", zmq_strerror(errno));
+        gb_server_destroy(&s);
+        return GB_ERR_IO;
+    }
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
         if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
             snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
@@ -478,6 +485,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         }
         GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
     }
+    gb_fdguard_init(&s->fdg, "bridge");
     *out = s;
     return GB_OK;
 }

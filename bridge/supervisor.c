@@ -8,6 +8,20 @@
  * endpoint; it exits with GB_EXIT_GPU_FAILED once a kernel failed (after
  * answering what it can), and a crash or a kill ends it too.
  *
+ * The worker's endpoint is plaintext (CURVE is the front's business), so it
+ * must be reachable by the supervisor only: it lives in a directory made by
+ * mkdtemp (0700, owner checked), nobody else can bind or read it, and the
+ * worker admits connections from its parent's pid only (ZMQ_IPC_FILTER_PID),
+ * so a client of the same uid cannot go around CURVE either. The endpoint is
+ * passed on the worker's command line (--worker-endpoint), never through
+ * the environment.
+ *
+ * A worker that stops answering (stopped, or stuck in a driver call) is a
+ * failure too: a heartbeat (a ListGrainTypes control request on a DEALER of
+ * its own) goes out every second, and a worker with no answer for
+ * GB_SUP_HEARTBEAT_TIMEOUT_MS is killed, its requests answered and a new
+ * one started.
+ *
  * The front proxies frames unchanged: one DEALER per client towards the
  * worker, with the client's routing id as its own, so the worker sees each
  * client as itself. It decodes each ClientFrame only to note the correlation
@@ -27,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +51,7 @@
 
 #include "authority.h"
 #include "clock.h"
+#include "fdguard.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
 #include "pb_reply.h"
@@ -63,13 +80,23 @@ typedef struct peer {
 typedef struct gbi_sup {
     const gb_config_t *cfg;
     void *zctx, *router;
-    char worker_ep[GB_PATH_LEN];
+    char dir[GB_PATH_LEN];       /* private directory of the worker's socket */
+    char worker_ep[GB_PATH_LEN + 32];
+    char ep_arg[GB_PATH_LEN + 64]; /* "--worker-endpoint=..." */
+    char **wargv;                /* the worker's command line */
     pid_t worker;
     uint64_t started_ns, spawns;
+    /* Heartbeat of the current worker: its own DEALER, the last request
+     * sent and the last answer seen (0: none yet, the worker is starting). */
+    void *hb;
+    uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
+    uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
+    bool hung; /* the worker was killed for not answering */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
     peer_t *peers;
     size_t n_peers;
-    char *const *worker_argv;
+    zmq_pollitem_t *items; /* poll set: the ROUTER, the heartbeat, one DEALER per peer */
+    peer_t **owner;        /* the peer of each item (NULL: ROUTER or heartbeat) */
     /* Backpressure: a frame the worker's side would not take yet (its DEALER
      * is at its high-water mark). While one is held, the ROUTER is not read,
      * so ZeroMQ pushes back on the clients. */
@@ -79,12 +106,17 @@ typedef struct gbi_sup {
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
+    gb_fdguard_t fdg;    /* descriptors near the limit: hold off new connections */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
 #define PEER_STALL_IDS 65536 /* a client that does not read: requests pending past which its frames are refused */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
+#define HB_INTERVAL_NS 1000000000ull
+/* A routing id no client can have: ZeroMQ's own ids are 5 bytes, and ids
+ * that clients set cannot start with a zero byte. */
+static const char HB_ID[] = "\0gb-supervisor-heartbeat";
 
 /* ---- the pending-id set of a peer --------------------------------------- */
 
@@ -268,6 +300,7 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
 
 static int spawn_worker(gbi_sup_t *s)
 {
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         GB_ERROR("supervisor: fork: %s", strerror(errno));
@@ -275,12 +308,16 @@ static int spawn_worker(gbi_sup_t *s)
     }
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its worker along */
-        execv("/proc/self/exe", s->worker_argv);
+        if (getppid() != parent)
+            _exit(127); /* it died before the line above */
+        execv("/proc/self/exe", s->wargv);
         _exit(127);
     }
     s->worker = pid;
     s->started_ns = gb_now_ns();
     s->spawns++;
+    s->hb_ok_ns = s->hb_sent_ns = s->run_ns = s->ran_ns = 0;
+    s->hung = false;
     GB_INFO("supervisor: worker %d started (endpoint %s)", (int)pid, s->worker_ep);
     return 0;
 }
@@ -440,7 +477,10 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
 static size_t worker_gone(gbi_sup_t *s, int status, bool final)
 {
     char why[220];
-    if (WIFSIGNALED(status))
+    if (s->hung)
+        snprintf(why, sizeof why, "the GPU worker stopped answering (no heartbeat for %d ms) and was killed; the "
+                 "request may not have been processed", GB_SUP_HEARTBEAT_TIMEOUT_MS);
+    else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "the GPU worker was killed by signal %d before answering; the request may not "
                  "have been processed", WTERMSIG(status));
     else
@@ -478,6 +518,10 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
         }
     }
     s->worker = 0;
+    if (s->hb) {
+        zmq_close(s->hb);
+        s->hb = NULL;
+    }
     if (stopping)
         GB_INFO("supervisor: the worker exited cleanly; %zu request(s) it had not taken answered STATUS_SHUTTING_DOWN",
                 answered);
@@ -493,8 +537,17 @@ static int unstall(gbi_sup_t *s)
     if (!s->stall_peer)
         return 1;
     void *d = dealer_of(s, s->stall_peer);
-    if (!d)
-        return 0;
+    if (!d) {
+        /* Out of sockets or descriptors: refuse the frame rather than hold
+         * every client. Without a DEALER the peer has nothing else in flight. */
+        GB_WARN("supervisor: cannot open a connection to the worker: %s", zmq_strerror(zmq_errno()));
+        zmq_msg_close(&s->stall_msg);
+        peer_t *p = s->stall_peer;
+        s->stall_peer = NULL;
+        answer_pending(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                       "the supervisor cannot take more connections now (out of descriptors); retry later");
+        return 1;
+    }
     if (s->stall_delim && zmq_send(d, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return 0;
     if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
@@ -601,202 +654,426 @@ static int from_client(gbi_sup_t *s)
     return 1;
 }
 
-gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile sig_atomic_t *stop)
+
+/* ---- the worker's private directory ---------------------------------------- */
+
+/* Removes the directories that supervisors of this user left behind when
+ * they were killed together with their worker (pids no longer running). */
+static void sweep_stale_dirs(void)
 {
-    gbi_sup_t s;
-    memset(&s, 0, sizeof s);
-    s.cfg = cfg;
-    s.worker_argv = worker_argv;
-    s.peers = calloc(MAX_PEERS, sizeof *s.peers);
-    snprintf(s.worker_ep, sizeof s.worker_ep, "ipc:///tmp/gpubridge-worker-%d.sock", (int)getpid());
-    setenv("GPUBRIDGE_WORKER_ENDPOINT", s.worker_ep, 1); /* inherited by every worker */
-    s.zctx = zmq_ctx_new();
-    if (s.zctx)
-        zmq_ctx_set(s.zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
-    s.router = s.zctx ? zmq_socket(s.zctx, ZMQ_ROUTER) : NULL;
-    gb_err err = GB_OK;
-    if (!s.peers || !s.router) {
-        GB_ERROR("supervisor: cannot create its socket");
-        err = GB_ERR_IO;
-        goto fail;
+    DIR *d = opendir("/tmp");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0, n = 0;
+        if (sscanf(e->d_name, "gpubridge-%d-%*6[A-Za-z0-9]%n", &pid, &n) != 1 || e->d_name[n] || pid <= 0)
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue; /* its supervisor is alive (or not ours to judge) */
+        char dir[GB_PATH_LEN + 8], sock[GB_PATH_LEN + 24];
+        struct stat st;
+        snprintf(dir, sizeof dir, "/tmp/%s", e->d_name);
+        if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        snprintf(sock, sizeof sock, "%s/worker.sock", dir);
+        unlink(sock);
+        if (rmdir(dir) == 0)
+            GB_INFO("supervisor: removed %s, left by a supervisor that was killed", dir);
+    }
+    closedir(d);
+}
+
+/* Makes the worker's directory and endpoint, and its command line: ours with
+ * --worker-endpoint added after argv[0] (the caller left --supervise out). */
+static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
+{
+    sweep_stale_dirs();
+    snprintf(s->dir, sizeof s->dir, "/tmp/gpubridge-%d-XXXXXX", (int)getpid());
+    if (!mkdtemp(s->dir)) {
+        GB_ERROR("supervisor: cannot make a private directory for the worker's socket: %s", strerror(errno));
+        s->dir[0] = '\0';
+        return GB_ERR_IO;
+    }
+    if (gb_sup_check_private_dir(s->dir) != 0) {
+        GB_ERROR("supervisor: %s is not a private directory (owner %d, mode 0700 wanted); not using it",
+                 s->dir, (int)geteuid());
+        s->dir[0] = '\0';
+        return GB_ERR_IO;
+    }
+    snprintf(s->worker_ep, sizeof s->worker_ep, "ipc://%s/worker.sock", s->dir);
+    snprintf(s->ep_arg, sizeof s->ep_arg, "--worker-endpoint=%s", s->worker_ep);
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    s->wargv = calloc(n + 2, sizeof *s->wargv);
+    if (!s->wargv)
+        return GB_ERR_NOMEM;
+    s->wargv[0] = argv[0];
+    s->wargv[1] = s->ep_arg;
+    for (size_t i = 1; i < n; i++)
+        s->wargv[i + 1] = argv[i];
+    return GB_OK;
+}
+
+static void remove_worker_side(gbi_sup_t *s)
+{
+    if (s->dir[0]) {
+        unlink(s->worker_ep + strlen("ipc://")); /* a killed worker leaves its socket file behind */
+        rmdir(s->dir);
+    }
+    free(s->wargv);
+    s->wargv = NULL;
+}
+
+int gb_sup_check_private_dir(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0777) != 0700)
+        return -1;
+    return 0;
+}
+
+/* ---- the heartbeat ------------------------------------------------------------ */
+
+static void hb_send(gbi_sup_t *s, uint64_t now)
+{
+    if (!s->hb) {
+        void *d = zmq_socket(s->zctx, ZMQ_DEALER);
+        int linger = 0, hwm = 4;
+        if (!d)
+            return;
+        zmq_setsockopt(d, ZMQ_ROUTING_ID, HB_ID, sizeof HB_ID - 1);
+        zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm);
+        if (zmq_connect(d, s->worker_ep) != 0) {
+            zmq_close(d);
+            return;
+        }
+        s->hb = d;
+    }
+    Gpubridge__ListGrainTypes lt = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
+    Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
+    ctl.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
+    ctl.list_grain_types = &lt;
+    Gpubridge__Envelope env = GPUBRIDGE__ENVELOPE__INIT;
+    env.kind = GPUBRIDGE__KIND__KIND_CONTROL;
+    env.correlation_id = ++s->hb_seq;
+    env.control = &ctl;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
+    f.envelope = &env;
+    uint8_t buf[64];
+    size_t len = gpubridge__client_frame__get_packed_size(&f);
+    if (len <= sizeof buf) {
+        gpubridge__client_frame__pack(&f, buf);
+        zmq_send(s->hb, buf, len, ZMQ_DONTWAIT); /* a full pipe: the worker is not reading anyway */
+    }
+    s->hb_sent_ns = now;
+}
+
+/* Any reply on the heartbeat's DEALER shows the worker's loop is turning. */
+static void hb_recv(gbi_sup_t *s)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0)
+        s->hb_ok_ns = gb_now_ns();
+    zmq_msg_close(&m);
+}
+
+/* The worker's main thread (the one that reads the socket): whether it is
+ * stopped (SIGSTOP, a debugger), and the CPU time it has run so far. */
+static bool worker_state(pid_t pid, uint64_t *run_ns)
+{
+    char path[64], buf[512];
+    bool stopped = false;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fgets(buf, sizeof buf, f)) {
+            const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+            stopped = p && (p[2] == 'T' || p[2] == 't');
+        }
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    unsigned long long ns = 0;
+    if ((f = fopen(path, "r"))) {
+        if (fscanf(f, "%llu", &ns) != 1)
+            ns = 0;
+        fclose(f);
+    }
+    *run_ns = ns;
+    return stopped;
+}
+
+/* Sends the heartbeat when due; kills a worker that has not answered in time
+ * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). A
+ * worker whose main thread still runs is not killed for a missing answer:
+ * it may have stopped reading its socket for backpressure; one that is
+ * stopped, or blocked without running (a driver call), is. */
+static void hb_check(gbi_sup_t *s, uint64_t now)
+{
+    if (s->worker <= 0 || s->hung)
+        return;
+    if (now - s->hb_sent_ns < HB_INTERVAL_NS)
+        return;
+    hb_send(s, now);
+    uint64_t run = 0;
+    const bool stopped = worker_state(s->worker, &run);
+    if (run != s->run_ns && !stopped) {
+        s->run_ns = run;
+        s->ran_ns = now;
+    }
+    uint64_t since = s->hb_ok_ns ? s->hb_ok_ns : s->started_ns;
+    if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS)
+        since = s->ran_ns - HB_INTERVAL_NS; /* running: a second's grace per look */
+    const uint64_t limit_ms = s->hb_ok_ns ? GB_SUP_HEARTBEAT_TIMEOUT_MS : GB_SUP_START_TIMEOUT_MS;
+    if (now < since || now - since <= limit_ms * 1000000ull) /* now: taken before a spawn */
+        return;
+    GB_ERROR("supervisor: worker %d has not answered for %llu ms (%s); killing it and starting another",
+             (int)s->worker, (unsigned long long)((now - (s->hb_ok_ns ? s->hb_ok_ns : s->started_ns)) / 1000000),
+             !s->hb_ok_ns ? "it never came up" : stopped ? "it is stopped" : "it is stuck, not running");
+    s->hung = true;
+    kill(s->worker, SIGKILL);
+}
+
+/* ---- setup, the loop, teardown ----------------------------------------------- */
+
+/* The public socket: options, CURVE, binds. */
+static gb_err open_front(gbi_sup_t *s)
+{
+    const gb_config_t *cfg = s->cfg;
+    s->zctx = zmq_ctx_new();
+    if (s->zctx)
+        zmq_ctx_set(s->zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
+    s->router = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
+    if (!s->router) {
+        GB_ERROR("supervisor: cannot create its socket: %s", zmq_strerror(zmq_errno()));
+        return GB_ERR_IO;
     }
     /* As the worker does: small queues per client, a full one reported
      * (mandatory), and a hard cap well above max_message_size, so that
      * frames between the two get a TOO_LARGE reply (from_client). */
     int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = GBI_RCVHWM, mandatory = 1;
     int64_t hard = gbi_frame_hard_cap(cfg->max_message_size);
-    zmq_setsockopt(s.router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s.router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
-    zmq_setsockopt(s.router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    zmq_setsockopt(s.router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
-    zmq_setsockopt(s.router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
+    zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s->router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+    zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
         char msg[512];
-        s.curve = calloc(1, sizeof *s.curve);
-        if (!s.curve) {
-            err = GB_ERR_NOMEM;
-            goto fail;
-        }
-        s.curve->cfg = cfg;
-        s.curve->zctx = s.zctx;
-        s.curve->sock = s.router;
-        if (gbi_curve_setup(s.curve, msg, sizeof msg) != GB_OK) {
+        s->curve = calloc(1, sizeof *s->curve);
+        if (!s->curve)
+            return GB_ERR_NOMEM;
+        s->curve->cfg = cfg;
+        s->curve->zctx = s->zctx;
+        s->curve->sock = s->router;
+        if (gbi_curve_setup(s->curve, msg, sizeof msg) != GB_OK) {
             GB_ERROR("supervisor: %s", msg);
-            if (s.curve->zap_running)
-                gbi_curve_stop(s.curve); /* the handler thread owns (and closes) its socket */
-            else if (s.curve->zap_sock)
-                zmq_close(s.curve->zap_sock);
-            free(s.curve);
-            s.curve = NULL;
-            err = GB_ERR_CONFIG;
-            goto fail;
+            if (s->curve->zap_running)
+                gbi_curve_stop(s->curve); /* the handler thread owns (and closes) its socket */
+            else if (s->curve->zap_sock)
+                zmq_close(s->curve->zap_sock);
+            free(s->curve);
+            s->curve = NULL;
+            return GB_ERR_CONFIG;
         }
     }
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
-        if (zmq_bind(s.router, cfg->endpoints[i]) != 0) {
+        if (zmq_bind(s->router, cfg->endpoints[i]) != 0) {
             GB_ERROR("supervisor: cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(zmq_errno()));
-            err = GB_ERR_IO;
-            goto fail;
+            return GB_ERR_IO;
         }
     }
-    GB_INFO("supervisor: serving %zu endpoint(s); the GPU side runs in a worker process it restarts",
-            cfg->n_endpoints);
-    if (spawn_worker(&s) != 0) {
-        err = GB_ERR_IO;
-        goto fail;
-    }
+    gb_fdguard_init(&s->fdg, "supervisor");
+    return GB_OK;
+}
 
+/* Reaps the worker if it exited; returns true when the loop must end. */
+static bool reap_worker(gbi_sup_t *s, bool stopping, uint64_t *next_spawn, int *backoff_ms, gb_err *result)
+{
+    int status;
+    if (s->worker <= 0 || waitpid(s->worker, &status, WNOHANG) != s->worker)
+        return false;
+    const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    worker_gone(s, status, stopping);
+    if (stopping) {
+        if (!clean)
+            *result = GB_ERR_STATE;
+        return true;
+    }
+    /* quick restarts, slower when it keeps dying young */
+    uint64_t lived_ms = (gb_now_ns() - s->started_ns) / 1000000;
+    *backoff_ms = lived_ms > 10000 ? 0 : (*backoff_ms ? *backoff_ms * 2 : 200);
+    if (*backoff_ms > 5000)
+        *backoff_ms = 5000;
+    *next_spawn = gb_now_ns() + (uint64_t)*backoff_ms * 1000000;
+    return false;
+}
+
+/* One poll over the ROUTER, the heartbeat and the DEALERs, and what it found. */
+static gb_err poll_once(gbi_sup_t *s, bool held)
+{
+    int slow = 0; /* a client with replies waiting: look again soon */
+    for (size_t i = 0; i < s->n_peers; i++)
+        if (peer_stalled(&s->peers[i]))
+            slow |= !peer_flush(s, &s->peers[i]);
+    size_t n = 0;
+    /* Backpressure: while a frame is held, read no more. While the worker
+     * drains the socket is still read: it answers new requests
+     * STATUS_SHUTTING_DOWN. */
+    s->items[n] = (zmq_pollitem_t){s->router, 0, (short)(held ? 0 : ZMQ_POLLIN), 0};
+    s->owner[n++] = NULL;
+    if (s->hb) {
+        s->items[n] = (zmq_pollitem_t){s->hb, 0, ZMQ_POLLIN, 0};
+        s->owner[n++] = NULL;
+    }
+    const size_t first_peer = n;
+    for (size_t i = 0; i < s->n_peers; i++) {
+        if (!s->peers[i].dealer)
+            continue;
+        short ev = (short)((peer_stalled(&s->peers[i]) ? 0 : ZMQ_POLLIN) |
+                           (&s->peers[i] == s->stall_peer ? ZMQ_POLLOUT : 0));
+        s->items[n] = (zmq_pollitem_t){s->peers[i].dealer, 0, ev, 0};
+        s->owner[n++] = &s->peers[i];
+    }
+    if (zmq_poll(s->items, (int)n, held ? 5 : slow ? 1 : 50) < 0 && zmq_errno() != EINTR) {
+        GB_ERROR("supervisor: zmq_poll: %s", zmq_strerror(zmq_errno()));
+        return GB_ERR_IO;
+    }
+    if (first_peer == 2 && (s->items[1].revents & ZMQ_POLLIN))
+        hb_recv(s);
+    for (size_t i = first_peer; i < n; i++)
+        if (s->items[i].revents & ZMQ_POLLIN)
+            forward_replies(s, s->owner[i]);
+    if (s->items[0].revents & ZMQ_POLLIN)
+        for (int k = 0; k < 256 && !s->stall_peer && from_client(s); k++)
+            ;
+    return GB_OK;
+}
+
+/* Serves until *stop and the worker has drained (or was killed). */
+static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
+{
     uint64_t next_spawn = 0, stop_sent_ns = 0, last_evict = gb_now_ns();
     int backoff_ms = 0;
-    zmq_pollitem_t *items = calloc(MAX_PEERS + 1, sizeof *items);
-    peer_t **owner = calloc(MAX_PEERS + 1, sizeof *owner);
     gb_err result = GB_OK;
     for (;;) {
         const uint64_t now = gb_now_ns();
-        /* The worker's fate. */
-        int status;
-        if (s.worker > 0 && waitpid(s.worker, &status, WNOHANG) == s.worker) {
-            const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            worker_gone(&s, status, *stop || stop_sent_ns);
-            if (*stop || stop_sent_ns) {
-                if (!clean)
-                    result = GB_ERR_STATE;
-                break;
-            }
-            /* quick restarts, slower when it keeps dying young */
-            uint64_t lived_ms = (gb_now_ns() - s.started_ns) / 1000000;
-            backoff_ms = lived_ms > 10000 ? 0 : (backoff_ms ? backoff_ms * 2 : 200);
-            if (backoff_ms > 5000)
-                backoff_ms = 5000;
-            next_spawn = gb_now_ns() + (uint64_t)backoff_ms * 1000000;
-        }
-        if (s.worker == 0 && !*stop && now >= next_spawn && spawn_worker(&s) != 0)
+        if (reap_worker(s, *stop || stop_sent_ns, &next_spawn, &backoff_ms, &result))
+            break;
+        if (s->worker == 0 && !*stop && now >= next_spawn && spawn_worker(s) != 0)
             next_spawn = now + 1000000000ull;
         if (*stop && !stop_sent_ns) {
             GB_INFO("supervisor: stopping; the worker drains and answers what is in flight");
             stop_sent_ns = now;
-            if (s.worker > 0)
-                kill(s.worker, SIGTERM);
-            else
+            if (s->worker <= 0)
                 break;
+            kill(s->worker, SIGTERM);
         }
-        if (stop_sent_ns && s.worker > 0 && now - stop_sent_ns > (cfg->shutdown_drain_ms + 10000ull) * 1000000ull) {
+        if (stop_sent_ns && s->worker > 0 && now - stop_sent_ns > (s->cfg->shutdown_drain_ms + 10000ull) * 1000000ull) {
             /* It drains for at most shutdown_drain_ms; past that it is stuck (e.g. in a CUDA call). */
-            GB_WARN("supervisor: the worker did not stop within %u ms; killing it", cfg->shutdown_drain_ms + 10000);
-            kill(s.worker, SIGKILL);
+            GB_WARN("supervisor: the worker did not stop within %u ms; killing it", s->cfg->shutdown_drain_ms + 10000);
+            kill(s->worker, SIGKILL);
             stop_sent_ns = now; /* the next check reaps it */
         }
+        if (!stop_sent_ns)
+            hb_check(s, now); /* a draining worker reads no requests: no heartbeat then */
+        gb_fdguard_check(&s->fdg, now);
         if (now - last_evict > 1000000000ull) {
-            peers_evict(&s, now);
+            peers_evict(s, now);
             last_evict = now;
         }
-        const int held = !unstall(&s);
-        int slow = 0; /* a client with replies waiting: look again soon */
-        for (size_t i = 0; i < s.n_peers; i++)
-            if (peer_stalled(&s.peers[i]))
-                slow |= !peer_flush(&s, &s.peers[i]);
-
-        size_t n = 0;
-        items[n].socket = s.router;
-        /* Backpressure: read no more. While the worker drains it still reads,
-         * and answers new requests STATUS_SHUTTING_DOWN. */
-        items[n].events = held ? 0 : ZMQ_POLLIN;
-        owner[n++] = NULL;
-        for (size_t i = 0; i < s.n_peers; i++) {
-            if (!s.peers[i].dealer)
-                continue;
-            items[n].socket = s.peers[i].dealer;
-            items[n].events = (peer_stalled(&s.peers[i]) ? 0 : ZMQ_POLLIN) |
-                              (&s.peers[i] == s.stall_peer ? ZMQ_POLLOUT : 0);
-            owner[n++] = &s.peers[i];
-        }
-        if (zmq_poll(items, (int)n, held ? 5 : slow ? 1 : 50) < 0 && zmq_errno() != EINTR) {
-            GB_ERROR("supervisor: zmq_poll: %s", zmq_strerror(zmq_errno()));
-            result = GB_ERR_IO;
+        const bool held = !unstall(s);
+        if ((result = poll_once(s, held)) != GB_OK)
             break;
-        }
-        for (size_t i = 1; i < n; i++)
-            if (items[i].revents & ZMQ_POLLIN)
-                forward_replies(&s, owner[i]);
-        if (items[0].revents & ZMQ_POLLIN)
-            for (int k = 0; k < 256 && !s.stall_peer && from_client(&s); k++)
-                ;
     }
-    /* Whatever is still waiting gets its one reply: frames already here
-     * too. */
+    return result;
+}
+
+/* Answers what is still waiting, stops the worker, frees everything. */
+static void close_all(gbi_sup_t *s)
+{
     size_t left = 0;
-    if (s.stall_peer) {
-        zmq_msg_close(&s.stall_msg);
-        s.stall_peer = NULL;
+    if (s->stall_peer) {
+        zmq_msg_close(&s->stall_msg);
+        s->stall_peer = NULL;
     }
-    s.closing = true;
-    for (int k = 0; k < 100000 && from_client(&s); k++)
-        ;
-    for (size_t i = 0; i < s.n_peers; i++)
-        left += answer_pending(&s, &s.peers[i], GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
+    if (s->router) {
+        /* Whatever is still waiting gets its one reply: frames already here too. */
+        s->closing = true;
+        for (int k = 0; k < 100000 && from_client(s); k++)
+            ;
+    }
+    for (size_t i = 0; i < s->n_peers; i++)
+        left += answer_pending(s, &s->peers[i], GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
                                "the bridge is shutting down; the request was not processed");
     if (left)
         GB_WARN("supervisor: answered %zu request(s) left at shutdown with STATUS_SHUTTING_DOWN", left);
     /* Replies kept for slow clients get a last chance to go out. */
-    for (uint64_t end = gb_now_ns() + 1000000000ull; gb_now_ns() < end;) {
+    for (uint64_t end = gb_now_ns() + 1000000000ull; s->router && gb_now_ns() < end;) {
         int waiting = 0;
-        for (size_t i = 0; i < s.n_peers; i++)
-            waiting |= peer_stalled(&s.peers[i]) && !peer_flush(&s, &s.peers[i]);
+        for (size_t i = 0; i < s->n_peers; i++)
+            waiting |= peer_stalled(&s->peers[i]) && !peer_flush(s, &s->peers[i]);
         if (!waiting)
             break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    if (s.worker > 0) {
-        kill(s.worker, SIGKILL);
-        waitpid(s.worker, NULL, 0);
+    if (s->worker > 0) {
+        kill(s->worker, SIGKILL);
+        waitpid(s->worker, NULL, 0);
     }
-    GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here); %llu restart(s) "
-            "of the worker", (unsigned long long)(s.replies_fwd + s.replies_own), (unsigned long long)s.replies_fwd,
-            (unsigned long long)s.replies_own, (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
-    while (s.n_peers)
-        peer_drop(&s, s.n_peers - 1);
-    free(items);
-    free(owner);
-    free(s.peers);
-    gbi_frame_fini(&s.scratch);
-    zmq_close(s.router);
-    if (s.curve) {
-        gbi_curve_stop(s.curve);
-        free(s.curve);
+    while (s->n_peers)
+        peer_drop(s, s->n_peers - 1);
+    if (s->hb)
+        zmq_close(s->hb);
+    free(s->items);
+    free(s->owner);
+    free(s->peers);
+    gbi_frame_fini(&s->scratch);
+    if (s->router)
+        zmq_close(s->router);
+    if (s->curve) {
+        gbi_curve_stop(s->curve);
+        free(s->curve);
     }
-    zmq_ctx_term(s.zctx);
-    unlink(s.worker_ep + strlen("ipc://")); /* a killed worker leaves its socket file behind */
-    return result;
-fail:
-    if (s.router)
-        zmq_close(s.router);
-    if (s.curve) {
-        gbi_curve_stop(s.curve);
-        free(s.curve);
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    remove_worker_side(s);
+}
+
+gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop)
+{
+    gbi_sup_t s;
+    memset(&s, 0, sizeof s);
+    s.cfg = cfg;
+    s.peers = calloc(MAX_PEERS, sizeof *s.peers);
+    s.items = calloc(MAX_PEERS + 2, sizeof *s.items);
+    s.owner = calloc(MAX_PEERS + 2, sizeof *s.owner);
+    gb_err err = s.peers && s.items && s.owner ? GB_OK : GB_ERR_NOMEM;
+    if (err != GB_OK)
+        GB_ERROR("supervisor: out of memory");
+    if (err == GB_OK)
+        err = make_worker_side(&s, argv);
+    if (err == GB_OK)
+        err = open_front(&s);
+    if (err == GB_OK) {
+        GB_INFO("supervisor: serving %zu endpoint(s); the GPU side runs in a worker process it restarts",
+                cfg->n_endpoints);
+        if (spawn_worker(&s) != 0)
+            err = GB_ERR_IO;
     }
-    if (s.zctx)
-        zmq_ctx_term(s.zctx);
-    free(s.peers);
+    if (err == GB_OK) {
+        err = serve(&s, stop);
+        GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here); %llu "
+                "restart(s) of the worker", (unsigned long long)(s.replies_fwd + s.replies_own),
+                (unsigned long long)s.replies_fwd, (unsigned long long)s.replies_own,
+                (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
+    }
+    close_all(&s);
     return err;
 }

@@ -14,11 +14,20 @@
 /* Exit status of a worker whose GPU side failed (a sticky CUDA error). */
 #define GB_EXIT_GPU_FAILED 3
 
-/* Binds cfg's endpoints (with CURVE when configured), starts the worker with
- * worker_argv (argv[0] first, NULL-terminated; run from /proc/self/exe with
- * GPUBRIDGE_WORKER_ENDPOINT set) and proxies until *stop; then stops the
- * worker (SIGTERM: it drains) and returns. GB_OK when the worker's last exit
- * was clean. */
-gb_err gb_supervise(const gb_config_t *cfg, char *const *worker_argv, volatile sig_atomic_t *stop);
+/* A worker with no answer to the heartbeat for this long is killed and
+ * replaced; a starting one (CUDA, kernels) gets GB_SUP_START_TIMEOUT_MS. */
+#define GB_SUP_HEARTBEAT_TIMEOUT_MS 10000
+#define GB_SUP_START_TIMEOUT_MS 120000
+
+/* Binds cfg's endpoints (with CURVE when configured), makes a private
+ * directory for the worker's socket, starts the worker (/proc/self/exe with
+ * argv, argv[0] first, NULL-terminated, without --supervise, plus
+ * --worker-endpoint) and proxies until *stop; then stops the worker
+ * (SIGTERM: it drains) and returns. GB_OK when the worker's last exit was
+ * clean. */
+gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop);
+
+/* 0 when dir is a directory of this user with mode 0700 (not a link). */
+int gb_sup_check_private_dir(const char *dir);
 
 #endif

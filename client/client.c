@@ -1,6 +1,7 @@
 /* client.c: the client object (create, destroy, options), placement, error
  * texts and time. Sending and receiving live in transport.c and request.c. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,12 @@ _Static_assert((int)GBC_STATUS_NO_ACTIVATION == (int)GPUBRIDGE__STATUS__STATUS_N
                "gbc_status must keep gpubridge.Status numbers");
 _Static_assert((int)GBC_STATUS_HANDLER_ERROR == (int)GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR,
                "gbc_status must keep gpubridge.Status numbers");
+
+_Static_assert(sizeof(gbc_options_t) >= GBCI_OPTIONS_V02_SIZE &&
+                   sizeof(gbc_grain_status_t) >= GBCI_GRAIN_STATUS_V02_SIZE &&
+                   sizeof(gbc_telemetry_t) >= GBCI_TELEMETRY_V02_SIZE &&
+                   sizeof(gbc_detect_report_t) >= GBCI_DETECT_REPORT_V02_SIZE,
+               "structs only grow (x86-64 sizes)");
 
 /* ---- errors ---- */
 
@@ -98,11 +105,42 @@ int64_t gbci_now_ns(void)
 
 int64_t gbci_deadline(const gbc_client_t *c, int timeout_ms)
 {
+    if (timeout_ms == GBC_TIMEOUT_NOWAIT)
+        return gbci_now_ns();
+    if (timeout_ms <= 0 && timeout_ms != GBC_TIMEOUT_FOREVER)
+        timeout_ms = c->timeout_ms; /* never NOWAIT; FOREVER or > 0 */
     if (timeout_ms == GBC_TIMEOUT_FOREVER)
         return INT64_MAX;
-    if (timeout_ms <= 0)
-        timeout_ms = c->timeout_ms;
     return gbci_now_ns() + (int64_t)timeout_ms * 1000000;
+}
+
+int gbci_timeout_ms(const gbc_client_t *c, int timeout_ms)
+{
+    if (timeout_ms == GBC_TIMEOUT_NOWAIT)
+        return 0;
+    return timeout_ms > 0 || timeout_ms == GBC_TIMEOUT_FOREVER ? timeout_ms : c->timeout_ms;
+}
+
+/* ---- version ---- */
+
+int gbc_version(int *major, int *minor, int *patch)
+{
+    if (major)
+        *major = GBC_LIB_VERSION_MAJOR;
+    if (minor)
+        *minor = GBC_LIB_VERSION_MINOR;
+    if (patch)
+        *patch = GBC_LIB_VERSION_PATCH;
+    return GBC_MAKE_VERSION(GBC_LIB_VERSION_MAJOR, GBC_LIB_VERSION_MINOR, GBC_LIB_VERSION_PATCH);
+}
+
+/* ---- structs that grow (struct_size first) ---- */
+
+size_t gbci_struct_size(size_t given, size_t v02, size_t ours)
+{
+    if (given == 0)
+        given = v02;
+    return given < ours ? given : ours;
 }
 
 /* ---- options, create, destroy ---- */
@@ -112,6 +150,7 @@ void gbc_options_init(gbc_options_t *opt)
     if (!opt)
         return;
     memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
     opt->timeout_ms = GBCI_DEFAULT_TIMEOUT_MS;
     opt->max_batch = GBCI_DEFAULT_MAX_BATCH;
     opt->max_frame_bytes = GBCI_DEFAULT_MAX_FRAME;
@@ -173,12 +212,18 @@ gbc_err gbc_client_new(const char *const *endpoints, size_t n, const gbc_options
         if (!set(endpoints[i]))
             return gbci_fail(GBC_ERR_INVALID, "gbc_client_new: endpoint %zu is empty", i);
     gbc_options_t o;
-    if (opt)
-        o = *opt;
-    else
-        memset(&o, 0, sizeof o);
-    if (o.timeout_ms < 0)
-        return gbci_fail(GBC_ERR_INVALID, "timeout_ms must not be negative");
+    memset(&o, 0, sizeof o);
+    if (opt) {
+        /* Only the bytes the caller's struct has; newer fields keep their defaults. */
+        size_t have = gbci_struct_size(opt->struct_size, GBCI_OPTIONS_V02_SIZE, sizeof o);
+        if (have < offsetof(gbc_options_t, timeout_ms) + sizeof o.timeout_ms)
+            return gbci_fail(GBC_ERR_INVALID, "options struct_size %zu is too small", opt->struct_size);
+        memcpy(&o, opt, have);
+    }
+    if (o.timeout_ms == GBC_TIMEOUT_NOWAIT)
+        return gbci_fail(GBC_ERR_INVALID, "timeout_ms: the client's default deadline cannot be GBC_TIMEOUT_NOWAIT");
+    if (o.timeout_ms < 0 && o.timeout_ms != GBC_TIMEOUT_FOREVER && o.timeout_ms != GBC_TIMEOUT_DEFAULT)
+        return gbci_fail(GBC_ERR_INVALID, "timeout_ms must be > 0, 0 (the default) or GBC_TIMEOUT_FOREVER");
     char pub[GBCI_KEY_LEN] = "", sec[GBCI_KEY_LEN] = "";
     gbc_err err = curve_keys(&o, pub, sec);
     if (err)
@@ -187,7 +232,7 @@ gbc_err gbc_client_new(const char *const *endpoints, size_t n, const gbc_options
     gbc_client_t *c = calloc(1, sizeof *c);
     if (!c)
         return gbci_fail(GBC_ERR_NOMEM, "out of memory");
-    c->timeout_ms = o.timeout_ms ? o.timeout_ms : GBCI_DEFAULT_TIMEOUT_MS;
+    c->timeout_ms = o.timeout_ms > 0 || o.timeout_ms == GBC_TIMEOUT_FOREVER ? o.timeout_ms : GBCI_DEFAULT_TIMEOUT_MS;
     c->max_batch = o.max_batch ? o.max_batch : GBCI_DEFAULT_MAX_BATCH;
     c->max_frame = o.max_frame_bytes ? o.max_frame_bytes : GBCI_DEFAULT_MAX_FRAME;
     c->curve = set(o.curve_server_key);
@@ -230,6 +275,7 @@ void gbc_client_destroy(gbc_client_t **p)
     free(c->items);
     gbci_idset_free(&c->ids);
     gbci_replyq_free(&c->ready);
+    gbci_deadlines_free(&c->deadlines);
     free(c);
     *p = NULL;
 }

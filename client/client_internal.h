@@ -7,13 +7,20 @@
 #include <stdint.h>
 
 #include "gpubridge.pb-c.h"
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
 #include "pb_reply.h"
 
 #define GBCI_DEFAULT_TIMEOUT_MS 5000
 #define GBCI_DEFAULT_MAX_BATCH 256
 #define GBCI_DEFAULT_MAX_FRAME (1u << 20)
 #define GBCI_KEY_LEN 41 /* Z85 key + NUL */
+/* Sizes of the growable structs in 0.2, where struct_size came in (what a
+ * struct_size of 0 stands for). Fixed: never sizeof of today's struct. */
+#define GBCI_OPTIONS_V02_SIZE 56
+#define GBCI_GRAIN_STATUS_V02_SIZE 200
+#define GBCI_TELEMETRY_V02_SIZE 128
+#define GBCI_DETECT_REPORT_V02_SIZE 1888
 
 /* ---- idset.c: correlation ids awaiting a reply ---- */
 
@@ -32,6 +39,26 @@ typedef struct gbci_idset {
 int gbci_idset_put(gbci_idset_t *s, uint64_t id, uint8_t val);
 /* Removes id; returns its value, or 0 when absent. */
 uint8_t gbci_idset_take(gbci_idset_t *s, uint64_t id);
+/* id's value, or 0 when absent. */
+uint8_t gbci_idset_get(const gbci_idset_t *s, uint64_t id);
+
+/* ---- deadline.c: when each gbc_send request expires ---- */
+
+/* A FIFO in send order, which is deadline order (one timeout per client).
+ * Answered ids are dropped lazily, when they reach the front. */
+typedef struct gbci_deadline {
+    uint64_t id;
+    int64_t at; /* CLOCK_MONOTONIC ns */
+    size_t ep;
+} gbci_deadline_t;
+
+typedef struct gbci_deadlines {
+    gbci_deadline_t *d;
+    size_t cap, head, n;
+} gbci_deadlines_t;
+
+int gbci_deadlines_push(gbci_deadlines_t *q, uint64_t id, int64_t at, size_t ep);
+void gbci_deadlines_free(gbci_deadlines_t *q);
 void gbci_idset_free(gbci_idset_t *s);
 
 /* ---- replyq.c: replies received for gbc_poll ---- */
@@ -99,6 +126,7 @@ struct gbc_client {
     size_t async_in_flight; /* gbc_send requests not yet answered */
     gbci_idset_t ids;       /* async and abandoned ids */
     gbci_replyq_t ready;    /* async replies not yet polled */
+    gbci_deadlines_t deadlines; /* of the async ids, in send order */
     uint64_t bad_frames;    /* frames from a bridge that did not decode */
     struct zmq_pollitem_t *items; /* n, for zmq_poll */
 };
@@ -115,6 +143,11 @@ int64_t gbci_now_ns(void);
 /* Absolute CLOCK_MONOTONIC deadline for timeout_ms (see the header);
  * INT64_MAX for GBC_TIMEOUT_FOREVER. */
 int64_t gbci_deadline(const gbc_client_t *c, int timeout_ms);
+/* timeout_ms as the milliseconds it stands for (for messages). */
+int gbci_timeout_ms(const gbc_client_t *c, int timeout_ms);
+/* Bytes to read or write of a growable struct: the caller's struct_size (0:
+ * the 0.2 size), at most ours. */
+size_t gbci_struct_size(size_t given, size_t v02, size_t ours);
 
 /* transport.c */
 gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
@@ -135,6 +168,11 @@ bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, gbc_reply_t *go
 gbc_err gbci_send_failure(gbc_client_t *c, size_t i);
 /* Reads pending monitor events of endpoint i into its flags. */
 void gbci_monitor_drain(gbci_endpoint_t *ep);
+
+/* deadline.c: completes every async request whose deadline is past now
+ * with a STATUS_TIMEOUT reply in c->ready (a late reply is then dropped);
+ * returns the earliest deadline still pending (INT64_MAX when none). */
+int64_t gbci_expire(gbc_client_t *c, int64_t now);
 
 /* request.c: one envelope to endpoint i, waiting for its reply (calls and
  * control operations). Sets env->correlation_id. */

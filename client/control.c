@@ -44,6 +44,15 @@ static gbc_err ctl_call(gbc_client_t *c, size_t i, Gpubridge__Control *ctl, uint
     return GBC_OK;
 }
 
+/* Writes a report into the caller's struct: as many bytes as its
+ * struct_size says (0: the 0.2 size), never past ours; struct_size stays. */
+static void copy_out(void *out, const void *full, size_t v02, size_t ours)
+{
+    size_t n = gbci_struct_size(*(const size_t *)out, v02, ours);
+    if (n > sizeof(size_t))
+        memcpy((char *)out + sizeof(size_t), (const char *)full + sizeof(size_t), n - sizeof(size_t));
+}
+
 /* Decodes a GrainTypeStatus payload into *out (if not NULL). */
 static gbc_err decode_status(const gbc_client_t *c, const gbc_reply_t *r,
                              gbc_grain_status_t *out)
@@ -54,20 +63,22 @@ static gbc_err decode_status(const gbc_client_t *c, const gbc_reply_t *r,
         return gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as GrainTypeStatus",
                          c->eps[r->endpoint].addr);
     if (out) {
-        memset(out, 0, sizeof *out);
-        COPY(out->grain_type, s->grain_type);
-        COPY(out->mode, s->mode);
-        out->state = (int)s->state;
-        out->placement = (int)s->placement;
-        out->exit_reason = (int)s->exit_reason;
-        out->last_error_code = s->last_error_code;
-        COPY(out->last_error_name, s->last_error_name);
-        out->heartbeat = s->heartbeat;
-        out->heartbeat_age_ns = s->heartbeat_age_ns;
-        out->device = s->device;
-        out->queue_capacity = s->queue_capacity;
-        out->slot_size = s->slot_size;
-        out->lanes = s->lanes;
+        gbc_grain_status_t full;
+        memset(&full, 0, sizeof full);
+        COPY(full.grain_type, s->grain_type);
+        COPY(full.mode, s->mode);
+        full.state = (int)s->state;
+        full.placement = (int)s->placement;
+        full.exit_reason = (int)s->exit_reason;
+        full.last_error_code = s->last_error_code;
+        COPY(full.last_error_name, s->last_error_name);
+        full.heartbeat = s->heartbeat;
+        full.heartbeat_age_ns = s->heartbeat_age_ns;
+        full.device = s->device;
+        full.queue_capacity = s->queue_capacity;
+        full.slot_size = s->slot_size;
+        full.lanes = s->lanes;
+        copy_out(out, &full, GBCI_GRAIN_STATUS_V02_SIZE, sizeof full);
     }
     gpubridge__grain_type_status__free_unpacked(s, NULL);
     return GBC_OK;
@@ -130,7 +141,12 @@ static gbc_err status_op(gbc_client_t *c, size_t endpoint, enum lifecycle op, co
     gbc_err first = GBC_OK;
     char why[512] = "";
     for (size_t i = 0; i < c->n; i++) {
-        err = status_op_one(c, i, op, type, out ? &out[i] : NULL, timeout_ms);
+        /* Strided by the caller's struct size (an older header's may be smaller). */
+        size_t stride = out ? gbci_struct_size(out->struct_size, GBCI_GRAIN_STATUS_V02_SIZE, SIZE_MAX) : 0;
+        gbc_grain_status_t *o = out ? (gbc_grain_status_t *)((char *)out + i * stride) : NULL;
+        if (o && i > 0)
+            o->struct_size = out->struct_size;
+        err = status_op_one(c, i, op, type, o, timeout_ms);
         if (err && !first) {
             first = err;
             snprintf(why, sizeof why, "%s", gbc_last_error());
@@ -185,16 +201,18 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as Telemetry",
                         c->eps[endpoint].addr);
     if (t && out) {
-        memset(out, 0, sizeof *out);
-        COPY(out->grain_type, t->grain_type);
-        out->messages_processed = t->messages_processed;
-        out->errors = t->errors;
-        out->launches = t->launches;
-        out->iterations = t->iterations;
-        out->queue_depth_in = t->queue_depth_in;
-        out->queue_depth_out = t->queue_depth_out;
-        out->queue_capacity = t->queue_capacity;
-        out->timestamp_ns = t->timestamp_ns;
+        gbc_telemetry_t full;
+        memset(&full, 0, sizeof full);
+        COPY(full.grain_type, t->grain_type);
+        full.messages_processed = t->messages_processed;
+        full.errors = t->errors;
+        full.launches = t->launches;
+        full.iterations = t->iterations;
+        full.queue_depth_in = t->queue_depth_in;
+        full.queue_depth_out = t->queue_depth_out;
+        full.queue_capacity = t->queue_capacity;
+        full.timestamp_ns = t->timestamp_ns;
+        copy_out(out, &full, GBCI_TELEMETRY_V02_SIZE, sizeof full);
     }
     if (t)
         gpubridge__telemetry__free_unpacked(t, NULL);
@@ -272,27 +290,29 @@ gbc_err gbc_ctl_detect(gbc_client_t *c, size_t endpoint, gbc_detect_report_t *ou
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as DetectReport",
                         c->eps[endpoint].addr);
     if (d && out) {
-        memset(out, 0, sizeof *out);
-        out->cuda_device_count = d->cuda_device_count;
-        COPY(out->device_name, d->device_name);
-        out->wsl2 = d->wsl2;
-        out->wsl1 = d->wsl1;
-        out->kernel_exec_timeout = d->kernel_exec_timeout;
-        out->mapped_pinned_ok = d->mapped_pinned_ok;
-        out->concurrent_managed_access = d->concurrent_managed_access;
-        out->cooperative_launch = d->cooperative_launch;
-        out->host_native_atomics = d->host_native_atomics;
-        COPY(out->rule_fired, d->rule_fired);
-        COPY(out->mode, d->mode);
-        COPY(out->mode_requested, d->mode_requested);
-        COPY(out->mode_source, d->mode_source);
-        out->cuda_built = d->cuda_built;
-        out->device = d->device;
-        out->compute_capability_major = d->compute_capability_major;
-        out->compute_capability_minor = d->compute_capability_minor;
-        out->dev_dxg = d->dev_dxg;
-        COPY(out->os_release, d->os_release);
-        COPY(out->fallback_reason, d->fallback_reason);
+        gbc_detect_report_t full;
+        memset(&full, 0, sizeof full);
+        full.cuda_device_count = d->cuda_device_count;
+        COPY(full.device_name, d->device_name);
+        full.wsl2 = d->wsl2;
+        full.wsl1 = d->wsl1;
+        full.kernel_exec_timeout = d->kernel_exec_timeout;
+        full.mapped_pinned_ok = d->mapped_pinned_ok;
+        full.concurrent_managed_access = d->concurrent_managed_access;
+        full.cooperative_launch = d->cooperative_launch;
+        full.host_native_atomics = d->host_native_atomics;
+        COPY(full.rule_fired, d->rule_fired);
+        COPY(full.mode, d->mode);
+        COPY(full.mode_requested, d->mode_requested);
+        COPY(full.mode_source, d->mode_source);
+        full.cuda_built = d->cuda_built;
+        full.device = d->device;
+        full.compute_capability_major = d->compute_capability_major;
+        full.compute_capability_minor = d->compute_capability_minor;
+        full.dev_dxg = d->dev_dxg;
+        COPY(full.os_release, d->os_release);
+        COPY(full.fallback_reason, d->fallback_reason);
+        copy_out(out, &full, GBCI_DETECT_REPORT_V02_SIZE, sizeof full);
     }
     if (d)
         gpubridge__detect_report__free_unpacked(d, NULL);

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
 
 #define DEFAULT_ENDPOINT "tcp://127.0.0.1:5555"
 #define MAX_ENDPOINTS 64
@@ -187,11 +188,11 @@ static int per_type(gbc_client_t *c, size_t ep, const char *cmd, const char *typ
     for (size_t i = 0; i < n; i++) {
         gbc_err err;
         if (strcmp(cmd, "status") == 0) {
-            gbc_grain_status_t s;
+            gbc_grain_status_t s = GBC_GRAIN_STATUS_INIT;
             if ((err = gbc_ctl_status(c, ep, types[i], &s, tmo)) == GBC_OK)
                 print_status(&s);
         } else {
-            gbc_telemetry_t t;
+            gbc_telemetry_t t = GBC_TELEMETRY_INIT;
             if ((err = gbc_ctl_telemetry(c, ep, types[i], &t, tmo)) == GBC_OK)
                 print_telemetry(&t);
         }
@@ -204,7 +205,7 @@ static int per_type(gbc_client_t *c, size_t ep, const char *cmd, const char *typ
 
 static int lifecycle(gbc_client_t *c, size_t ep, const char *cmd, const char *type, int tmo)
 {
-    gbc_grain_status_t s;
+    gbc_grain_status_t s = GBC_GRAIN_STATUS_INIT;
     gbc_err err = strcmp(cmd, "activate") == 0     ? gbc_ctl_activate(c, ep, type, &s, tmo)
                   : strcmp(cmd, "deactivate") == 0 ? gbc_ctl_deactivate(c, ep, type, &s, tmo)
                                                    : gbc_ctl_terminate(c, ep, type, &s, tmo);
@@ -229,7 +230,7 @@ static int control(gbc_client_t *c, size_t ep, int argc, char **argv, int tmo)
         return 0;
     }
     if (strcmp(cmd, "detect") == 0) {
-        gbc_detect_report_t d;
+        gbc_detect_report_t d = GBC_DETECT_REPORT_INIT;
         if (gbc_ctl_detect(c, ep, &d, tmo) != GBC_OK)
             return failed();
         print_detect(&d);

@@ -83,6 +83,16 @@ uint8_t gbci_idset_take(gbci_idset_t *s, uint64_t id)
     return val;
 }
 
+uint8_t gbci_idset_get(const gbci_idset_t *s, uint64_t id)
+{
+    if (id == 0 || s->cap == 0)
+        return 0;
+    for (size_t j = slot_of(id, s->cap); s->keys[j]; j = (j + 1) & (s->cap - 1))
+        if (s->keys[j] == id)
+            return s->vals[j];
+    return 0;
+}
+
 void gbci_idset_free(gbci_idset_t *s)
 {
     free(s->keys);

@@ -74,10 +74,8 @@ gbc_err gbci_call_env(gbc_client_t *c, size_t i, Gpubridge__Envelope *env, gbc_r
         return err;
     gbci_endpoint_t *ep = &c->eps[i];
     gbci_monitor_drain(ep);
-    if (timeout_ms <= 0)
-        timeout_ms = c->timeout_ms;
     return gbci_fail(GBC_ERR_TIMEOUT, "%s: no reply to request %llu within %d ms%s", ep->addr,
-                     (unsigned long long)id, timeout_ms,
+                     (unsigned long long)id, gbci_timeout_ms(c, timeout_ms),
                      ep->connected ? "" : " (connection to the bridge lost)");
 }
 
@@ -130,6 +128,12 @@ gbc_err gbc_send(gbc_client_t *c, const char *type, uint64_t key, uint32_t messa
         gbci_idset_take(&c->ids, id);
         return err;
     }
+    if (gbci_deadlines_push(&c->deadlines, id, gbci_deadline(c, GBC_TIMEOUT_DEFAULT), i) != 0) {
+        gbci_batch_truncate(&c->eps[i].batch, mark_len, mark_count);
+        gbci_idset_take(&c->ids, id);
+        c->next_corr--;
+        return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    }
     c->async_in_flight++;
     if (corr_out)
         *corr_out = id;
@@ -175,14 +179,21 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     memset(out, 0, sizeof *out);
     if (!c)
         return gbci_fail(GBC_ERR_INVALID, "client is NULL");
-    int64_t deadline = timeout_ms == 0 ? gbci_now_ns() : gbci_deadline(c, timeout_ms);
-    gbc_err ferr = flush_all(c, deadline);
+    int64_t deadline = gbci_deadline(c, timeout_ms);
+    /* A request past its own deadline completes now (gbci_expire), so wait
+     * no longer than the first one due. */
+    int64_t due = gbci_expire(c, gbci_now_ns());
+    gbc_err ferr = flush_all(c, due < deadline ? due : deadline);
     char why[512] = "";
     if (ferr) /* kept: pumping below may set another error text */
         snprintf(why, sizeof why, "%s", gbc_last_error());
     gbc_err err = GBC_OK;
-    if (c->ready.n == 0 && (c->async_in_flight || ferr))
-        gbci_pump(c, deadline, 0, NULL, &err);
+    while (c->ready.n == 0 && (c->async_in_flight || ferr)) {
+        gbci_pump(c, due < deadline ? due : deadline, 0, NULL, &err);
+        due = gbci_expire(c, gbci_now_ns());
+        if (err || gbci_now_ns() >= deadline)
+            break;
+    }
     if (gbci_replyq_pop(&c->ready, out)) {
         gbci_clear_error();
         return out->status == GBC_STATUS_OK ? GBC_OK : gbci_fail_status(c, out);
@@ -190,8 +201,8 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     if (err)
         return err;
     if (ferr) {
-        /* Not waiting (timeout 0) was asked for: unsent requests are no failure. */
-        if (timeout_ms == 0 && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))
+        /* Not waiting was asked for: unsent requests are no failure. */
+        if (timeout_ms == GBC_TIMEOUT_NOWAIT && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))
             return gbci_fail(GBC_ERR_TIMEOUT, "nothing received yet; requests still queued (%s)",
                              why);
         return gbci_fail(ferr, "%s", why);
@@ -199,7 +210,5 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     if (c->async_in_flight == 0)
         return gbci_fail(GBC_ERR_EMPTY, "gbc_poll: no request in flight");
     return gbci_fail(GBC_ERR_TIMEOUT, "no reply within %d ms (%zu requests in flight)",
-                     timeout_ms < 0 && timeout_ms != GBC_TIMEOUT_FOREVER ? c->timeout_ms
-                                                                         : timeout_ms,
-                     c->async_in_flight);
+                     gbci_timeout_ms(c, timeout_ms), c->async_in_flight);
 }

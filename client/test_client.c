@@ -22,7 +22,8 @@
 
 #include "client_internal.h"
 #include "fake_bridge.h"
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
 
 static gbc_client_t *client_for(fake_t *const *fakes, size_t n, const gbc_options_t *opt)
 {
@@ -132,11 +133,123 @@ static void test_timeouts(void **state)
     assert_int_equal(gbc_poll(c, &r, 150), GBC_ERR_TIMEOUT);
     dt = now_ms() - t0;
     assert_true(dt >= 145 && dt < 1000);
-    assert_int_equal(gbc_poll(c, &r, 0), GBC_ERR_TIMEOUT);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_TIMEOUT);
     assert_int_equal(gbc_in_flight(c), 1);
     /* The client stays usable. */
     assert_int_equal(gbc_call(c, "test", 1, 1, "a", 1, &r, 2000), GBC_OK);
     gbc_reply_clear(&r);
+    gbc_client_destroy(&c);
+    fake_stop(&f);
+}
+
+/* Pipelined requests whose bridge died expire after the client's timeout:
+ * each completes once, with STATUS_TIMEOUT and a text that says so, nothing
+ * stays in flight, and the client goes on once the bridge is back. */
+static void test_pipelined_deadline(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    fake_t *f = fake_start(NULL, NULL);
+    char ep[128];
+    snprintf(ep, sizeof ep, "%s", f->endpoint);
+    gbc_options_t opt = {.timeout_ms = 300};
+    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_reply_t r;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK); /* connected */
+    gbc_reply_clear(&r);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
+    assert_int_equal(gbc_flush(c), GBC_OK);
+    fake_stop(&f); /* the bridge dies with all of them in flight */
+    assert_int_equal(gbc_in_flight(c), N);
+    static bool seen[N + 2];
+    memset(seen, 0, sizeof seen);
+    for (int k = 0; k < N; k++) {
+        assert_int_equal(gbc_poll(c, &r, 5000), GBC_ERR_STATUS);
+        assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
+        assert_int_equal(gbc_last_status(), GBC_STATUS_TIMEOUT);
+        assert_true(r.correlation_id >= 2 && r.correlation_id <= N + 1);
+        assert_false(seen[r.correlation_id]);
+        seen[r.correlation_id] = true;
+        assert_non_null(r.error);
+        assert_non_null(strstr(r.error, "client's timeout"));
+        gbc_reply_clear(&r);
+    }
+    assert_int_equal(gbc_in_flight(c), 0);
+    assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
+    /* The bridge is back: pipelined and synchronous requests work again. */
+    f = fake_start(ep, NULL);
+    uint64_t id;
+    assert_int_equal(gbc_send(c, "test", 1, 1, "z", 1, &id), GBC_OK);
+    assert_int_equal(gbc_poll(c, &r, 5000), GBC_OK);
+    assert_int_equal(r.correlation_id, id);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_in_flight(c), 0);
+    gbc_client_destroy(&c);
+    fake_stop(&f);
+}
+
+/* The ABI: versions, one meaning for timeout 0, structs that grow. */
+static void test_abi(void **state)
+{
+    (void)state;
+    int ma = -1, mi = -1, pa = -1;
+    assert_int_equal(gbc_version(&ma, &mi, &pa), GBC_VERSION_NUMBER);
+    assert_int_equal(ma, GBC_VERSION_MAJOR);
+    assert_int_equal(mi, GBC_VERSION_MINOR);
+    assert_int_equal(pa, GBC_VERSION_PATCH);
+    assert_int_equal(gbc_version(NULL, NULL, NULL), GBC_MAKE_VERSION(ma, mi, pa));
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d.%d", ma, mi, pa);
+    assert_string_equal(v, GBC_VERSION);
+
+    fake_t *f = fake_start(NULL, NULL);
+    /* Timeout 0 is the default everywhere: in the options and in calls. */
+    gbc_options_t opt = {.timeout_ms = 0};
+    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_reply_t r;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 0), GBC_OK);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_send(c, "test", 1, 1, NULL, 0, NULL), GBC_OK);
+    assert_int_equal(gbc_poll(c, &r, 0), GBC_OK); /* waits (the default), as a call does */
+    gbc_reply_clear(&r);
+    /* NOWAIT takes only what is there already. */
+    assert_int_equal(gbc_send(c, "silent", 1, 1, NULL, 0, NULL), GBC_OK);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_TIMEOUT);
+    assert_int_equal(gbc_call(c, "silent", 1, 1, NULL, 0, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_TIMEOUT);
+    gbc_client_destroy(&c);
+    opt.timeout_ms = GBC_TIMEOUT_NOWAIT;
+    const char *ep = f->endpoint;
+    assert_int_equal(gbc_client_new(&ep, 1, &opt, &c), GBC_ERR_INVALID);
+    opt.timeout_ms = -7;
+    assert_int_equal(gbc_client_new(&ep, 1, &opt, &c), GBC_ERR_INVALID);
+
+    /* Options: only struct_size bytes are read (an older, shorter struct). */
+    gbc_options_init(&opt);
+    assert_int_equal(opt.struct_size, sizeof opt);
+    opt.max_batch = 3;
+    opt.struct_size = offsetof(gbc_options_t, max_batch); /* max_batch lies past it */
+    c = client_for(&f, 1, &opt);
+    assert_int_equal(c->max_batch, 256);
+    gbc_client_destroy(&c);
+    opt.struct_size = 1;
+    assert_int_equal(gbc_client_new(&ep, 1, &opt, &c), GBC_ERR_INVALID);
+
+    /* Reports: never written past struct_size. */
+    c = client_for(&f, 1, NULL);
+    struct { gbc_grain_status_t s; char guard[64]; } big;
+    memset(&big, 0x5a, sizeof big);
+    big.s.struct_size = offsetof(gbc_grain_status_t, mode);
+    assert_int_equal(gbc_ctl_status(c, 0, "vecadd", &big.s, 2000), GBC_OK);
+    assert_string_equal(big.s.grain_type, "vecadd");
+    assert_int_equal(big.s.struct_size, offsetof(gbc_grain_status_t, mode));
+    assert_int_equal((unsigned char)big.s.mode[0], 0x5a);
+    gbc_grain_status_t full = GBC_GRAIN_STATUS_INIT;
+    assert_int_equal(gbc_ctl_status(c, 0, "vecadd", &full, 2000), GBC_OK);
+    assert_int_equal(full.struct_size, sizeof full);
+    assert_string_equal(full.grain_type, "vecadd");
     gbc_client_destroy(&c);
     fake_stop(&f);
 }
@@ -159,17 +272,26 @@ static void test_not_connected(void **state)
     uint64_t id;
     assert_int_equal(gbc_send(c, "test", 1, 1, "q", 1, &id), GBC_OK); /* queued */
     assert_int_equal(gbc_flush(c), GBC_ERR_CONNECT);
-    assert_int_equal(gbc_poll(c, &r, 0), GBC_ERR_TIMEOUT);
-    /* The bridge comes up: the queued request and new calls go through. */
+    /* Unsent, it still expires after the client's timeout, as a call does. */
+    assert_int_equal(gbc_poll(c, &r, 2000), GBC_ERR_STATUS);
+    assert_int_equal(r.correlation_id, id);
+    assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
+    assert_non_null(strstr(r.error, "connection to the bridge lost"));
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_in_flight(c), 0);
+    /* The bridge comes up: new requests go through (the expired one is
+     * sent with them; its reply is dropped). */
     fake_t *f = fake_start(ep, NULL);
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_send(c, "test", 1, 1, "q", 1, &id), GBC_OK);
     assert_int_equal(gbc_poll(c, &r, 3000), GBC_OK);
     assert_int_equal(r.correlation_id, id);
     assert_memory_equal(r.payload, "q", 1);
     gbc_reply_clear(&r);
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
-    gbc_reply_clear(&r);
+    assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
     /* The failed call was never sent. */
-    assert_int_equal(atomic_load(&f->envelopes), 2);
+    assert_int_equal(atomic_load(&f->envelopes), 3);
     gbc_client_destroy(&c);
     fake_stop(&f);
 }
@@ -375,7 +497,7 @@ static void test_control(void **state)
     (void)state;
     fake_t *f[2] = {fake_start(NULL, NULL), fake_start(NULL, NULL)};
     gbc_client_t *c = client_for(f, 2, NULL);
-    gbc_grain_status_t s, all[2];
+    gbc_grain_status_t s = GBC_GRAIN_STATUS_INIT, all[2] = {GBC_GRAIN_STATUS_INIT, GBC_GRAIN_STATUS_INIT};
     assert_int_equal(gbc_ctl_activate(c, 0, "vecadd", &s, 2000), GBC_OK);
     assert_string_equal(s.grain_type, "vecadd");
     assert_int_equal(s.state, GBC_GRAIN_STATE_ACTIVE);
@@ -389,7 +511,7 @@ static void test_control(void **state)
     assert_int_equal(gbc_ctl_status(c, 1, "echo", &s, 2000), GBC_OK);
     assert_int_equal(s.heartbeat, 42);
     assert_string_equal(gbc_grain_state_name(s.state), "active");
-    gbc_telemetry_t t;
+    gbc_telemetry_t t = GBC_TELEMETRY_INIT;
     assert_int_equal(gbc_ctl_telemetry(c, 0, "echo", &t, 2000), GBC_OK);
     assert_int_equal(t.messages_processed, 1000);
     assert_int_equal(t.errors, 3);
@@ -399,7 +521,7 @@ static void test_control(void **state)
     assert_string_equal(l.names[1], "vecadd");
     gbc_type_list_clear(&l);
     assert_null(l.names);
-    gbc_detect_report_t d;
+    gbc_detect_report_t d = GBC_DETECT_REPORT_INIT;
     assert_int_equal(gbc_ctl_detect(c, 1, &d, 2000), GBC_OK);
     assert_string_equal(d.mode, "cpu");
     assert_string_equal(d.rule_fired, "no-device -> cpu");
@@ -426,7 +548,7 @@ static void test_control(void **state)
     assert_int_equal(gbc_last_status(), GBC_STATUS_NO_ACTIVATION);
     /* Control replies never leak into gbc_poll. */
     gbc_reply_t r;
-    assert_int_equal(gbc_poll(c, &r, 0), GBC_ERR_EMPTY);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_EMPTY);
     gbc_client_destroy(&c);
     fake_stop(&f[0]);
     fake_stop(&f[1]);
@@ -518,7 +640,7 @@ static void test_bad_arguments(void **state)
     assert_int_equal(gbc_send(c, "test", 1, 1, NULL, 1, &id), GBC_ERR_INVALID);
     assert_int_equal(gbc_poll(c, NULL, 0), GBC_ERR_INVALID);
     assert_int_equal(gbc_poll(NULL, &r, 0), GBC_ERR_INVALID);
-    assert_int_equal(gbc_poll(c, &r, 0), GBC_ERR_EMPTY);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_EMPTY);
     assert_int_equal(gbc_flush(NULL), GBC_ERR_INVALID);
     assert_int_equal(gbc_flush(c), GBC_OK); /* nothing queued */
     float v[2] = {1, 2};
@@ -526,7 +648,7 @@ static void test_bad_arguments(void **state)
     assert_int_equal(gbc_vecadd(c, 1, GBC_VECADD_ADD, NULL, v, 2, v, 10), GBC_ERR_INVALID);
     assert_int_equal(gbc_vecadd(c, 1, GBC_VECADD_ADD, v, v, 2, NULL, 10), GBC_ERR_INVALID);
     assert_int_equal(gbc_echo(c, 1, NULL, 4, NULL, 10), GBC_ERR_INVALID);
-    gbc_grain_status_t s;
+    gbc_grain_status_t s = GBC_GRAIN_STATUS_INIT;
     assert_int_equal(gbc_ctl_status(c, 1, "vecadd", &s, 10), GBC_ERR_INVALID);
     assert_int_equal(gbc_ctl_status(c, GBC_ALL_ENDPOINTS, "vecadd", &s, 10), GBC_ERR_INVALID);
     assert_int_equal(gbc_ctl_activate(c, 0, "", &s, 10), GBC_ERR_INVALID);
@@ -925,6 +1047,8 @@ int main(void)
         cmocka_unit_test(test_call_round_trip),
         cmocka_unit_test(test_error_replies),
         cmocka_unit_test(test_timeouts),
+        cmocka_unit_test(test_pipelined_deadline),
+        cmocka_unit_test(test_abi),
         cmocka_unit_test(test_not_connected),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_no_batching_and_frame_limit),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Supervision (gpubridge --supervise): a worker killed by SIGKILL under load
 # from several clients (every mode), and on a GPU a sticky CUDA error (an
-# illegal address from the test-only fault hook) under load. Every request
+# illegal address from the test-only fault hook) under load, and a worker
+# stopped with SIGSTOP (found by the heartbeat). Every request
 # must get exactly one reply (a right result or STATUS_GPU_ERROR), a new
 # worker must start by itself and serve new requests, and SIGTERM must stop
 # both processes with exit 0.
@@ -19,7 +20,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 up() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 300 list >/dev/null 2>&1; }
 for _ in $(seq 100); do up && break; sleep 0.1; done
-up || { cat "$T/sup.log"; echo "FAIL: not serving"; exit 1; }
+up || { cat "$T/sup.log"; "$BUILD/client/gbctl" --endpoint "$EP" --timeout 300 list; echo "FAIL: not serving"; exit 1; }
 worker() { cat /proc/$SUP/task/$SUP/children 2>/dev/null | tr -d ' '; }
 W1=$(worker)
 [ -n "$W1" ] || fail "no worker process"
@@ -60,6 +61,19 @@ if [ "$MODE" != cpu ]; then
   "$BUILD/examples/message_passing" --endpoint "$EP" -n 20 > "$T/mp2.out" 2>&1 || { cat "$T/mp2.out"; fail "new requests fail after the CUDA error"; }
   tail -1 "$T/mp2.out"
 fi
+
+# A worker that stops answering (SIGSTOP): the heartbeat finds it, its
+# requests get STATUS_GPU_ERROR, and a new worker serves.
+W4=$(worker)
+kill -STOP "$W4"
+"$BUILD/client/gbctl" --endpoint "$EP" --timeout 40000 send vecadd 7 add 1,2,3 10,20,30 > "$T/hung.out" 2>&1
+grep -q "GPU_ERROR" "$T/hung.out" || { cat "$T/hung.out"; fail "a request to a stopped worker did not get STATUS_GPU_ERROR"; }
+grep -q "stopped answering" "$T/sup.log" || fail "the supervisor did not say the worker stopped answering"
+for _ in $(seq 300); do [ -n "$(worker)" ] && [ "$(worker)" != "$W4" ] && up && break; sleep 0.1; done
+[ "$(worker)" != "$W4" ] && up || fail "no new worker after the stopped one"
+"$BUILD/client/gbctl" --endpoint "$EP" send vecadd 7 add 1,2,3 10,20,30 > "$T/after.out" 2>&1 ||
+  { cat "$T/after.out"; fail "no service after the stopped worker was replaced"; }
+echo "stopped worker $W4 replaced by $(worker)"
 
 kill -TERM $SUP
 wait $SUP; rc=$?

@@ -24,7 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
 
 #define PROG "message_passing"
 #define MAX_LEN 1024

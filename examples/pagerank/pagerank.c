@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
 #include "graph.h"
 #include "pr_client.h"
 #include "pr_output.h"

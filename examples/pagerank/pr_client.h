@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpubridge_client.h"
+#include "gpubridge/client.h"
 #include "graph.h"
 
 #define PROG "pagerank"

@@ -1,0 +1,75 @@
+/* deadline.c: pipelined requests (gbc_send) expire after the client's
+ * timeout, as a gbc_call does: a request whose bridge died (or never
+ * answers) completes with a STATUS_TIMEOUT reply made here, instead of
+ * staying in flight for ever. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+
+int gbci_deadlines_push(gbci_deadlines_t *q, uint64_t id, int64_t at, size_t ep)
+{
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        gbci_deadline_t *d = malloc(cap * sizeof *d);
+        if (!d)
+            return -1;
+        for (size_t i = 0; i < q->n; i++)
+            d[i] = q->d[(q->head + i) % q->cap];
+        free(q->d);
+        q->d = d;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->d[(q->head + q->n) % q->cap] = (gbci_deadline_t){id, at, ep};
+    q->n++;
+    return 0;
+}
+
+void gbci_deadlines_free(gbci_deadlines_t *q)
+{
+    free(q->d);
+    memset(q, 0, sizeof *q);
+}
+
+/* The reply of a request that expired: made here, not by a bridge. */
+static int expired_reply(gbc_client_t *c, const gbci_deadline_t *d)
+{
+    gbc_reply_t r;
+    memset(&r, 0, sizeof r);
+    r.correlation_id = d->id;
+    r.status = GBC_STATUS_TIMEOUT;
+    r.endpoint = d->ep;
+    gbci_endpoint_t *ep = &c->eps[d->ep];
+    gbci_monitor_drain(ep);
+    char text[256];
+    snprintf(text, sizeof text, "no reply within %d ms (the client's timeout); the request may or may not have "
+             "been processed%s", c->timeout_ms, ep->connected ? "" : " (connection to the bridge lost)");
+    r.error = strdup(text);
+    if (!r.error || gbci_replyq_push(&c->ready, &r) != 0) {
+        gbc_reply_clear(&r);
+        return -1;
+    }
+    return 0;
+}
+
+int64_t gbci_expire(gbc_client_t *c, int64_t now)
+{
+    gbci_deadlines_t *q = &c->deadlines;
+    while (q->n) {
+        const gbci_deadline_t *d = &q->d[q->head];
+        if (gbci_idset_get(&c->ids, d->id) == GBCI_ID_ASYNC) {
+            if (d->at > now)
+                return d->at;
+            if (expired_reply(c, d) != 0)
+                return now; /* out of memory: try again at the next poll */
+            /* A late reply is dropped, as for a gbc_call that gave up. */
+            gbci_idset_put(&c->ids, d->id, GBCI_ID_ABANDONED);
+            c->async_in_flight--;
+        }
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+    }
+    return INT64_MAX;
+}
