@@ -19,8 +19,8 @@
 
 static int too_many(const char *what, size_t n, size_t max, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "%s of %zu entries exceeds the slot (at most %zu; raise grains.slot_size or send "
-                          "smaller chunks)", what, n, max);
+    snprintf(err, errlen, "%s of %zu entries exceeds the largest message (at most %zu; send smaller chunks "
+                          "or raise max_message_size)", what, n, max);
     return ST_TOO_LARGE;
 }
 

@@ -7,6 +7,7 @@
 
 #include "grain.h"
 #include "grain_table.h"
+#include "large_payload.h"
 #include "ring.h"
 
 /* The step before the handler: checks the header, handles the reserved types,
@@ -40,8 +41,9 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
 }
 
 /* Handles request `in` (header + payload, already read) and writes the reply's
- * header (all but seq) into *out and its payload into out_pl. Returns 1 when
- * the reply is an error (for the errors counter). */
+ * header (all but seq) into *out and its payload into out_pl (a large
+ * request's: where its descriptor says). Returns 1 when the reply is an error
+ * (for the errors counter). */
 GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane,
                            const gb_slot_hdr_t *in, const unsigned char *in_pl,
                            gb_slot_hdr_t *out, unsigned char *out_pl,
@@ -49,6 +51,9 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
 {
     uint32_t out_len = 0, aux = 0, st;
     void *state = NULL;
+    uint32_t in_len = in->len, out_cap = pl_cap;
+    if (gbi_is_large(in)) /* payload and reply out of line */
+        gbi_large_resolve(in_pl, &in_pl, &in_len, &out_pl, &out_cap);
     out->key = in->key;
     out->corr = in->corr;
     out->type = in->type;
@@ -60,7 +65,7 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
         __align__(16) uint64_t copy[2];
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, copy);
         if (st == GBI_RUN_HANDLER) {
-            st = gb_grain_on_message(kind, ctx, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = gb_grain_on_message(kind, ctx, copy, in->type, in_pl, in_len, out_pl, out_cap, &out_len, &aux);
             *(uint4 *)state = *(const uint4 *)copy;
         }
     } else
@@ -68,7 +73,7 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
     {
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, NULL);
         if (st == GBI_RUN_HANDLER)
-            st = gb_grain_on_message(kind, ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = gb_grain_on_message(kind, ctx, state, in->type, in_pl, in_len, out_pl, out_cap, &out_len, &aux);
     }
     out->status = (uint16_t)st;
     out->len = st == GB_SLOT_OK ? out_len : 0;

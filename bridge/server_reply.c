@@ -81,29 +81,10 @@ static size_t reply_len(uint64_t corr, int status, size_t elen, uint32_t mt, siz
     return n;
 }
 
-void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
-               const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
+/* Writes the ServerFrame{reply} record of a Reply of `body` bytes at p. */
+static void put_reply(uint8_t *p, size_t body, uint64_t corr, int status, const char *error, size_t elen,
+                      uint32_t message_type, const uint8_t *payload, size_t len)
 {
-    gbi_outbox_t *o = &s->out;
-    size_t elen = error ? strlen(error) : 0;
-    if (len + elen + 64 > GBI_ARENA_SIZE) {
-        /* Cannot happen for ring replies (slots are at most 64 KiB); be safe. */
-        len = 0;
-        status = GPUBRIDGE__STATUS__STATUS_INTERNAL;
-        error = "reply too large";
-        elen = strlen(error);
-    }
-    size_t body = reply_len(corr, status, elen, message_type, len);
-    size_t rec = 1 + gb_pb_varint_len(body) + body;
-    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
-                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_ARENA_SIZE))
-        gbi_flush(s);
-    if (o->n == 0) {
-        memcpy(o->id, id, id_len);
-        o->id_len = id_len;
-        o->delim = delim;
-    }
-    uint8_t *p = o->buf + GBI_FRAME_PREFIX + o->len;
     *p++ = TAG_REPLY;
     p += gb_pb_varint_put(p, body);
     if (corr) {
@@ -129,6 +110,53 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
         p += gb_pb_varint_put(p, len);
         memcpy(p, payload, len);
     }
+}
+
+/* A reply larger than the outbox (a large message's, large_payload.h): a
+ * frame of its own, after the replies queued before it. */
+static void send_alone(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
+                       const char *error, size_t elen, uint32_t message_type, const uint8_t *payload, size_t len)
+{
+    gbi_flush(s);
+    size_t body = reply_len(corr, status, elen, message_type, len);
+    size_t rec = 1 + gb_pb_varint_len(body) + body;
+    uint8_t *buf = malloc(rec);
+    if (!buf) {
+        gbi_reply(s, id, id_len, delim, corr, GPUBRIDGE__STATUS__STATUS_BUSY,
+                  "the bridge is out of memory for this reply; retry later", 0, NULL, 0);
+        return;
+    }
+    put_reply(buf, body, corr, status, error, elen, message_type, payload, len);
+    zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (delim)
+        zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(s->sock, buf, rec, ZMQ_DONTWAIT);
+    free(buf);
+    s->replies++;
+    if (status != GPUBRIDGE__STATUS__STATUS_OK)
+        s->error_replies++;
+}
+
+void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
+               const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
+{
+    gbi_outbox_t *o = &s->out;
+    size_t elen = error ? strlen(error) : 0;
+    if (len + elen + 64 > GBI_ARENA_SIZE) {
+        send_alone(s, id, id_len, delim, corr, status, error, elen, message_type, payload, len);
+        return;
+    }
+    size_t body = reply_len(corr, status, elen, message_type, len);
+    size_t rec = 1 + gb_pb_varint_len(body) + body;
+    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
+                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_ARENA_SIZE))
+        gbi_flush(s);
+    if (o->n == 0) {
+        memcpy(o->id, id, id_len);
+        o->id_len = id_len;
+        o->delim = delim;
+    }
+    put_reply(o->buf + GBI_FRAME_PREFIX + o->len, body, corr, status, error, elen, message_type, payload, len);
     o->len += rec;
     o->n++;
     if (status != GPUBRIDGE__STATUS__STATUS_OK)
