@@ -68,6 +68,7 @@ static gbc_err decode_status(const gbc_client_t *c, const gbc_reply_t *r,
         out->queue_capacity = s->queue_capacity;
         out->slot_size = s->slot_size;
         out->lanes = s->lanes;
+        out->max_message_size = s->max_message_size;
     }
     gpubridge__grain_type_status__free_unpacked(s, NULL);
     return GBC_OK;
