@@ -361,11 +361,15 @@ def run_bad_input(client, args):
              "vecadd payload that is not a VectorAddRequest")
     env_call(req("vecadd", 1, gbc.VECADD_REQUEST, gbc.encode_vecadd("add", [1.0, 2.0], [1.0])),
              (pb.STATUS_MALFORMED, pb.STATUS_HANDLER_ERROR), "vecadd vectors of unequal length")
-    # Past max_message_size (messages larger than a slot are carried out of line).
+    # Past max_message_size (messages larger than a slot are carried out of
+    # line): the frame is refused unread, with correlation id 0.
     n = args.too_large or (client.status("vecadd").max_message_size or 1048576) // 8 + 1000
     big = [1.0] * n
-    env_call(req("vecadd", 1, gbc.VECADD_REQUEST, gbc.encode_vecadd("add", big, big)),
-             pb.STATUS_TOO_LARGE, "vecadd vectors of %d elements (past max_message_size)" % n)
+    client.send_raw(pb.ClientFrame(envelope=req("vecadd", 1, gbc.VECADD_REQUEST,
+                                                gbc.encode_vecadd("add", big, big))).SerializeToString())
+    r = client.wait([0])[0]
+    if ck.expect_status(r, pb.STATUS_TOO_LARGE, "vecadd vectors of %d elements (past max_message_size)" % n):
+        ck.check("max_message_size" in r.error, "error text names max_message_size", r.error)
     e = req("vecadd", 1, gbc.VECADD_REQUEST, good)
     e.kind = pb.KIND_UNSPECIFIED
     env_call(e, pb.STATUS_MISSING_FIELD, "envelope without kind")
