@@ -99,7 +99,7 @@ static gb_err cpu_create(gb_rk_t *rk)
     size_t entries = (size_t)b->tab.lanes * b->tab.per_lane;
     b->tab.entries = calloc(entries, b->tab.entry_size);
     b->workers = calloc(nw, sizeof *b->workers);
-    size_t size = (gb_region_size(rk->geom) + GB_LINE - 1) / GB_LINE * GB_LINE;
+    size_t size = (gbi_rk_region_size(rk) + GB_LINE - 1) / GB_LINE * GB_LINE;
     unsigned char *region = aligned_alloc(GB_LINE, size);
     if (!b->tab.entries || !b->workers || !region) {
         free(region);

@@ -56,7 +56,7 @@ uint64_t gbi_large_area_size(uint32_t large_max)
 
 gb_err gbi_large_new(gb_rk_t *rk)
 {
-    if (rk->geom.large_size == 0)
+    if (rk->large_size == 0)
         return GB_OK;
     gbi_large_t *L = aligned_alloc(GB_LINE, (sizeof *L + GB_LINE - 1) / GB_LINE * GB_LINE);
     if (!L)
@@ -74,7 +74,7 @@ gb_err gbi_large_new(gb_rk_t *rk)
     if (rk->p.mode != GB_MODE_CPU)
         L->dev = (uint64_t)(uintptr_t)gbi_cuda_region_dev(rk) + off;
 #endif
-    L->size = rk->geom.large_size;
+    L->size = rk->large_size;
     L->max = rk->p.large_max;
     L->mask = rk->geom.cap - 1;
     rk->large = L;

@@ -5,7 +5,7 @@
  * A grain type's ring kernel owns one *region*:
  *
  *   [gb_control_t][gb_ring_indices_t][in slots: cap * slot_size][out slots: cap * slot_size]
- *   [large area: large_size]
+ *   [large area]
  *
  * The large area holds the payloads of messages larger than a slot (and
  * their replies); their slots carry a descriptor (large_payload.h).
@@ -164,7 +164,6 @@ GB_STATIC_ASSERT(sizeof(gb_ring_indices_t) == 2 * GB_LINE, "indices are two line
 typedef struct gb_ring_geom {
     uint32_t cap;       /* slots per ring, power of two */
     uint32_t slot_size; /* bytes per slot, power of two >= GB_SLOT_MIN */
-    uint64_t large_size; /* bytes of the large area after the rings (0: none) */
 } gb_ring_geom_t;
 
 GB_HD size_t gb_region_ctl_off(void) { return 0; }
@@ -173,10 +172,11 @@ GB_HD size_t gb_region_in_off(void) { return sizeof(gb_control_t) + sizeof(gb_ri
 GB_HD size_t gb_region_out_off(gb_ring_geom_t g) {
     return gb_region_in_off() + (size_t)g.cap * g.slot_size;
 }
-GB_HD size_t gb_region_large_off(gb_ring_geom_t g) {
+/* The rings' end; the large area (its size is the host's business) follows. */
+GB_HD size_t gb_region_size(gb_ring_geom_t g) {
     return gb_region_out_off(g) + (size_t)g.cap * g.slot_size;
 }
-GB_HD size_t gb_region_size(gb_ring_geom_t g) { return gb_region_large_off(g) + (size_t)g.large_size; }
+GB_HD size_t gb_region_large_off(gb_ring_geom_t g) { return gb_region_size(g); }
 
 GB_HD gb_slot_hdr_t *gb_slot_at(unsigned char *ring, gb_ring_geom_t g, uint64_t pos)
 {

@@ -170,7 +170,7 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
         rk->p.large_max = GB_LARGE_DEFAULT_MAX;
     if (rk->p.large_max > GB_LARGE_MAX_CAP)
         rk->p.large_max = GB_LARGE_MAX_CAP;
-    rk->geom.large_size = gbi_large_area_size(rk->p.large_max);
+    rk->large_size = gbi_large_area_size(rk->p.large_max);
     rk->ops = ops;
     gb_err err = ops->create(rk);
     if (err == GB_OK && (err = gbi_large_new(rk)) != GB_OK)

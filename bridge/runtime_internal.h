@@ -46,6 +46,7 @@ struct gb_rk {
     const gbi_backend_ops_t *ops;
     void *be;              /* backend private data */
     struct gbi_large *large; /* the large area's allocator (large_payload.c), NULL if none */
+    uint64_t large_size;     /* bytes of the large area, after the rings in the region */
 
     /* Host view of the region: where the host reads and writes. */
     unsigned char *region;
@@ -93,6 +94,9 @@ void gbi_large_consume(gb_rk_t *rk);
 unsigned char *gbi_cuda_region_dev(gb_rk_t *rk);
 gb_err gbi_cuda_region_copy(gb_rk_t *rk, size_t off, size_t len, int to_device);
 #endif
+
+/* Bytes of the region the backend allocates: the rings and the large area. */
+static inline size_t gbi_rk_region_size(const gb_rk_t *rk) { return gb_region_size(rk->geom) + rk->large_size; }
 
 /* Sets the host-view pointers from rk->region. */
 void gbi_rk_bind_region(gb_rk_t *rk, unsigned char *region);
