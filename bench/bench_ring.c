@@ -12,6 +12,8 @@
  * producer thread or by the receiving thread itself: --stream-threads); then
  * the drain rate, the kernel's own with the host out of the way (a full ring
  * queued while deactivated, then activated). Load generators: ring_load.h.
+ * --sizes 64,1024,65536 measures echo messages of those payload sizes instead,
+ * in one slot and out of line (ring_sizes.c).
  * Every result is checked. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "log.h"
 #include "runtime.h"
 #include "ring_load.h"
+#include "ring_sizes.h"
 #include "vecadd.h"
 #ifdef GB_HAVE_CUDA
 #include "backend_cuda.h"
@@ -509,6 +512,8 @@ static void usage(void)
            "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n"
            "  --ladder    also the echo floor with the ring kernel's steps added one at a time\n"
            "  --pairs     rounds of floor and round trip alternated for the target ratios (default 7, 0: none)\n"
+           "  --sizes     echo payload sizes in bytes instead, e.g. 64,1024,65536: in one slot and out of\n"
+           "              line from a 64-byte slot (large messages), round trip and pipelined rate\n"
            "  --stream-threads  streaming rows: 2 = a producer thread beside the receiver (default\n"
            "              with 4 or more CPUs), 1 = one thread alternates\n");
 }
@@ -518,7 +523,7 @@ int main(int argc, char **argv)
     int iters = 20000, warmup = 2000, fallback = 0, ladder = 0, pairs = 7;
     rl_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
     double seconds = 0.5;
-    const char *modes = NULL, *variants = NULL;
+    const char *modes = NULL, *variants = NULL, *sizes = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--iters") && a + 1 < argc)
             iters = atoi(argv[++a]);
@@ -538,6 +543,8 @@ int main(int argc, char **argv)
             pairs = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--stream-threads") && a + 1 < argc)
             rl_stream_threads = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--sizes") && a + 1 < argc)
+            sizes = argv[++a];
         else if (!strcmp(argv[a], "--fallback"))
             fallback = 1;
         else if (!strcmp(argv[a], "--ladder"))
@@ -565,6 +572,8 @@ int main(int argc, char **argv)
            "streaming on %d host thread%s\n",
            gpu, iters, warmup, seconds, g_window, (unsigned long long)rl_keys, rl_stream_threads,
            rl_stream_threads > 1 ? "s" : "");
+    if (sizes)
+        return bench_sizes(modes, fallback, sizes, warmup, iters, seconds, gpu);
     int rc = 0;
 #ifdef GB_HAVE_CUDA
     if (have_gpu)

@@ -448,7 +448,6 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
     int full = 0, light = 0, changed = 0; /* sweeps done for this batch */
     for (uint64_t pos = from; pos < to; pos++) {
         gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, pos);
-        s->status = GB_SLOT_OK;
         if (!activates(rk, s))
             continue;
         amap_entry_t *r = am_find(&a->res, s->key);

@@ -104,7 +104,7 @@ static gb_err cpu_create(gb_rk_t *rk)
     b->workers = calloc(nw, sizeof *b->workers);
     for (uint32_t i = 0; b->workers && i < nw; i++)
         pthread_mutex_init(&b->workers[i].table, NULL);
-    size_t size = (gb_region_size(rk->geom) + GB_LINE - 1) / GB_LINE * GB_LINE;
+    size_t size = (gbi_rk_region_size(rk) + GB_LINE - 1) / GB_LINE * GB_LINE;
     unsigned char *region = aligned_alloc(GB_LINE, size);
     if (!b->tab.entries || !b->workers || !region) {
         free(region);

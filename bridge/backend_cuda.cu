@@ -191,7 +191,7 @@ static gb_err cuda_create(gb_rk_t *rk)
         rk->be = NULL;
         return GB_ERR_NODEV;
     }
-    size_t size = gb_region_size(rk->geom);
+    size_t size = gbi_rk_region_size(rk);
     size_t entries;
     uint32_t maxw;
     gb_kstate_t ks0;

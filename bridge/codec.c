@@ -40,8 +40,8 @@ static int echo_request(uint32_t message_type, const uint8_t *pb, size_t len, un
         return GPUBRIDGE__STATUS__STATUS_MALFORMED;
     }
     if (len > cap) {
-        snprintf(err, errlen, "EchoRequest of %zu bytes exceeds the echo slot's %u payload bytes "
-                              "(raise grains.slot_size)", len, cap);
+        snprintf(err, errlen, "EchoRequest of %zu bytes exceeds the largest echo message (%u bytes; "
+                              "max_message_size bounds it)", len, cap);
         return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
     }
     if (len) /* an empty EchoRequest has no bytes (and maybe no buffer) */
@@ -116,8 +116,8 @@ static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, 
         return GPUBRIDGE__STATUS__STATUS_MALFORMED;
     }
     if (n_a > (cap - GB_VECADD_HDR) / 8) {
-        snprintf(err, errlen, "vectors of %zu elements exceed the vecadd slot (at most %u; raise grains.slot_size)",
-                 n_a, (cap - GB_VECADD_HDR) / 8);
+        snprintf(err, errlen, "vectors of %zu elements exceed the largest vecadd message (at most %u elements; "
+                 "max_message_size bounds it)", n_a, (cap - GB_VECADD_HDR) / 8);
         return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
     }
     /* Second pass: the record is op, n, a[n], b[n]. */

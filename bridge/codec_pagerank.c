@@ -5,6 +5,7 @@
 #include "codec_pagerank.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "grain.h"
@@ -19,8 +20,8 @@
 
 static int too_many(const char *what, size_t n, size_t max, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "%s of %zu entries exceeds the slot (at most %zu; raise grains.slot_size or send "
-                          "smaller chunks)", what, n, max);
+    snprintf(err, errlen, "%s of %zu entries exceeds the largest message (at most %zu; send smaller chunks "
+                          "or raise max_message_size)", what, n, max);
     return ST_TOO_LARGE;
 }
 
@@ -208,7 +209,10 @@ static size_t put_double(uint8_t *out, size_t n, uint32_t field, double v)
 size_t gbi_codec_pr_max_query(uint32_t cap)
 {
     size_t max = cap < 8 ? 0 : (cap - 8) / 4;
-    return max > 8000 ? 8000 : max; /* the reply, in doubles, stays under 64 KiB */
+    /* The reply, in doubles, stays within the larger of cap and 64 KiB (8,000
+     * ranks for a slot; about 131,000 for a large message of 1 MiB). */
+    size_t reply = ((cap > 65536 ? cap : 65536) - 1536) / 8;
+    return max > reply ? reply : max;
 }
 
 size_t gbi_codec_pr_reply_bound(uint32_t rec_len) { return 2 * (size_t)rec_len + 64; }
@@ -236,21 +240,28 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
         return 0;
     }
     case GB_PR_MSG_RANK_QUERY: {
-        if (hdr->len < 8 || (hdr->len - 8) % 4 || (hdr->len - 8) / 4 > 8000)
+        if (hdr->len < 8 || (hdr->len - 8) % 4)
             return -1;
-        static double ranks[8000]; /* one server thread */
+        static double small[8000]; /* one server thread; a large query's (large_payload.h) are allocated */
         Gpubridge__NodeRankUpdateBatch b = GPUBRIDGE__NODE_RANK_UPDATE_BATCH__INIT;
         memcpy(&b.first_node, rec, 8);
         b.n_ranks = (hdr->len - 8) / 4;
+        double *ranks = b.n_ranks <= 8000 ? small : malloc(b.n_ranks * sizeof *ranks);
+        if (!ranks)
+            return -1;
         for (size_t i = 0; i < b.n_ranks; i++) {
             float f;
             memcpy(&f, rec + 8 + 4 * i, 4);
             ranks[i] = f;
         }
         b.ranks = ranks;
-        if (gpubridge__node_rank_update_batch__get_packed_size(&b) > cap)
+        int ok = gpubridge__node_rank_update_batch__get_packed_size(&b) <= cap;
+        if (ok)
+            *out_len = gpubridge__node_rank_update_batch__pack(&b, out);
+        if (ranks != small)
+            free(ranks);
+        if (!ok)
             return -1;
-        *out_len = gpubridge__node_rank_update_batch__pack(&b, out);
         *message_type = GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_NODE_RANK_UPDATE_BATCH;
         return 0;
     }

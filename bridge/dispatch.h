@@ -7,7 +7,36 @@
 
 #include "grain.h"
 #include "grain_table.h"
+#include "large_payload.h"
 #include "ring.h"
+
+/* The handler on a large request (large_payload.h): its record and its reply
+ * are where the descriptor desc says. Not inlined on the GPU: the ring kernel
+ * keeps the one-slot path's code and registers, and saves what is live
+ * around this call only on the large path. Team grains never come here on
+ * the GPU (the team kernel runs them): their handlers are left out. */
+typedef struct gbi_large_ret {
+    uint32_t st, out_len, aux;
+} gbi_large_ret_t;
+#if defined(__CUDACC__)
+static __host__ __device__ __noinline__
+#else
+static inline
+#endif
+gbi_large_ret_t gbi_large_run(int kind, gb_grain_ctx_t ctx, void *state, uint16_t type, const unsigned char *desc)
+{
+    const unsigned char *in;
+    unsigned char *out;
+    uint32_t in_len, out_cap;
+    gbi_large_ret_t r = {GB_SLOT_UNKNOWN_MESSAGE_TYPE, 0, 0};
+    gbi_large_resolve(desc, &in, &in_len, &out, &out_cap);
+#if defined(__CUDA_ARCH__)
+    if (gb_grain_is_team(kind))
+        return r;
+#endif
+    r.st = gb_grain_on_message(kind, &ctx, state, type, in, in_len, out, out_cap, &r.out_len, &r.aux);
+    return r;
+}
 
 /* The step before the handler: checks the header, handles the reserved types,
  * finds or activates the grain. Returns GBI_RUN_HANDLER with *state set, or
@@ -18,7 +47,7 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
                                 uint32_t test_flags, void **state, uint64_t *copy16)
 {
     (void)test_flags;
-    if (in->status)
+    if (in->status != 0 && in->status != GB_REQ_LARGE)
         return in->status; /* refused by the host before publishing (activation.c): no state touched */
     if (in->len > pl_cap)
         return GB_SLOT_TOO_LARGE; /* the length is the producer's claim; never trust it past the slot */
@@ -42,8 +71,9 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
 }
 
 /* Handles request `in` (header + payload, already read) and writes the reply's
- * header (all but seq) into *out and its payload into out_pl. Returns 1 when
- * the reply is an error (for the errors counter). */
+ * header (all but seq) into *out and its payload into out_pl (a large
+ * request's: where its descriptor says). Returns 1 when the reply is an error
+ * (for the errors counter). */
 GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane,
                            const gb_slot_hdr_t *in, const unsigned char *in_pl,
                            gb_slot_hdr_t *out, unsigned char *out_pl,
@@ -61,7 +91,11 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
          * copy never needs an address), written back once. */
         __align__(16) uint64_t copy[2];
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, copy);
-        if (st == GBI_RUN_HANDLER) {
+        if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
+            /* On the state in the table: the copy keeps no address. */
+            const gbi_large_ret_t r = gbi_large_run(kind, *ctx, state, in->type, in_pl);
+            st = r.st, out_len = r.out_len, aux = r.aux;
+        } else if (st == GBI_RUN_HANDLER) {
             st = gb_grain_on_message(kind, ctx, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
             *(uint4 *)state = *(const uint4 *)copy;
         }
@@ -69,8 +103,12 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
 #endif
     {
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, NULL);
-        if (st == GBI_RUN_HANDLER)
+        if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
+            const gbi_large_ret_t r = gbi_large_run(kind, *ctx, state, in->type, in_pl);
+            st = r.st, out_len = r.out_len, aux = r.aux;
+        } else if (st == GBI_RUN_HANDLER) {
             st = gb_grain_on_message(kind, ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+        }
     }
     out->status = (uint16_t)st;
     out->len = st == GB_SLOT_OK ? out_len : 0;

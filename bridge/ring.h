@@ -5,6 +5,10 @@
  * A grain type's ring kernel owns one *region*:
  *
  *   [gb_control_t][gb_ring_indices_t][in slots: cap * slot_size][out slots: cap * slot_size]
+ *   [large area]
+ *
+ * The large area holds the payloads of messages larger than a slot (and
+ * their replies); their slots carry a descriptor (large_payload.h).
  *
  * Where the region lives (see runtime.h): mapped pinned host memory (the GPU
  * reads and writes it over PCIe, the host with plain loads and stores), or
@@ -67,7 +71,8 @@ typedef struct gb_slot_hdr {
     uint64_t key;    /* grain key (which activation) */
     uint64_t corr;   /* correlation id, copied from request to reply */
     uint16_t type;   /* message type (grain-specific, or GB_MSG_* below) */
-    uint16_t status; /* replies: gb_slot_status; requests: 0, or the status to refuse it with (activation.c) */
+    uint16_t status; /* replies: gb_slot_status; requests: 0, GB_REQ_LARGE, or the status to refuse it
+                      * with (activation.c) */
     uint32_t len;    /* payload bytes following the header */
     uint32_t aux;    /* replies: grain-specific small value (e.g. the grain's message count) */
     uint32_t seq;    /* stamp: gb_stamp(position); written last */
@@ -97,6 +102,9 @@ typedef enum gb_slot_status {
     GB_SLOT_HANDLER_ERROR = 14,
     GB_SLOT_NOT_ACTIVE = 15, /* deactivate of a key with no activation */
 } gb_slot_status;
+
+/* A request's status: its payload is a gb_large_desc_t (large_payload.h). */
+#define GB_REQ_LARGE 1u
 
 /* Why a kernel (or cpu worker) stopped. */
 typedef enum gb_exit_reason {
@@ -165,9 +173,11 @@ GB_HD size_t gb_region_in_off(void) { return sizeof(gb_control_t) + sizeof(gb_ri
 GB_HD size_t gb_region_out_off(gb_ring_geom_t g) {
     return gb_region_in_off() + (size_t)g.cap * g.slot_size;
 }
+/* The rings' end; the large area (its size is the host's business) follows. */
 GB_HD size_t gb_region_size(gb_ring_geom_t g) {
     return gb_region_out_off(g) + (size_t)g.cap * g.slot_size;
 }
+GB_HD size_t gb_region_large_off(gb_ring_geom_t g) { return gb_region_size(g); }
 
 GB_HD gb_slot_hdr_t *gb_slot_at(unsigned char *ring, gb_ring_geom_t g, uint64_t pos)
 {

@@ -111,6 +111,7 @@ gb_err gb_rk_params_from_config(const gb_config_t *cfg, const char *type, gb_mod
     out->heartbeat_deadline_ms = cfg->heartbeat_deadline_ms;
     out->max_messages_per_launch = cfg->max_messages_per_launch;
     out->force_fallback_placement = cfg->force_fallback_placement;
+    out->large_max = cfg->max_message_size;
     return GB_OK;
 }
 
@@ -166,8 +167,15 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
     rk->kind = kind;
     rk->geom.cap = g->queue_capacity;
     rk->geom.slot_size = g->slot_size;
+    if (rk->p.large_max == 0)
+        rk->p.large_max = GB_LARGE_DEFAULT_MAX;
+    if (rk->p.large_max > GB_LARGE_MAX_CAP)
+        rk->p.large_max = GB_LARGE_MAX_CAP;
+    rk->large_size = gbi_large_area_size(rk->p.large_max);
     rk->ops = ops;
     gb_err err = ops->create(rk);
+    if (err == GB_OK && (err = gbi_large_new(rk)) != GB_OK)
+        ops->destroy(rk);
     if (err != GB_OK) {
         free(rk);
         return err;
@@ -199,6 +207,7 @@ void gb_rk_destroy(gb_rk_t **prk)
     rk->ops->destroy(rk);
     gbi_act_destroy(&rk->act);
     pthread_mutex_destroy(&rk->act_lock);
+    gbi_large_free(rk);
     free(rk);
     *prk = NULL;
 }
@@ -303,6 +312,8 @@ gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk)
     }
     gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, rk->in_head);
     rk->in_head++;
+    s->status = 0; /* the caller may mark it GB_REQ_LARGE */
+    s->aux = 0;
     return s;
 }
 
@@ -312,7 +323,6 @@ void gb_rk_publish(gb_rk_t *rk)
     gbi_act_publish(rk, rk->published, rk->in_head);
     for (uint64_t pos = rk->published; pos < rk->in_head; pos++) {
         gb_slot_hdr_t *s = gb_slot_at(rk->in, rk->geom, pos);
-        s->aux = 0;
         /* Release: the header and payload stores above become visible before
          * the stamp (on x86 a plain store; the compiler barrier is what matters). */
         __atomic_store_n(&s->seq, gb_stamp(pos), __ATOMIC_RELEASE);
@@ -331,8 +341,13 @@ gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
 {
     if (rk->state == GB_RK_TERMINATED || rk->state == GB_RK_FAILED)
         return GB_ERR_TERMINATED;
-    if (len > gb_slot_payload_cap(rk->geom))
-        return GB_ERR_TOO_LARGE;
+    const uint32_t cap = gb_slot_payload_cap(rk->geom), reply_max = gb_grain_reply_max(rk->kind, type, payload, len);
+    if (len > cap || reply_max > cap) {
+        gb_err err = gb_rk_claim_large(rk, key, corr, type, payload, len, reply_max);
+        if (err == GB_OK)
+            gb_rk_publish(rk);
+        return err;
+    }
     gb_slot_hdr_t *s = gb_rk_claim(rk);
     if (!s)
         return GB_ERR_FULL;
@@ -357,6 +372,8 @@ static gb_slot_hdr_t *next_reply(gb_rk_t *rk, int *stamped)
      * cached count of published requests is used up. */
     if (pos == rk->seen_published) {
         rk->seen_published = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
+        if (rk->large)
+            gbi_large_refresh(rk); /* entries of the requests just seen published */
         if (pos == rk->seen_published)
             return NULL;
     }
@@ -387,6 +404,8 @@ int gb_rk_reply_visible(gb_rk_t *rk)
 
 void gb_rk_consume(gb_rk_t *rk)
 {
+    if (rk->large)
+        gbi_large_consume(rk); /* frees a large reply's piece of the area */
     __atomic_store_n(&rk->out_tail, rk->out_tail + 1, __ATOMIC_RELEASE);
 }
 
@@ -400,7 +419,10 @@ gb_err gb_rk_recv(gb_rk_t *rk, gb_reply_t *out, void *payload, uint32_t cap)
     out->type = s->type;
     out->status = s->status;
     out->aux = s->aux;
-    uint32_t len = s->len <= gb_slot_payload_cap(rk->geom) ? s->len : 0;
+    const unsigned char *src = gb_rk_reply_payload(rk, s);
+    uint32_t len = s->len;
+    if (!src || (src == (const unsigned char *)(s + 1) && len > gb_slot_payload_cap(rk->geom)))
+        len = 0; /* a length past its room: nothing trustworthy to copy */
     out->len = len;
     gb_err err = GB_OK;
     if (len > cap) {
@@ -408,7 +430,7 @@ gb_err gb_rk_recv(gb_rk_t *rk, gb_reply_t *out, void *payload, uint32_t cap)
         err = GB_ERR_TOO_LARGE;
     }
     if (len)
-        memcpy(payload, (const unsigned char *)s + GB_SLOT_HDR_SIZE, len);
+        memcpy(payload, src, len);
     gb_rk_consume(rk);
     return err;
 }

@@ -43,7 +43,14 @@ typedef struct gb_rk_params {
      * (it must outlive the ring kernel). NULL for other grains. */
     unsigned char *arena;
     uint64_t arena_size;
+    /* Largest record (and largest reply) of a message, which goes out of line
+     * when it does not fit a slot (large_payload.h); the engine sets it to
+     * max_message_size. 0: GB_LARGE_DEFAULT_MAX. At most GB_LARGE_MAX_CAP. */
+    uint32_t large_max;
 } gb_rk_params_t;
+
+#define GB_LARGE_DEFAULT_MAX (1u << 20)
+#define GB_LARGE_MAX_CAP (64u << 20)
 
 /* Fills params for grain type `type` from cfg (type must be in cfg->grains). */
 gb_err gb_rk_params_from_config(const gb_config_t *cfg, const char *type, gb_mode mode,
@@ -125,7 +132,10 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms);
 
 /* Producer side. send copies one request into the next slot and publishes it;
  * GB_ERR_FULL when no slot is free (backpressure: consume replies first),
- * GB_ERR_TOO_LARGE when len exceeds the slot's payload. */
+ * GB_ERR_TOO_LARGE when len exceeds gb_rk_large_max. A request whose payload
+ * or reply (gb_grain_reply_max) does not fit the slot goes out of line
+ * (gb_rk_claim_large); GB_ERR_FULL then also means the large area has no room
+ * yet. */
 gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
                   const void *payload, uint32_t len);
 /* Zero-copy form: claim returns the next free slot (NULL when full); fill its
@@ -136,6 +146,18 @@ gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
  * is answered STATUS_BUSY (GB_SLOT_GRAIN_TABLE_FULL). */
 gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk);
 void gb_rk_publish(gb_rk_t *rk);
+/* Out of line (large_payload.h): claims the next slot for a request whose
+ * record (len bytes, copied now) or reply (up to reply_max bytes) exceeds the
+ * slot, with room for both in the large area; publish it with gb_rk_publish.
+ * GB_ERR_FULL: no slot or no room now (consume replies first);
+ * GB_ERR_TOO_LARGE: len or reply_max exceeds gb_rk_large_max. */
+gb_err gb_rk_claim_large(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type, const void *rec, uint32_t len,
+                         uint32_t reply_max);
+/* Largest record or reply a message may have (0: no large area). */
+uint32_t gb_rk_large_max(const gb_rk_t *rk);
+/* Upper bound of the reply's payload to request record rec (len bytes) of
+ * message type `type` of grain kind `kind` (gb_grain_kind). */
+uint32_t gb_grain_reply_max(int kind, uint16_t type, const void *rec, uint32_t len);
 /* Free request slots right now. */
 uint32_t gb_rk_free_slots(const gb_rk_t *rk);
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk);
@@ -152,6 +174,10 @@ uint64_t gb_rk_next_pos(const gb_rk_t *rk);
  * GB_ERR_EMPTY when none is ready. peek/consume is the zero-copy form. */
 gb_err gb_rk_recv(gb_rk_t *rk, gb_reply_t *out, void *payload, uint32_t cap);
 const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk);
+/* The payload of reply h, which gb_rk_peek just returned (h->len bytes): in
+ * its slot, or in the large area for a request sent out of line. NULL when a
+ * large reply claims more than its room or cannot be copied from the device. */
+const unsigned char *gb_rk_reply_payload(gb_rk_t *rk, const gb_slot_hdr_t *h);
 void gb_rk_consume(gb_rk_t *rk);
 /* Whether the next reply's stamp is in host memory already (1 or 0): one
  * load, no backend call. -1 for a staging ring, whose replies show up only

@@ -57,6 +57,8 @@ struct gb_rk {
     uint32_t lanes;        /* set by the backend: how many ways keys are spread (gb_rk_status_t) */
     const gbi_backend_ops_t *ops;
     void *be;              /* backend private data */
+    struct gbi_large *large; /* the large area's allocator (large_payload.c), NULL if none */
+    uint64_t large_size;     /* bytes of the large area, after the rings in the region */
 
     /* Host view of the region: where the host reads and writes. */
     unsigned char *region;
@@ -96,6 +98,25 @@ extern const gbi_backend_ops_t gbi_backend_cuda;
 gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char **out);
 void gbi_cuda_arena_free(unsigned char *arena);
 #endif
+
+/* large_payload.c: bytes of the large area for large_max; its allocator,
+ * created after the backend's create; the consumer's refresh of what the
+ * producer pushed (with `published`) and its step past a reply. */
+typedef struct gbi_large gbi_large_t;
+uint64_t gbi_large_area_size(uint32_t large_max);
+gb_err gbi_large_new(gb_rk_t *rk);
+void gbi_large_free(gb_rk_t *rk);
+void gbi_large_refresh(gb_rk_t *rk);
+void gbi_large_consume(gb_rk_t *rk);
+#ifdef GB_HAVE_CUDA
+/* large_payload_cuda.cu: the kernel's view of the region; staging copies of
+ * bytes [off, off + len) of the region to (to_device) or from the device. */
+unsigned char *gbi_cuda_region_dev(gb_rk_t *rk);
+gb_err gbi_cuda_region_copy(gb_rk_t *rk, size_t off, size_t len, int to_device);
+#endif
+
+/* Bytes of the region the backend allocates: the rings and the large area. */
+static inline size_t gbi_rk_region_size(const gb_rk_t *rk) { return gb_region_size(rk->geom) + rk->large_size; }
 
 /* Sets the host-view pointers from rk->region. */
 void gbi_rk_bind_region(gb_rk_t *rk, unsigned char *region);

@@ -131,6 +131,30 @@ static const char *slot_error(int st)
     }
 }
 
+/* Encodes and queues the OK reply h of ring r for p; pb (cap bytes) holds
+ * the protobuf unless the reply is larger (out of line, large_payload.h). */
+static void reply_ok(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p, uint8_t *pb,
+                     size_t cap)
+{
+    size_t len = 0;
+    uint32_t mt = 0;
+    const unsigned char *rec = gb_rk_reply_payload(r->t->rk, h); /* in the slot, or out of line */
+    if (rec == (const unsigned char *)(h + 1) && h->len > gb_rk_payload_cap(r->t->rk))
+        rec = NULL; /* a length past the slot */
+    const size_t bound = rec ? gbi_codec_reply_bound(r->t->kind, h->len) : 0;
+    uint8_t *out = bound <= cap ? pb : malloc(bound);
+    if (!out)
+        gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_BUSY,
+                  "the bridge is out of memory for this reply; retry later", 0, NULL, 0);
+    else if (rec && gbi_codec_reply(r->t->kind, h, rec, out, bound, &len, &mt) == 0)
+        gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_OK, NULL, mt, out, len);
+    else
+        gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
+                  "the grain wrote a malformed reply record", 0, NULL, 0);
+    if (out != pb)
+        free(out);
+}
+
 /* Sends the replies that are ready in ring r; answers, with an error, the
  * requests a stopped kernel will never answer. Returns how many it handled. */
 static int drain_ring(gb_server_t *s, gbi_ring_t *r)
@@ -145,16 +169,10 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
         int status = h->status; /* slot statuses use the proto's numbers */
         if (status == GB_SLOT_OK) {
             if (!p->one_way) {
-                size_t len = 0;
-                uint32_t mt = 0;
                 if (h->type == GB_MSG_DEACTIVATE_KEY)
                     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, 0, NULL, 0);
-                else if (gbi_codec_reply(r->t->kind, h, (const unsigned char *)(h + 1), pb, sizeof pb, &len,
-                                         &mt) == 0)
-                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, mt, pb, len);
                 else
-                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
-                              "the grain wrote a malformed reply record", 0, NULL, 0);
+                    reply_ok(s, r, h, p, pb, sizeof pb);
             }
         } else if (!(p->one_way && p->corr == 0)) {
             gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, slot_error(status), 0, NULL, 0);

@@ -75,6 +75,8 @@ static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.queue_capacity = st.capacity;
     m.slot_size = st.slot_size;
     m.lanes = st.lanes;
+    m.max_message_size = c->s->cfg->max_message_size < gb_rk_large_max(t->rk) ? c->s->cfg->max_message_size
+                                                                             : gb_rk_large_max(t->rk);
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS);
 }
 

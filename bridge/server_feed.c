@@ -9,9 +9,11 @@
 #include "server_internal.h"
 #include "server_metrics.h"
 
-/* Puts one request into ring r. */
+/* Puts one request into ring r; out of line when its record or its reply
+ * (up to reply_max bytes) does not fit a slot (large_payload.h). */
 static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,
-                   uint64_t key, uint16_t slot_type, const unsigned char *rec, uint32_t rec_len, int one_way)
+                   uint64_t key, uint16_t slot_type, const unsigned char *rec, uint32_t rec_len, uint32_t reply_max,
+                   int one_way)
 {
     gb_rk_t *rk = r->t->rk;
     /* No room, or older frames for this ring wait: queue behind them. */
@@ -20,13 +22,33 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
         return NEEDS_ROOM;
     }
     uint64_t pos = gb_rk_next_pos(rk);
-    gb_slot_hdr_t *slot = gb_rk_claim(rk);
-    slot->key = key;
-    slot->corr = pos;
-    slot->type = slot_type;
-    slot->len = rec_len;
-    if (rec_len)
-        memcpy(gb_slot_payload(slot), rec, rec_len);
+    const uint32_t cap = gb_rk_payload_cap(rk);
+    if (rec_len > cap || reply_max > cap) {
+        gb_err err = gb_rk_claim_large(rk, key, pos, slot_type, rec, rec_len, reply_max);
+        if (err == GB_ERR_FULL) { /* the large area is full: wait for replies, as for a slot */
+            s->blocked = r;
+            return NEEDS_ROOM;
+        }
+        if (err != GB_OK) {
+            char e[200];
+            snprintf(e, sizeof e, "message of %u bytes (reply up to %u) cannot go to grain type '%s': %s "
+                     "(largest: %u bytes, max_message_size)", rec_len, reply_max, r->t->name, gb_strerror(err),
+                     gb_rk_large_max(rk));
+            if (!(one_way && corr == 0))
+                gbi_reply(s, id, id_len, delim, corr,
+                          err == GB_ERR_TOO_LARGE ? GPUBRIDGE__STATUS__STATUS_TOO_LARGE
+                                                  : GPUBRIDGE__STATUS__STATUS_GPU_ERROR, e, 0, NULL, 0);
+            return HANDLED;
+        }
+    } else {
+        gb_slot_hdr_t *slot = gb_rk_claim(rk);
+        slot->key = key;
+        slot->corr = pos;
+        slot->type = slot_type;
+        slot->len = rec_len;
+        if (rec_len)
+            memcpy(gb_slot_payload(slot), rec, rec_len);
+    }
     gbi_pending_t *p = &r->pending[pos & (gb_rk_capacity(rk) - 1)];
     p->corr = corr;
     p->id_len = id_len;
@@ -88,7 +110,7 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
             snprintf(err, sizeof err, "unknown grain type '%s'", name);
             gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, err, 0, NULL, 0);
         } else {
-            ret = enqueue(s, r, id, id_len, delim, env->corr, d->key, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0);
+            ret = enqueue(s, r, id, id_len, delim, env->corr, d->key, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0, 0);
         }
     }
     gpubridge__control__free_unpacked(ctl, NULL);
@@ -133,12 +155,9 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
         FAIL(GPUBRIDGE__STATUS__STATUS_GPU_ERROR, "grain type '%s' failed: %s (%d)", t->name,
              st.last_error_name[0] ? st.last_error_name : "kernel stopped", st.last_error);
     }
-    unsigned char rec[65536];
-    uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk);
+    unsigned char rec[65536], *big = NULL;
+    uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk), large_max = gb_rk_large_max(t->rk);
     uint16_t slot_type = 0;
-    if (env->payload_len > cap + 64u && env->payload_len > sizeof rec)
-        FAIL(GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "payload of %zu bytes exceeds the '%s' slot (%u bytes)",
-             env->payload_len, t->name, cap);
     int status;
     if (s->test_faults && env->message_type == GB_MSG_TEST_FAULT) {
         /* Test hook (GPUBRIDGE_TEST_FAULTS=1): the kernel writes through a bad
@@ -148,14 +167,27 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     } else {
         status = gbi_codec_request(t->kind, env->message_type, env->payload, env->payload_len, rec, cap,
                                    &rec_len, &slot_type, err, sizeof err);
+        if (status == GPUBRIDGE__STATUS__STATUS_TOO_LARGE && large_max > cap) {
+            /* Larger than a slot: encoded again for the large area (its pages
+             * are touched only as far as the record goes). */
+            if (!(big = malloc(large_max)))
+                FAIL(GPUBRIDGE__STATUS__STATUS_BUSY, "the bridge is out of memory; retry later");
+            status = gbi_codec_request(t->kind, env->message_type, env->payload, env->payload_len, big, large_max,
+                                       &rec_len, &slot_type, err, sizeof err);
+        }
     }
     if (status != GPUBRIDGE__STATUS__STATUS_OK) {
+        free(big);
         if (!(one_way && corr == 0))
             gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
         return HANDLED;
     }
     gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
-    return enqueue(s, r, id, id_len, delim, corr, env->key, slot_type, rec, rec_len, one_way);
+    const unsigned char *rp = big ? big : rec;
+    int ret = enqueue(s, r, id, id_len, delim, corr, env->key, slot_type, rp, rec_len,
+                      gb_grain_reply_max(t->kind, slot_type, rp, rec_len), one_way);
+    free(big);
+    return ret;
 #undef FAIL
 }
 

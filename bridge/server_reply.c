@@ -193,6 +193,24 @@ int gbi_send_backlog(gb_server_t *s)
     return sent;
 }
 
+/* Sends a frame of n replies to a client, or keeps it after the client's
+ * earlier frames when its queue is full (it reads slowly, or not at all),
+ * counted against its bound; a client that is gone gets nothing
+ * (ROUTER_MANDATORY: EHOSTUNREACH). */
+static void deliver(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame,
+                    size_t len, size_t n)
+{
+    gbi_client_t *c = gbi_client_find(s, id, id_len);
+    if ((c && c->out_head) || send_frame(s, id, id_len, delim, frame, len) != 0) {
+        if (!c)
+            c = gbi_client_get(s, id, id_len, delim);
+        if (c)
+            backlog_push(s, c, frame, len);
+        else
+            GB_ERROR("out of memory keeping replies for a slow client; %zu reply(ies) lost", n);
+    }
+}
+
 void gbi_flush(gb_server_t *s)
 {
     gbi_outbox_t *o = &s->out;
@@ -208,18 +226,7 @@ void gbi_flush(gb_server_t *s)
         memcpy(frame, hdr, h);
         len += h;
     }
-    /* A client whose queue is full (it reads slowly, or not at all) gets its
-     * frames kept here, in order, and counted against its bound; a client
-     * that is gone gets nothing (ROUTER_MANDATORY: EHOSTUNREACH). */
-    gbi_client_t *c = gbi_client_find(s, o->id, o->id_len);
-    if ((c && c->out_head) || send_frame(s, o->id, o->id_len, o->delim, frame, len) != 0) {
-        if (!c)
-            c = gbi_client_get(s, o->id, o->id_len, o->delim);
-        if (c)
-            backlog_push(s, c, frame, len);
-        else
-            GB_ERROR("out of memory keeping replies for a slow client; %zu reply(ies) lost", o->n);
-    }
+    deliver(s, o->id, o->id_len, o->delim, frame, len, o->n);
     s->replies += o->n;
     o->n = 0;
     o->len = 0;
@@ -242,41 +249,10 @@ static size_t reply_len(uint64_t corr, int status, size_t elen, uint32_t mt, siz
     return n;
 }
 
-void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
-               const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
+/* Writes the ServerFrame{reply} record of a Reply of `body` bytes at p. */
+static void put_reply(uint8_t *p, size_t body, uint64_t corr, int status, const char *error, size_t elen,
+                      uint32_t message_type, const uint8_t *payload, size_t len)
 {
-    gbi_outbox_t *o = &s->out;
-    size_t elen = error ? strlen(error) : 0;
-    if (s->feeding && status != GPUBRIDGE__STATUS__STATUS_OK) {
-        /* One frame's error replies stay bounded: past the budget they lose
-         * their texts, and those without a correlation id (which a client
-         * cannot tell apart) are folded into the frame's first one. */
-        if (corr == 0 && s->frame_corr0++) {
-            s->errors_folded++;
-            return;
-        }
-        if (s->frame_err_bytes > GBI_FRAME_ERR_BUDGET)
-            elen = 0;
-        s->frame_err_bytes += elen + 24;
-    }
-    if (len + elen + 64 > GBI_ARENA_SIZE) {
-        /* Cannot happen for ring replies (slots are at most 64 KiB); be safe. */
-        len = 0;
-        status = GPUBRIDGE__STATUS__STATUS_INTERNAL;
-        error = "reply too large";
-        elen = strlen(error);
-    }
-    size_t body = reply_len(corr, status, elen, message_type, len);
-    size_t rec = 1 + gb_pb_varint_len(body) + body;
-    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
-                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_FLUSH_AT))
-        gbi_flush(s);
-    if (o->n == 0) {
-        memcpy(o->id, id, id_len);
-        o->id_len = id_len;
-        o->delim = delim;
-    }
-    uint8_t *p = o->buf + GBI_FRAME_PREFIX + o->len;
     *p++ = TAG_REPLY;
     p += gb_pb_varint_put(p, body);
     if (corr) {
@@ -302,6 +278,65 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
         p += gb_pb_varint_put(p, len);
         memcpy(p, payload, len);
     }
+}
+
+/* A reply larger than the outbox (a large message's, large_payload.h): a
+ * frame of its own, after the replies queued before it, kept like any other
+ * frame when the client's queue is full. */
+static void send_alone(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
+                       const char *error, size_t elen, uint32_t message_type, const uint8_t *payload, size_t len)
+{
+    gbi_flush(s);
+    size_t body = reply_len(corr, status, elen, message_type, len);
+    size_t rec = 1 + gb_pb_varint_len(body) + body;
+    uint8_t *buf = malloc(rec);
+    if (!buf) {
+        gbi_reply(s, id, id_len, delim, corr, GPUBRIDGE__STATUS__STATUS_BUSY,
+                  "the bridge is out of memory for this reply; retry later", 0, NULL, 0);
+        return;
+    }
+    put_reply(buf, body, corr, status, error, elen, message_type, payload, len);
+    deliver(s, id, id_len, delim, buf, rec, 1);
+    free(buf);
+    s->replies++;
+    if (status != GPUBRIDGE__STATUS__STATUS_OK)
+        s->error_replies++;
+    if (s->stats)
+        gbi_stats_reply(s, status);
+}
+
+void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
+               const char *error, uint32_t message_type, const uint8_t *payload, size_t len)
+{
+    gbi_outbox_t *o = &s->out;
+    size_t elen = error ? strlen(error) : 0;
+    if (s->feeding && status != GPUBRIDGE__STATUS__STATUS_OK) {
+        /* One frame's error replies stay bounded: past the budget they lose
+         * their texts, and those without a correlation id (which a client
+         * cannot tell apart) are folded into the frame's first one. */
+        if (corr == 0 && s->frame_corr0++) {
+            s->errors_folded++;
+            return;
+        }
+        if (s->frame_err_bytes > GBI_FRAME_ERR_BUDGET)
+            elen = 0;
+        s->frame_err_bytes += elen + 24;
+    }
+    if (len + elen + 64 > GBI_ARENA_SIZE) {
+        send_alone(s, id, id_len, delim, corr, status, error, elen, message_type, payload, len);
+        return;
+    }
+    size_t body = reply_len(corr, status, elen, message_type, len);
+    size_t rec = 1 + gb_pb_varint_len(body) + body;
+    if (o->n && (o->id_len != id_len || memcmp(o->id, id, id_len) != 0 || o->delim != delim ||
+                 o->n == GBI_BATCH_MAX || o->len + rec > GBI_FLUSH_AT))
+        gbi_flush(s);
+    if (o->n == 0) {
+        memcpy(o->id, id, id_len);
+        o->id_len = id_len;
+        o->delim = delim;
+    }
+    put_reply(o->buf + GBI_FRAME_PREFIX + o->len, body, corr, status, error, elen, message_type, payload, len);
     o->len += rec;
     o->n++;
     if (status != GPUBRIDGE__STATUS__STATUS_OK)

@@ -78,6 +78,7 @@ static gbc_err decode_status(const gbc_client_t *c, const gbc_reply_t *r,
         full.queue_capacity = s->queue_capacity;
         full.slot_size = s->slot_size;
         full.lanes = s->lanes;
+        full.max_message_size = s->max_message_size;
         copy_out(out, &full, GBCI_GRAIN_STATUS_V02_SIZE, sizeof full);
     }
     gpubridge__grain_type_status__free_unpacked(s, NULL);

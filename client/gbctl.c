@@ -114,6 +114,8 @@ static void print_status(const gbc_grain_status_t *s)
            gbc_placement_name(s->placement), (int)s->device, s->queue_capacity, s->slot_size, s->lanes,
            (unsigned long long)s->heartbeat, (double)s->heartbeat_age_ns / 1e6,
            gbc_exit_reason_name(s->exit_reason));
+    if (s->max_message_size)
+        printf(", max message %u B", s->max_message_size);
     if (s->last_error_code)
         printf(", last error %d %s", (int)s->last_error_code, s->last_error_name);
     printf("\n");

@@ -275,8 +275,12 @@ static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos
     uint32_t st = s_pre, out_len = 0, aux = 0;
     if (st == GBI_RUN_HANDLER) {
         const gb_grain_ctx_t ctx = {a.arena, a.arena_size, tid, nt, s_scratch};
-        st = gb_grain_on_message(a.kind, &ctx, s_state, h->type, s_in + GB_SLOT_HDR_SIZE, h->len,
-                                 s_out + GB_SLOT_HDR_SIZE, cap_pl, &out_len, &aux);
+        const unsigned char *ipl = s_in + GB_SLOT_HDR_SIZE;
+        unsigned char *opl = s_out + GB_SLOT_HDR_SIZE;
+        uint32_t ilen = h->len, ocap = cap_pl;
+        if (gbi_is_large(h)) /* payload and reply out of line (large_payload.h) */
+            gbi_large_resolve(ipl, &ipl, &ilen, &opl, &ocap);
+        st = gb_grain_on_message(a.kind, &ctx, s_state, h->type, ipl, ilen, opl, ocap, &out_len, &aux);
     }
     __syncthreads();
     if (tid == 0) {

@@ -112,7 +112,8 @@ static void test_bad_input(void **state)
     expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "VectorAddRequest");
     gpubridge__server_frame__free_unpacked(f, NULL);
 
-    /* Vectors of different lengths; more elements than the slot holds. */
+    /* Vectors of different lengths; more elements than the slot holds (out of
+     * line: answered, see e2e_large.c). */
     float a[64] = {0}, b[64] = {0};
     Gpubridge__VectorAddRequest v = GPUBRIDGE__VECTOR_ADD_REQUEST__INIT;
     v.n_a = 3;
@@ -125,7 +126,8 @@ static void test_bad_input(void **state)
     gpubridge__server_frame__free_unpacked(f, NULL);
     len = pack_vecadd(buf, 0, a, b, 64);
     send_env(g_s, make_env(17, "vecadd", 1, 1, buf, len));
-    expect_error(&f, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, "slot");
+    r = expect_error(&f, GPUBRIDGE__STATUS__STATUS_OK, NULL);
+    assert_int_equal(r->payload.len, 3 + 4 * 64); /* VectorAddResponse: 64 packed floats */
     gpubridge__server_frame__free_unpacked(f, NULL);
     v.n_b = 3;
     v.op = (Gpubridge__VectorAddRequest__Op)9;

@@ -225,6 +225,8 @@ static void put_vec(unsigned char *rec, uint32_t op, uint32_t n, const float *a,
     memcpy(rec + 8 + 4 * n, b, 4 * n);
 }
 
+#include "large_cases.h"
+
 static void test_vecadd_ops(void **state)
 {
     (void)state;
@@ -265,9 +267,12 @@ static void test_bad_slots(void **state)
     uint32_t cap = gb_rk_payload_cap(rk);
     assert_int_equal(cap, 32);
 
-    /* Too large for the slot: refused on the host, nothing enqueued. */
-    unsigned char big[64] = {0};
-    assert_int_equal(gb_rk_send(rk, 1, 1, GB_VECADD_MSG_REQUEST, big, cap + 1), GB_ERR_TOO_LARGE);
+    /* Larger than the largest message (a slot's worth more goes out of line,
+     * large_cases.h): refused on the host, nothing enqueued. */
+    unsigned char *big = calloc(1, gb_rk_large_max(rk) + 1);
+    assert_non_null(big);
+    assert_int_equal(gb_rk_send(rk, 1, 1, GB_VECADD_MSG_REQUEST, big, gb_rk_large_max(rk) + 1), GB_ERR_TOO_LARGE);
+    free(big);
     assert_int_equal(gb_rk_in_flight(rk), 0);
 
     /* A slot that lies about its length (zero-copy path): the kernel refuses it. */
@@ -499,6 +504,7 @@ static void test_window_shared_memory(void **state)
     cmocka_unit_test(test_window_same_grain_per_thread),  \
     cmocka_unit_test(test_activation_collection),         \
     cmocka_unit_test(test_activation_churn),              \
-    cmocka_unit_test(test_cycles)
+    cmocka_unit_test(test_cycles),                        \
+    GB_LARGE_CASES
 
 #endif

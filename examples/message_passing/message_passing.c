@@ -1,7 +1,11 @@
 /* message_passing: the message-passing test (the seed's MessagePassingTest)
  * against a running bridge, through libgpubridge.
  *
- *   1. activate `vecadd`;
+ *   1. activate `vecadd`; the upstream cases: (1,2,3,4) op (10,20,30,40)
+ *      for add, sub, mul and div, then vectors of 1,000 and 100,000 elements
+ *      (--large), every element checked; vectors larger than a slot go out
+ *      of line in the bridge, and lengths whose frame would pass the bridge's
+ *      max_message_size are skipped with a note;
  *   2. --count requests of each op (add, sub, mul, div), one call at a time,
  *      every result checked bit for bit, round-trip latency of each;
  *   3. the same requests pipelined (gbc_vecadd_send / gbc_poll, in Batch
@@ -46,7 +50,9 @@ static const char usage_text[] =
     "\n"
     "  -e, --endpoint E   bridge endpoint (default tcp://127.0.0.1:5555)\n"
     "  -n, --count N      requests of each op (default 100)\n"
-    "  -l, --length L     elements per vector (default 3: fits a 64-byte slot)\n"
+    "  -l, --length L     elements per vector of phases 2-4 (default 3: fits a 64-byte slot)\n"
+    "      --large LIST   lengths of the large vectors, comma-separated (default 1000,100000;\n"
+    "                     \"\" for none)\n"
     "  -k, --key K        grain key (default 7)\n"
     "  -s, --seed S       operand seed (default 1)\n"
     "  -t, --timeout MS   reply deadline (default 5000)\n"
@@ -129,6 +135,78 @@ static bool parse_num(const char *s, uint64_t max, uint64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+/* Phase 1: the upstream MessagePassingTest's cases, 4 elements. */
+static bool upstream_cases(gbc_client_t *c, uint64_t key, int timeout_ms)
+{
+    const float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+    bool ok = true;
+    for (int op = 0; op < 4; op++) {
+        float want[4], got[4], vals[12];
+        for (int j = 0; j < 4; j++)
+            want[j] = op == 0 ? a[j] + b[j] : op == 1 ? a[j] - b[j] : op == 2 ? a[j] * b[j] : a[j] / b[j];
+        tcase_t t = {.op = (gbc_vecadd_op)op, .a = vals, .b = vals + 4, .want = vals + 8};
+        memcpy(t.a, a, sizeof a);
+        memcpy(t.b, b, sizeof b);
+        memcpy(t.want, want, sizeof want);
+        if (gbc_vecadd(c, key, t.op, a, b, 4, got, timeout_ms) != GBC_OK) {
+            fprintf(stderr, PROG ": upstream case %s: %s\n", op_names[op], gbc_last_error());
+            ok = false;
+        } else if (!check(&t, got, 4, (size_t)op, "upstream")) {
+            ok = false;
+        } else {
+            printf("upstream %s: (1,2,3,4) %s (10,20,30,40) = (%g,%g,%g,%g)\n", op_names[op], op_names[op],
+                   (double)got[0], (double)got[1], (double)got[2], (double)got[3]);
+        }
+    }
+    return ok;
+}
+
+/* Phase 1, large vectors: every op at each length of `list`, every element
+ * checked. Lengths whose frame would exceed max_message_size (when the
+ * bridge says it) are skipped. */
+static bool large_cases(gbc_client_t *c, uint64_t key, const char *list, uint32_t max_message_size,
+                        int timeout_ms)
+{
+    bool ok = true;
+    for (const char *p = list; *p;) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(p, &end, 10);
+        if (end == p || errno || n == 0 || n > 100000000ul) {
+            fprintf(stderr, PROG ": bad --large list '%s'\n", list);
+            return false;
+        }
+        p = *end == ',' ? end + 1 : end;
+        if (max_message_size && 8.0 * (double)n + 256 > (double)max_message_size) {
+            printf("large %lu: skipped (a frame of about %.0f bytes exceeds the bridge's max_message_size %u)\n",
+                   n, 8.0 * (double)n + 64, max_message_size);
+            continue;
+        }
+        float *vals = malloc(4 * n * sizeof *vals);
+        if (!vals) {
+            fprintf(stderr, PROG ": out of memory for %lu elements\n", n);
+            return false;
+        }
+        for (int op = 0; op < 4; op++) {
+            tcase_t t = {.a = vals, .b = vals + n, .want = vals + 2 * n};
+            float *got = vals + 3 * n;
+            make_case(&t, (gbc_vecadd_op)op, n);
+            int64_t t0 = now_ns();
+            if (gbc_vecadd(c, key, t.op, t.a, t.b, n, got, timeout_ms) != GBC_OK) {
+                fprintf(stderr, PROG ": large %lu %s: %s\n", n, op_names[op], gbc_last_error());
+                ok = false;
+            } else if (check(&t, got, n, (size_t)op, "large")) {
+                printf("large %lu %s: all %lu elements correct (%.1f ms)\n", n, op_names[op], n,
+                       (double)(now_ns() - t0) / 1e6);
+            } else {
+                ok = false;
+            }
+        }
+        free(vals);
+    }
+    return ok;
 }
 
 /* Phase 3: pipelined, at most WINDOW in flight; ids map back to cases. */
@@ -237,15 +315,16 @@ static bool deactivate_cycle(gbc_client_t *c, uint64_t key, size_t len, int time
 
 int main(int argc, char **argv)
 {
-    enum { OPT_TERMINATE = 256 };
+    enum { OPT_TERMINATE = 256, OPT_LARGE };
     static const struct option longopts[] = {
         {"endpoint", required_argument, NULL, 'e'}, {"count", required_argument, NULL, 'n'},
         {"length", required_argument, NULL, 'l'},   {"key", required_argument, NULL, 'k'},
         {"seed", required_argument, NULL, 's'},     {"timeout", required_argument, NULL, 't'},
         {"terminate", no_argument, NULL, OPT_TERMINATE}, {"help", no_argument, NULL, 'h'},
+        {"large", required_argument, NULL, OPT_LARGE},
         {NULL, 0, NULL, 0},
     };
-    const char *endpoint = "tcp://127.0.0.1:5555";
+    const char *endpoint = "tcp://127.0.0.1:5555", *large = "1000,100000";
     uint64_t count = 100, len = 3, key = 7, seed = 1, timeout = 5000, v;
     bool terminate = false;
     int ch;
@@ -259,6 +338,7 @@ int main(int argc, char **argv)
         case 's': dst = &seed; break;
         case 't': dst = &timeout, max = 3600000; break;
         case OPT_TERMINATE: terminate = true; continue;
+        case OPT_LARGE: large = optarg; continue;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fprintf(stderr, "(" PROG " --help for usage)\n"); return 2;
         }
@@ -301,8 +381,12 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": activate vecadd: %s\n", gbc_last_error());
         goto out;
     }
-    printf("activated: vecadd %s, mode %s, device %d, slot %u B\n", gbc_grain_state_name(s.state),
-           s.mode, (int)s.device, s.slot_size);
+    printf("activated: vecadd %s, mode %s, device %d, slot %u B, max_message_size %u B\n",
+           gbc_grain_state_name(s.state), s.mode, (int)s.device, s.slot_size, s.max_message_size);
+
+    /* Phase 1: the upstream cases and the large vectors. */
+    bool upstream_ok = upstream_cases(c, key, tmo);
+    upstream_ok = large_cases(c, key, large, s.max_message_size, tmo) && upstream_ok;
 
     /* Phase 2: one call at a time. */
     size_t correct = 0, failed_calls = 0;
@@ -343,9 +427,10 @@ int main(int argc, char **argv)
             printf("terminated: vecadd %s\n", gbc_grain_state_name(s.state));
         }
     }
-    printf(PROG ": %zu/%zu correct, median %.1f us, p99 %.1f us (%zu calls, %zu pipelined%s)\n",
-           correct + correct_p, 2 * n, med, p99, n, n, cycle_ok ? "" : "; deactivate cycle FAILED");
-    rc = correct + correct_p == 2 * n && cycle_ok ? 0 : 1;
+    printf(PROG ": %zu/%zu correct, median %.1f us, p99 %.1f us (%zu calls, %zu pipelined%s%s)\n",
+           correct + correct_p, 2 * n, med, p99, n, n, cycle_ok ? "" : "; deactivate cycle FAILED",
+           upstream_ok ? "" : "; upstream or large cases FAILED");
+    rc = correct + correct_p == 2 * n && cycle_ok && upstream_ok ? 0 : 1;
 out:
     gbc_client_destroy(&c);
     free(cases);

@@ -1,7 +1,11 @@
 #!/usr/bin/python3
 """message_passing.py: the message-passing test, from Python.
 
-Normal mode: connect to a bridge, activate `vecadd`, send add/sub/mul/div
+Normal mode: connect to a bridge, activate `vecadd`, run the upstream
+MessagePassingTest's cases ((1,2,3,4) op (10,20,30,40) for add, sub, mul and
+div) and vectors of 1,000 and 100,000 elements (--large; each element
+checked; vectors larger than a slot go out of line in the bridge, and lengths
+past the bridge's max_message_size are skipped with a note), then send add/sub/mul/div
 requests (--count of each, deterministic float32 values of --length elements)
 one call at a time and verify every result bit for bit against numpy float32
 arithmetic, with round-trip latency stats; then the same requests again,
@@ -115,6 +119,48 @@ class Checker:
 
 # ---------------------------------------------------------------- normal mode
 
+def expected(op, a, b):
+    """a op b in float32, as the grain computes it."""
+    return {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op]
+
+
+def run_upstream(client, ck, key):
+    """The upstream MessagePassingTest: 4 elements, one call per op."""
+    a = np.array([1, 2, 3, 4], dtype=np.float32)
+    b = np.array([10, 20, 30, 40], dtype=np.float32)
+    for op in OPS:
+        exp = expected(op, a, b)
+        try:
+            result = client.vecadd(key, op, a, b)
+        except (gbc.BridgeError, TimeoutError) as e:
+            ck.check(False, "upstream %s" % op, str(e))
+            continue
+        if ck.check(same_f32(result, exp), "upstream %s" % op, describe_mismatch(op, a, b, result, exp)):
+            print("upstream %s: (1,2,3,4) %s (10,20,30,40) = %s" % (op, op, [float(x) for x in result]))
+
+
+def run_large(client, ck, key, lengths, max_message_size, seed, timeout_ms):
+    """Vectors of each length in `lengths`, every op, every element checked."""
+    for n in lengths:
+        if max_message_size and 8 * n + 256 > max_message_size:
+            print("large %d: skipped (a frame of about %d bytes exceeds the bridge's max_message_size %d)"
+                  % (n, 8 * n + 64, max_message_size))
+            continue
+        for op, a, b, exp in make_cases(1, n, seed):
+            t0 = time.perf_counter()
+            try:
+                result = client.vecadd(key, op, a, b, timeout_ms)
+            except (gbc.BridgeError, TimeoutError) as e:
+                ck.check(False, "large %d %s" % (n, op), str(e))
+                continue
+            got = np.asarray(result, dtype=np.float32)
+            if ck.check(same_f32(result, exp), "large %d %s" % (n, op),
+                        "%d of %d elements differ" % (int(np.sum(got != exp)) if got.shape == exp.shape
+                                                     else n, n)):
+                print("large %d %s: all %d elements correct (%.1f ms)"
+                      % (n, op, n, (time.perf_counter() - t0) * 1e3))
+
+
 def run_calls(client, cases, ck, key):
     """One synchronous call per case; verify; return (round-trip ns list, correct)."""
     times = []
@@ -203,6 +249,10 @@ def run_normal(client, args):
         gbc.enum_name(cpb.Placement, st.placement)))
     ck.check(st.state == cpb.GRAIN_STATE_ACTIVE, "activate vecadd",
              "state %s" % gbc.enum_name(cpb.GrainState, st.state))
+
+    run_upstream(client, ck, args.key)
+    run_large(client, ck, args.key, [int(x) for x in args.large.split(",") if x],
+              getattr(st, "max_message_size", 0), args.seed, max(client.timeout_ms, 60000))
 
     cases = make_cases(args.count, args.length, args.seed)
     # Warm-up (not timed, not counted): connection set-up, first activation.
@@ -311,9 +361,15 @@ def run_bad_input(client, args):
              "vecadd payload that is not a VectorAddRequest")
     env_call(req("vecadd", 1, gbc.VECADD_REQUEST, gbc.encode_vecadd("add", [1.0, 2.0], [1.0])),
              (pb.STATUS_MALFORMED, pb.STATUS_HANDLER_ERROR), "vecadd vectors of unequal length")
-    big = [1.0] * args.too_large
-    env_call(req("vecadd", 1, gbc.VECADD_REQUEST, gbc.encode_vecadd("add", big, big)),
-             pb.STATUS_TOO_LARGE, "vecadd vectors of %d elements" % args.too_large)
+    # Past max_message_size (messages larger than a slot are carried out of
+    # line): the frame is refused unread, with correlation id 0.
+    n = args.too_large or (client.status("vecadd").max_message_size or 1048576) // 8 + 1000
+    big = [1.0] * n
+    client.send_raw(pb.ClientFrame(envelope=req("vecadd", 1, gbc.VECADD_REQUEST,
+                                                gbc.encode_vecadd("add", big, big))).SerializeToString())
+    r = client.wait([0])[0]
+    if ck.expect_status(r, pb.STATUS_TOO_LARGE, "vecadd vectors of %d elements (past max_message_size)" % n):
+        ck.check("max_message_size" in r.error, "error text names max_message_size", r.error)
     e = req("vecadd", 1, gbc.VECADD_REQUEST, good)
     e.kind = pb.KIND_UNSPECIFIED
     env_call(e, pb.STATUS_MISSING_FIELD, "envelope without kind")
@@ -371,6 +427,8 @@ def parse_args(argv=None):
     p.add_argument("--bad-input", action="store_true",
                    help="check error replies to bad input instead of the normal test")
     p.add_argument("--count", type=int, default=100, help="requests per op (default 100)")
+    p.add_argument("--large", default="1000,100000",
+                   help="lengths of the large vectors, comma-separated (default %(default)s; '' for none)")
     p.add_argument("--length", type=int, default=3,
                    help="elements per vector (default 3: what a 64-byte vecadd slot holds)")
     p.add_argument("--key", type=int, default=1, help="vecadd grain key of the calls")
@@ -379,8 +437,9 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=20, help="untimed calls first (default 20)")
     p.add_argument("--batch", type=int, default=64, help="envelopes per Batch frame (default 64)")
     p.add_argument("--no-pipeline", action="store_true", help="skip the pipelined phase")
-    p.add_argument("--too-large", type=int, default=4096,
-                   help="--bad-input: elements of the oversized vecadd request")
+    p.add_argument("--too-large", type=int, default=0,
+                   help="--bad-input: elements of the oversized vecadd request "
+                        "(default: enough to pass the bridge's max_message_size)")
     p.add_argument("--timeout-ms", type=int, default=5000, help="reply timeout (default 5000)")
     p.add_argument("--inactive-wait-ms", type=int, default=500,
                    help="how long to wait for STATUS_INACTIVE before taking the request "

@@ -271,6 +271,8 @@ typedef struct gbc_grain_status {   /* control.GrainTypeStatus */
     uint32_t slot_size;
     uint32_t lanes;                 /* keys are spread over this many (worker blocks of a team
                                      * kernel, table partitions, cpu threads) */
+    uint32_t max_message_size;      /* largest frame taken; larger-than-slot messages go out
+                                     * of line up to it (0: a bridge that does not say) */
 } gbc_grain_status_t;
 
 typedef struct gbc_telemetry {      /* control.Telemetry */

@@ -20,8 +20,9 @@ typedef enum gbc_vecadd_op {
 
 /* result[i] = a[i] op b[i] for i < n, computed by grain ("vecadd", key);
  * division is IEEE 754 (x/0 is +-inf). a, b, result may be NULL when n is 0.
- * A reply of the wrong length is GBC_ERR_PROTO. The vecadd slot bounds n
- * (64-byte slots: n <= 3; more is STATUS_TOO_LARGE). */
+ * A reply of the wrong length is GBC_ERR_PROTO. The bridge's max_message_size
+ * bounds n (1 MiB: n up to about 131,000; vectors past a slot go out of line;
+ * a larger frame is STATUS_TOO_LARGE). */
 GBC_API gbc_err gbc_vecadd(gbc_client_t *c, uint64_t key, gbc_vecadd_op op,
                            const float *a, const float *b, size_t n, float *result,
                            int timeout_ms);
