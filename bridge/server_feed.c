@@ -140,8 +140,8 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
         slot_type = GB_MSG_TEST_FAULT;
         status = GPUBRIDGE__STATUS__STATUS_OK;
     } else {
-        status = gbi_codec_request(t->kind, env->message_type, env->payload, env->payload_len, rec, cap,
-                                   &rec_len, &slot_type, err, sizeof err);
+        status = gbi_codec_request_key(t->kind, env->key, env->message_type, env->payload, env->payload_len, rec,
+                                       cap, &rec_len, &slot_type, err, sizeof err);
     }
     if (status != GPUBRIDGE__STATUS__STATUS_OK) {
         if (!(one_way && corr == 0))
