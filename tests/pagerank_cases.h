@@ -296,7 +296,7 @@ static double *reference(const gb_pull_t *g, double d, int iters)
     for (uint32_t v = 0; v < n; v++)
         r[v] = 1.0 / n;
     double step = 1;
-    for (int it = 0; iters < 0 ? step > 1e-15 && it < 1000 : it < iters; it++) { /* 0.85^1000: nothing left */
+    for (int it = 0; iters < 0 ? step > 1e-13 && it < 1000 : it < iters; it++) { /* error <= 5.7 x step */
         double dangling = 0;
         step = 0;
         for (uint32_t v = 0; v < n; v++) {
