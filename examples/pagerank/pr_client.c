@@ -39,6 +39,7 @@ static int take_reply(pr_t *p)
         fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s\n", r.correlation_id,
                 gbc_status_name(r.status), r.error ? r.error : "(no text)");
         gbc_reply_clear(&r);
+        p->inflight--; /* answered: pr_end_job waits for the rest only */
         return -1;
     }
     if (e != GBC_OK) {
