@@ -24,9 +24,14 @@
  * the senders', that is the whole senders' round, so the client can skip it:
  * one round of messages per iteration instead of two.
  *
- * Every index is checked against n and m before use, and a partition's
- * in_off must not decrease: a bad record gets GB_SLOT_HANDLER_ERROR and
- * nothing outside the arrays is touched. */
+ * Sums are accumulated in double (a vertex's in-edge sum, the L1 delta, the
+ * dangling and rank sums); ranks and contributions are stored as float.
+ *
+ * Every record names its job (pagerank_layout.h) and works in that job's
+ * slice of the arena only. Every index is checked against n and m before
+ * use, and a partition's in_off must not decrease: a bad record gets
+ * GB_SLOT_HANDLER_ERROR with a gb_pr_err in aux, and nothing outside the
+ * arrays is touched. The functions below return 0 or a gb_pr_err. */
 #ifndef GB_PAGERANK_H
 #define GB_PAGERANK_H
 
@@ -36,65 +41,102 @@
 #include "pagerank_layout.h"
 #include "pagerank_pull.h"
 
-GB_HD uint16_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len)
+#define GB_PR_E_TOO_LARGE 0x100u /* not a gb_pr_err: the reply does not fit (GB_SLOT_TOO_LARGE) */
+
+/* Lays out the job's slice (claimed by gb_pr_job_claim) for n vertices and m
+ * edges, ranks 1/n. jc: the slice's context; fresh: a new slice (its bytes
+ * are another job's leftovers, gen included). */
+GB_HD uint32_t gb_pr_graph_layout(const gb_grain_ctx_t *jc, uint64_t n, uint64_t m, int fresh, uint64_t serial)
 {
-    if (in_len != 16 || !c->arena)
-        return GB_SLOT_HANDLER_ERROR;
     gb_pr_dir_t d;
     memset(&d, 0, sizeof d);
-    uint64_t n = gb_pr_u64(in), m = gb_pr_u64(in + 8);
-    if (n == 0 || n > 0xffffffffull || m > (1ull << 40) || gb_pr_layout(&d, n, m) > c->arena_size)
-        return GB_SLOT_HANDLER_ERROR; /* does not fit: raise arena_mb */
+    gb_pr_layout(&d, n, m);
     /* Unpublish, lay out, initialise, publish (magic last). */
-    if (c->rank == 0)
-        *(volatile uint64_t *)c->arena = 0;
-    float *rank = (float *)(c->arena + d.off_rank), *x = (float *)(c->arena + d.off_x);
-    float *sum = (float *)(c->arena + d.off_sum);
-    uint32_t *outdeg = (uint32_t *)(c->arena + d.off_outdeg);
-    uint64_t *in_off = (uint64_t *)(c->arena + d.off_in_off);
+    if (jc->rank == 0) {
+        *(volatile uint64_t *)jc->arena = 0;
+        if (fresh) /* a generation no partition of this slice can have seen */
+            *(volatile uint64_t *)(jc->arena + GB_PR_GEN_OFF) = serial << 24;
+    }
+    float *rank = (float *)(jc->arena + d.off_rank), *x = (float *)(jc->arena + d.off_x);
+    double *sum = (double *)(jc->arena + d.off_sum);
+    uint32_t *outdeg = (uint32_t *)(jc->arena + d.off_outdeg);
+    uint64_t *in_off = (uint64_t *)(jc->arena + d.off_in_off);
     const float r0 = (float)(1.0 / (double)n);
-    for (uint64_t v = c->rank; v < n; v += c->size) {
+    for (uint64_t v = jc->rank; v < n; v += jc->size) {
         rank[v] = r0;
         x[v] = 0.0f;
         x[n + v] = 0.0f;
-        sum[v] = 0.0f;
+        sum[v] = 0.0;
         outdeg[v] = 0;
         in_off[v] = 0;
     }
-    if (c->rank == 0)
+    if (jc->rank == 0)
         in_off[n] = 0;
-    gb_team_sync(c);
+    gb_team_sync(jc);
 #if defined(__CUDA_ARCH__)
     __threadfence();
 #endif
-    if (c->rank == 0) {
+    if (jc->rank == 0) {
         /* every field but magic and gen; gen moves by an atomic add, so that
          * a bump by a record running meanwhile is not lost */
         const unsigned char *ds = (const unsigned char *)&d;
-        memcpy(c->arena + 8, ds + 8, GB_PR_GEN_OFF - 8);
-        memcpy(c->arena + GB_PR_GEN_OFF + 8, ds + GB_PR_GEN_OFF + 8, sizeof d - GB_PR_GEN_OFF - 8);
-        gb_pr_bump_gen(c); /* fences the fields above */
+        memcpy(jc->arena + 8, ds + 8, GB_PR_GEN_OFF - 8);
+        memcpy(jc->arena + GB_PR_GEN_OFF + 8, ds + GB_PR_GEN_OFF + 8, sizeof d - GB_PR_GEN_OFF - 8);
+        gb_pr_bump_gen(jc); /* fences the fields above */
 #if defined(__CUDA_ARCH__)
         __threadfence();
 #else
         __atomic_thread_fence(__ATOMIC_RELEASE);
 #endif
-        *(volatile uint64_t *)c->arena = GB_PR_MAGIC;
+        *(volatile uint64_t *)jc->arena = GB_PR_MAGIC;
     }
-    gb_team_sync(c);
-    return GB_SLOT_OK;
+    gb_team_sync(jc);
+    return 0;
+}
+
+/* GRAPH_INIT: claims the job's slice (one thread, under the table's lock),
+ * then the team lays it out. *aux gets the MiB the graph needs when the
+ * arena has no room. */
+GB_HD uint32_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len, uint32_t *aux)
+{
+    if (in_len != GB_PR_PAIR_LEN || !c->arena)
+        return GB_PR_E_RECORD;
+    gb_pr_dir_t d;
+    const uint64_t n = gb_pr_u64(in), m = gb_pr_u64(in + 8);
+    const uint32_t job = gb_pr_u32(in + 16), flags = gb_pr_u32(in + 20);
+    if (n == 0 || n > 0xffffffffull || m > (1ull << 40))
+        return GB_PR_E_RANGE;
+    const uint64_t need = gb_pr_layout(&d, n, m);
+    int fresh = 0;
+    double err = 0;
+    if (c->rank == 0)
+        err = gb_pr_job_claim(c, job, flags, need, &fresh) + (fresh ? 0.5 : 0.0);
+    err = gb_team_sum(c, err); /* to the whole team: exact in a double */
+    fresh = err - (double)(uint32_t)err != 0.0;
+    if ((uint32_t)err) {
+        if ((uint32_t)err == GB_PR_E_ARENA_SMALL || (uint32_t)err == GB_PR_E_ARENA_FULL)
+            *aux = (uint32_t)(((need + (1u << 20) - 1) >> 20) << 8);
+        return (uint32_t)err;
+    }
+    gb_grain_ctx_t jc;
+    uint64_t serial;
+    if (!gb_pr_job_find(c, job, &jc, &serial))
+        return GB_PR_E_NO_GRAPH; /* a JOB_END of the same job ran meanwhile */
+    return gb_pr_graph_layout(&jc, n, m, fresh, serial);
 }
 
 /* PARTITION_INIT, both roles. */
-GB_HD uint16_t gb_pr_partition_init(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender,
+GB_HD uint32_t gb_pr_partition_init(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender, uint64_t serial,
                                     const unsigned char *in, uint32_t in_len)
 {
     gb_pr_dir_t d;
-    if (in_len != 16 || !gb_pr_dir_read(c, &d))
-        return GB_SLOT_HANDLER_ERROR;
+    if (in_len != GB_PR_PAIR_LEN)
+        return GB_PR_E_RECORD;
+    if (!gb_pr_dir_read(c, &d))
+        return GB_PR_E_NO_GRAPH;
     uint64_t first = gb_pr_u64(in), count = gb_pr_u64(in + 8);
     if (first > d.n || count > d.n - first)
-        return GB_SLOT_HANDLER_ERROR;
+        return GB_PR_E_RANGE;
     if (sender) {
         float *rank = (float *)(c->arena + d.off_rank);
         const float r0 = (float)(1.0 / (double)d.n);
@@ -105,26 +147,30 @@ GB_HD uint16_t gb_pr_partition_init(const gb_grain_ctx_t *c, gb_pr_part_t *st, i
     if (c->rank == 0) {
         st->first = first;
         st->count = count;
-        st->ready = 1;
+        st->serial = serial;
         st->dst_gen = 0;
     }
     gb_team_sync(c);
-    return GB_SLOT_OK;
+    return 0;
 }
 
 /* OUT_DEGREES / IN_OFFSETS / IN_EDGES: a chunk of one of the graph arrays. */
-GB_HD uint16_t gb_pr_load(const gb_grain_ctx_t *c, uint16_t type, const unsigned char *in, uint32_t in_len)
+GB_HD uint32_t gb_pr_load(const gb_grain_ctx_t *c, uint16_t type, const unsigned char *in, uint32_t in_len)
 {
     gb_pr_dir_t d;
-    if (in_len < GB_PR_CHUNK_HDR || !gb_pr_dir_read(c, &d))
-        return GB_SLOT_HANDLER_ERROR;
+    if (in_len < GB_PR_CHUNK_HDR)
+        return GB_PR_E_RECORD;
+    if (!gb_pr_dir_read(c, &d))
+        return GB_PR_E_NO_GRAPH;
     const uint64_t first = gb_pr_u64(in);
     const uint32_t count = gb_pr_u32(in + 8);
     const unsigned char *a = in + GB_PR_CHUNK_HDR;
     const uint32_t esz = type == GB_PR_MSG_IN_OFFSETS ? 8 : 4;
     const uint64_t limit = type == GB_PR_MSG_IN_EDGES ? d.m : type == GB_PR_MSG_IN_OFFSETS ? d.n + 1 : d.n;
-    if ((uint64_t)in_len != GB_PR_CHUNK_HDR + (uint64_t)esz * count || first > limit || count > limit - first)
-        return GB_SLOT_HANDLER_ERROR;
+    if ((uint64_t)in_len != GB_PR_CHUNK_HDR + (uint64_t)esz * count)
+        return GB_PR_E_RECORD;
+    if (first > limit || count > limit - first)
+        return GB_PR_E_RANGE;
     int bad = 0;
     if (type == GB_PR_MSG_OUT_DEGREES) {
         uint32_t *outdeg = (uint32_t *)(c->arena + d.off_outdeg);
@@ -152,21 +198,23 @@ GB_HD uint16_t gb_pr_load(const gb_grain_ctx_t *c, uint16_t type, const unsigned
                 in_src[first + i] = s;
         }
     }
-    return gb_team_any(c, bad) ? GB_SLOT_HANDLER_ERROR : GB_SLOT_OK;
+    return gb_team_any(c, bad) ? GB_PR_E_RANGE : 0;
 }
 
-GB_HD uint16_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len, unsigned char *out,
+GB_HD uint32_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len, unsigned char *out,
                            uint32_t out_cap, uint32_t *out_len)
 {
     gb_pr_dir_t d;
-    if (in_len != GB_PR_CHUNK_HDR || !gb_pr_dir_read(c, &d))
-        return GB_SLOT_HANDLER_ERROR;
+    if (in_len != GB_PR_CHUNK_HDR)
+        return GB_PR_E_RECORD;
+    if (!gb_pr_dir_read(c, &d))
+        return GB_PR_E_NO_GRAPH;
     const uint64_t first = gb_pr_u64(in);
     const uint32_t count = gb_pr_u32(in + 8);
     if (first > d.n || count > d.n - first)
-        return GB_SLOT_HANDLER_ERROR;
+        return GB_PR_E_RANGE;
     if (8 + (uint64_t)count * 4 > out_cap)
-        return GB_SLOT_TOO_LARGE;
+        return GB_PR_E_TOO_LARGE;
     const float *rank = (const float *)(c->arena + d.off_rank);
     for (uint32_t i = c->rank; i < count; i += c->size) {
         float r = GB_LOAD_SHARED(&rank[first + i]);
@@ -176,7 +224,7 @@ GB_HD uint16_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uin
         memcpy(out, &first, 8);
     *out_len = 8 + 4u * count;
     gb_team_sync(c);
-    return GB_SLOT_OK;
+    return 0;
 }
 
 /* Vertex v's contribution x[v] = r / outdeg, 0 for a dangling vertex (out-
@@ -187,99 +235,125 @@ GB_HD float gb_pr_contribute(float *x, uint64_t v, float r, uint32_t outdeg)
     return outdeg ? 0.0f : r;
 }
 
-GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender, const unsigned char *in,
-                           uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len)
+/* The sender's START: its vertices' contributions into x; *a: their dangling
+ * rank, *sum: their rank. */
+GB_HD void gb_pr_send(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, float *x, uint64_t first, uint64_t end,
+                      double *a, double *sum)
 {
-    gb_pr_dir_t d;
-    if (in_len != GB_PR_START_LEN || out_cap < GB_PR_REPLY_LEN || !gb_pr_dir_read(c, &d) || !st->ready)
-        return GB_SLOT_HANDLER_ERROR;
-    const uint32_t iteration = gb_pr_u32(in);
-    const double damping = gb_pr_f64(in + 8), dangling = gb_pr_f64(in + 16);
-    const uint64_t n = gb_pr_u64(in + 24);
-    if (n != d.n || !(damping >= 0.0 && damping <= 1.0) || !(dangling >= 0.0 && dangling <= 2.0))
-        return GB_SLOT_HANDLER_ERROR;
-    /* A partition set up for an earlier, larger graph: re-check its range. */
-    if (st->first > d.n || st->count > d.n - st->first)
-        return GB_SLOT_HANDLER_ERROR;
-    const uint64_t first = st->first, end = st->first + st->count;
-    float *rank = (float *)(c->arena + d.off_rank);
-    float *x = (float *)(c->arena + d.off_x) + (iteration & 1u) * d.n; /* this iteration's half */
-    const uint32_t *outdeg = (const uint32_t *)(c->arena + d.off_outdeg);
-    double a = 0.0, sum = 0.0, next_dangling = 0.0;
-    float *xn = NULL; /* aggregator with GB_PR_START_NEXT: the next iteration's contributions */
+    const float *rank = (const float *)(c->arena + d->off_rank);
+    const uint32_t *outdeg = (const uint32_t *)(c->arena + d->off_outdeg);
     /* Vertex loops take GB_PR_BATCH vertices per thread at a time, their
      * loads first: on the GPU they are latency-bound. */
     const uint64_t stride = c->size;
-    if (sender) {
-        for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
-            float r[GB_PR_BATCH];
-            uint32_t k[GB_PR_BATCH];
-            for (int j = 0; j < GB_PR_BATCH; j++) {
-                const uint64_t v = v0 + j * stride;
-                r[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
-                k[j] = v < end ? GB_LOAD_SHARED(&outdeg[v]) : 1u;
-            }
-            for (int j = 0; j < GB_PR_BATCH; j++) {
-                const uint64_t v = v0 + j * stride;
-                if (v >= end)
-                    break;
-                a += gb_pr_contribute(x, v, r[j], k[j]);
-                sum += r[j];
+    for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
+        float r[GB_PR_BATCH];
+        uint32_t k[GB_PR_BATCH];
+        for (int j = 0; j < GB_PR_BATCH; j++) {
+            const uint64_t v = v0 + j * stride;
+            r[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
+            k[j] = v < end ? GB_LOAD_SHARED(&outdeg[v]) : 1u;
+        }
+        for (int j = 0; j < GB_PR_BATCH; j++) {
+            const uint64_t v = v0 + j * stride;
+            if (v >= end)
+                break;
+            *a += gb_pr_contribute(x, v, r[j], k[j]);
+            *sum += r[j];
+        }
+    }
+}
+
+/* The aggregator's START: new ranks of [first, end) from the contributions x
+ * (and into xn, the next iteration's, unless NULL); *a: their L1 delta, *sum:
+ * their rank, *next_dangling: the dangling rank of the new ranks. base is the
+ * teleport and dangling share of every vertex. */
+GB_HD void gb_pr_aggregate(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const float *x, float *xn, double base,
+                           double damping, uint64_t first, uint64_t end, double *a, double *sum,
+                           double *next_dangling)
+{
+    float *rank = (float *)(c->arena + d->off_rank);
+    const uint32_t *outdeg = (const uint32_t *)(c->arena + d->off_outdeg);
+#if defined(__CUDA_ARCH__)
+    const uint64_t stride = c->size;
+    gb_pr_pull_edges(c, d, x, first, end);
+    double *acc = (double *)(c->arena + d->off_sum);
+    for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
+        double in[GB_PR_BATCH];
+        float old[GB_PR_BATCH];
+        uint32_t k[GB_PR_BATCH];
+#pragma unroll
+        for (int j = 0; j < GB_PR_BATCH; j++) {
+            const uint64_t v = v0 + j * stride;
+            /* read and cleared for the next round in one step, at L2,
+             * where the block's atomics landed */
+            in[j] = v < end ? __longlong_as_double((long long)atomicExch((unsigned long long *)&acc[v], 0ull)) : 0.0;
+            old[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
+            k[j] = v < end && xn ? GB_LOAD_SHARED(&outdeg[v]) : 1u;
+        }
+#pragma unroll
+        for (int j = 0; j < GB_PR_BATCH; j++) {
+            const uint64_t v = v0 + j * stride;
+            if (v < end) {
+                const float nr = (float)(base + damping * in[j]);
+                *a += fabs((double)nr - (double)old[j]);
+                *sum += nr;
+                rank[v] = nr;
+                if (xn)
+                    *next_dangling += gb_pr_contribute(xn, v, nr, k[j]);
             }
         }
+    }
+#else
+    const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
+    const uint32_t *src = (const uint32_t *)(c->arena + d->off_in_src);
+    for (uint64_t v = first; v < end; v++) {
+        /* clamped: records on other lanes may change in_off meanwhile */
+        const uint64_t e0 = in_off[v] < d->m ? in_off[v] : d->m, e1 = in_off[v + 1] < d->m ? in_off[v + 1] : d->m;
+        const float nr = (float)(base + damping * gb_pr_pull(x, src, d->n, e0, e1)), old = rank[v];
+        *a += fabs((double)nr - (double)old);
+        *sum += nr;
+        rank[v] = nr;
+        if (xn)
+            *next_dangling += gb_pr_contribute(xn, v, nr, outdeg[v]);
+    }
+#endif
+}
+
+GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender, const unsigned char *in,
+                           uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len)
+{
+    gb_pr_dir_t d;
+    if (in_len != GB_PR_START_LEN || out_cap < GB_PR_REPLY_LEN)
+        return GB_PR_E_RECORD;
+    if (!gb_pr_dir_read(c, &d))
+        return GB_PR_E_NO_GRAPH;
+    const uint32_t iteration = gb_pr_u32(in);
+    const double damping = gb_pr_f64(in + 8), dangling = gb_pr_f64(in + 16);
+    const uint64_t n = gb_pr_u64(in + 24);
+    if (n != d.n)
+        return GB_PR_E_NODE_COUNT;
+    if (!(damping >= 0.0 && damping <= 1.0) || !(dangling >= 0.0 && dangling <= 2.0))
+        return GB_PR_E_PARAM;
+    /* A partition set up for an earlier, larger graph: re-check its range. */
+    if (st->first > d.n || st->count > d.n - st->first)
+        return GB_PR_E_PARTITION;
+    const uint64_t first = st->first, end = st->first + st->count;
+    float *x = (float *)(c->arena + d.off_x) + (iteration & 1u) * d.n; /* this iteration's half */
+    double a = 0.0, sum = 0.0, next_dangling = 0.0;
+    float *xn = NULL; /* aggregator with GB_PR_START_NEXT: the next iteration's contributions */
+    if (sender) {
+        gb_pr_send(c, &d, x, first, end, &a, &sum);
     } else {
-        const float df = (float)damping;
-        const float base = (float)((1.0 - damping) / (double)n + damping * dangling / (double)n);
+        const double base = (1.0 - damping) / (double)n + damping * dangling / (double)n;
         if (gb_pr_u32(in + 4) & GB_PR_START_NEXT) /* into the other half */
             xn = (float *)(c->arena + d.off_x) + (~iteration & 1u) * d.n;
         if (st->dst_gen != d.gen) { /* in_off changed: check it (GPU: and rebuild in_dst) */
             if (!gb_pr_prepare(c, &d, first, end))
-                return GB_SLOT_HANDLER_ERROR;
+                return GB_PR_E_OFFSETS;
             if (c->rank == 0)
                 st->dst_gen = d.gen;
         }
-#if defined(__CUDA_ARCH__)
-        gb_pr_pull_edges(c, &d, x, first, end);
-        float *acc = (float *)(c->arena + d.off_sum);
-        for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
-            float in[GB_PR_BATCH], old[GB_PR_BATCH];
-            uint32_t k[GB_PR_BATCH];
-#pragma unroll
-            for (int j = 0; j < GB_PR_BATCH; j++) {
-                const uint64_t v = v0 + j * stride;
-                /* read and cleared for the next round in one step, at L2,
-                 * where the block's atomics landed */
-                in[j] = v < end ? atomicExch(&acc[v], 0.0f) : 0.0f;
-                old[j] = v < end ? GB_LOAD_SHARED(&rank[v]) : 0.0f;
-                k[j] = v < end && xn ? GB_LOAD_SHARED(&outdeg[v]) : 1u;
-            }
-#pragma unroll
-            for (int j = 0; j < GB_PR_BATCH; j++) {
-                const uint64_t v = v0 + j * stride;
-                if (v < end) {
-                    const float nr = base + df * in[j];
-                    a += fabsf(nr - old[j]);
-                    sum += nr;
-                    rank[v] = nr;
-                    if (xn)
-                        next_dangling += gb_pr_contribute(xn, v, nr, k[j]);
-                }
-            }
-        }
-#else
-        const uint64_t *in_off = (const uint64_t *)(c->arena + d.off_in_off);
-        const uint32_t *src = (const uint32_t *)(c->arena + d.off_in_src);
-        for (uint64_t v = first; v < end; v++) {
-            /* clamped: records on other lanes may change in_off meanwhile */
-            const uint64_t e0 = in_off[v] < d.m ? in_off[v] : d.m, e1 = in_off[v + 1] < d.m ? in_off[v + 1] : d.m;
-            const float nr = base + df * gb_pr_pull(x, src, n, e0, e1), old = rank[v];
-            a += fabsf(nr - old);
-            sum += nr;
-            rank[v] = nr;
-            if (xn)
-                next_dangling += gb_pr_contribute(xn, v, nr, outdeg[v]);
-        }
-#endif
+        gb_pr_aggregate(c, &d, x, xn, base, damping, first, end, &a, &sum, &next_dangling);
     }
     a = gb_team_sum(c, a);
     sum = gb_team_sum(c, sum);
@@ -287,42 +361,80 @@ GB_HD uint16_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
         next_dangling = gb_team_sum(c, next_dangling);
     if (c->rank == 0)
         gb_pr_reply(out, a, sum, st->count, next_dangling, out_len);
-    return GB_SLOT_OK;
+    return 0;
+}
+
+/* Which types each role takes (1 sender, 0 aggregator). */
+GB_HD int gb_pr_takes(int sender, uint16_t type)
+{
+    switch (type) {
+    case GB_PR_MSG_START:
+    case GB_PR_MSG_PARTITION_INIT: return 1;
+    case GB_PR_MSG_GRAPH_INIT:
+    case GB_PR_MSG_OUT_DEGREES:
+    case GB_PR_MSG_JOB_END: return sender;
+    case GB_PR_MSG_IN_OFFSETS:
+    case GB_PR_MSG_IN_EDGES:
+    case GB_PR_MSG_RANK_QUERY: return !sender;
+    default: return 0;
+    }
+}
+
+/* Runs one record in its job's slice; 0 or a gb_pr_err (*aux: its detail). */
+GB_HD uint32_t gb_pr_run(const gb_grain_ctx_t *c, int sender, gb_pr_part_t *st, uint16_t type,
+                         const unsigned char *in, uint32_t in_len, unsigned char *out, uint32_t out_cap,
+                         uint32_t *out_len, uint32_t *aux)
+{
+    if (in_len < gb_pr_job_at(type) + 4)
+        return GB_PR_E_RECORD;
+    const uint32_t job = gb_pr_u32(in + gb_pr_job_at(type));
+    if (type == GB_PR_MSG_GRAPH_INIT)
+        return gb_pr_graph_init(c, in, in_len, aux);
+    if (type == GB_PR_MSG_JOB_END) {
+        if (in_len != GB_PR_PAIR_LEN || !c->arena)
+            return GB_PR_E_RECORD;
+        if (c->rank == 0)
+            gb_pr_job_end(c, job);
+        gb_team_sync(c);
+        return 0;
+    }
+    gb_grain_ctx_t jc;
+    uint64_t serial;
+    if (!gb_pr_job_find(c, job, &jc, &serial))
+        return GB_PR_E_NO_GRAPH;
+    switch (type) {
+    case GB_PR_MSG_PARTITION_INIT:
+        return gb_pr_partition_init(&jc, st, sender, serial, in, in_len);
+    case GB_PR_MSG_START:
+        if (st->serial != serial)
+            return GB_PR_E_PARTITION;
+        return gb_pr_start(&jc, st, sender, in, in_len, out, out_cap, out_len);
+    case GB_PR_MSG_RANK_QUERY:
+        return gb_pr_query(&jc, in, in_len, out, out_cap, out_len);
+    default:
+        return gb_pr_load(&jc, type, in, in_len);
+    }
 }
 
 GB_HD uint16_t gb_pr_on_message(const gb_grain_ctx_t *c, int sender, void *state, uint16_t type,
                                 const unsigned char *in, uint32_t in_len, unsigned char *out, uint32_t out_cap,
                                 uint32_t *out_len, uint32_t *aux)
 {
-    gb_pr_part_t *st = (gb_pr_part_t *)state;
     *out_len = 0;
     *aux = 0;
-    switch (type) {
-    case GB_PR_MSG_START:
-        return gb_pr_start(c, st, sender, in, in_len, out, out_cap, out_len);
-    case GB_PR_MSG_PARTITION_INIT:
-        return gb_pr_partition_init(c, st, sender, in, in_len);
-    case GB_PR_MSG_GRAPH_INIT:
-        if (sender)
-            return gb_pr_graph_init(c, in, in_len);
-        break;
-    case GB_PR_MSG_OUT_DEGREES:
-        if (sender)
-            return gb_pr_load(c, type, in, in_len);
-        break;
-    case GB_PR_MSG_IN_OFFSETS:
-    case GB_PR_MSG_IN_EDGES:
-        if (!sender)
-            return gb_pr_load(c, type, in, in_len);
-        break;
-    case GB_PR_MSG_RANK_QUERY:
-        if (!sender)
-            return gb_pr_query(c, in, in_len, out, out_cap, out_len);
-        break;
-    default:
-        break;
+    if (!gb_pr_takes(sender, type))
+        return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
+    const uint32_t err = gb_pr_run(c, sender, (gb_pr_part_t *)state, type, in, in_len, out, out_cap, out_len, aux);
+    if (err == GB_PR_E_TOO_LARGE)
+        return GB_SLOT_TOO_LARGE;
+    if (err) {
+        *out_len = 0;
+        *aux |= err;
+        return GB_SLOT_HANDLER_ERROR;
     }
-    return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
+    /* the job whose slice answered, for the client to check */
+    *aux = in_len >= gb_pr_job_at(type) + 4 ? gb_pr_u32(in + gb_pr_job_at(type)) : 0;
+    return GB_SLOT_OK;
 }
 
 #endif

@@ -11,11 +11,11 @@
  * cleared when a graph is laid out, so it may hold anything). */
 GB_HD float gb_pr_x(const float *x, uint32_t u, uint64_t n) { return u < n ? GB_LOAD_SHARED(&x[u]) : 0.0f; }
 
-/* Sum of x over the in-edges [e0, e1) of one vertex (the CPU's pull); four
- * independent gathers in flight. */
-GB_HD float gb_pr_pull(const float *x, const uint32_t *src, uint64_t n, uint64_t e0, uint64_t e1)
+/* Sum of x over the in-edges [e0, e1) of one vertex (the CPU's pull), in
+ * double; four independent gathers in flight. */
+GB_HD double gb_pr_pull(const float *x, const uint32_t *src, uint64_t n, uint64_t e0, uint64_t e1)
 {
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     uint64_t e = e0;
     for (; e + 4 <= e1; e += 4) {
         s0 += gb_pr_x(x, src[e], n);
@@ -65,7 +65,7 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
     return !gb_team_any(c, bad);
 }
 
-/* Adds x[src[e]] to acc[dst[e]] for every in-edge of the partition (edges
+/* Adds x[src[e]] to acc[dst[e]] (double) for every in-edge of the partition (edges
  * [in_off[first], in_off[end]), which only this partition's vertices
  * receive). The block walks the edges in order, GB_PR_EDGES consecutive
  * edges per thread: its src and dst come in 16-byte loads past L1 (a warp's
@@ -77,6 +77,8 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
  * in_dst); edges outside it, and in_dst entries naming a vertex outside the
  * partition (see gb_pr_prepare), are skipped: every atomic lands in the
  * partition's own accumulators.
+ * The sums are double: a hub's float sum of many small contributions loses
+ * the tolerance.
  * L2's rate for random 4-byte gathers sets the pace (docs/performance.md),
  * not the instruction count or DRAM: a warp per 32 edges with a segmented
  * scan, L2 eviction hints, or gathers through L1 run no faster. */
@@ -87,7 +89,7 @@ static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir
     const uint64_t *in_off = (const uint64_t *)(c->arena + d->off_in_off);
     const uint32_t *src = (const uint32_t *)(c->arena + d->off_in_src);
     const uint32_t *dst = (const uint32_t *)(c->arena + d->off_in_dst);
-    float *acc = (float *)(c->arena + d->off_sum);
+    double *acc = (double *)(c->arena + d->off_sum);
     const uint64_t p0 = min(GB_LOAD_SHARED(&in_off[first]), d->m), p1 = min(GB_LOAD_SHARED(&in_off[end]), d->m);
     const uint64_t n = d->n;
     const uint32_t lo = (uint32_t)first, count = (uint32_t)(end - first); /* n < 2^32 */
@@ -97,22 +99,22 @@ static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir
         const uint4 d0 = __ldcg((const uint4 *)&dst[e0]), d1 = __ldcg((const uint4 *)&dst[e0 + 4]);
         const uint32_t u[GB_PR_EDGES] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
         uint32_t r[GB_PR_EDGES] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
-        float val[GB_PR_EDGES];
+        double val[GB_PR_EDGES];
 #pragma unroll
         for (int j = 0; j < GB_PR_EDGES; j++) {
             const bool in = e0 + j >= p0 && e0 + j < p1 && r[j] - lo < count;
             r[j] = in ? r[j] : 0xffffffffu;
-            val[j] = in ? gb_pr_x(x, u[j], n) : 0.0f;
+            val[j] = in ? (double)gb_pr_x(x, u[j], n) : 0.0;
         }
         uint32_t cur = 0xffffffffu;
-        float run = 0.0f;
+        double run = 0.0;
 #pragma unroll
         for (int j = 0; j < GB_PR_EDGES; j++) {
             if (r[j] != cur) {
                 if (cur != 0xffffffffu)
                     atomicAdd(&acc[cur], run);
                 cur = r[j];
-                run = 0.0f;
+                run = 0.0;
             }
             run += val[j];
         }

@@ -5,15 +5,24 @@ graph, in one run: CuPy (cuSPARSE SpMV) on a GPU machine, SciPy on a CPU one.
 
     bench_pagerank.py --build BUILD --mode persistent --ref cupy --scales 20 22
     bench_pagerank.py --build BUILD --mode cpu --ref scipy --scales 16 18
+    bench_pagerank.py --build BUILD --compare-build OLD_BUILD --mode persistent --ref cupy --scales 20 22
 
 For each Kronecker scale (edge factor 16) a bridge is started, the driver loads the graph, iterates to the
 tolerance and reports its time per iteration (every message round included;
 --ways two also runs it with a senders' round per iteration, for comparing);
 then the bridge is stopped (its resident kernels would share the GPU
 with the reference) and the reference runs the same number of iterations of the same recurrence
-(networkx's, float32 like the grains) on the CSR the driver wrote, timed
-after a warm-up (the median of three runs). The ranks of both are compared (L1). Prints a table and a
-JSON line."""
+(networkx's, float32 like the grains' ranks) on the CSR the driver wrote, timed
+after a warm-up (the median of three runs): the speed comparison.
+
+Accuracy is measured against the exact PageRank: the same recurrence in float64 run until it no
+longer moves (L1 step below 1e-13), not against the float32 reference, whose own sums are float32.
+Rows give the driver's L1 to it (l1_vs_exact), the float32 reference's (ref_l1_vs_exact), and the
+driver's host-verified error bound.
+
+--compare-build runs the same graphs with a second build (bridge and driver), in the same run and
+on the same device: e.g. the build before the grains' sums went to double, for old-vs-new figures.
+Prints a table and a JSON line."""
 import argparse
 import json
 import os
@@ -41,8 +50,9 @@ def load_csr(path):
 
 def reference(ref, n, m, in_off, in_src, outdeg, iters, d):
     """Power iteration x' = d * (A x + dangling / n) + (1 - d) / n with
-    A[v, u] = 1 / outdeg[u] for each edge u -> v. Returns (seconds per
-    iteration, ranks as float64 numpy)."""
+    A[v, u] = 1 / outdeg[u] for each edge u -> v, in float32. Returns (seconds
+    per iteration, ranks as float64 numpy). iters None: the exact PageRank
+    (float64, until it no longer moves), untimed."""
     inv = np.where(outdeg > 0, 1.0 / np.maximum(outdeg, 1), 0.0).astype(np.float32)
     data = inv[in_src]
     if ref == "cupy":
@@ -68,6 +78,20 @@ def reference(ref, n, m, in_off, in_src, outdeg, iters, d):
         sync()
         return x
 
+    if iters is None:  # the exact PageRank: float64, until it no longer moves
+        A64 = A.astype(xp.float64)
+        x = xp.full(n, 1.0 / n, dtype=xp.float64)
+        for _ in range(2000):
+            dsum = float(x[dangling].sum())
+            nx_ = d * (A64 @ x) + (d * dsum / n + (1.0 - d) / n)
+            step = float(xp.abs(nx_ - x).sum())
+            x = nx_
+            if step < 1e-13:
+                break
+        if ref == "cupy":
+            x = x.get()
+        return 0.0, np.asarray(x, dtype=np.float64)
+
     run(3)  # warm-up (cuSPARSE handles, kernels, memory pool)
     times = []
     for _ in range(3):  # the median of three timed runs: one run was seen 4x slow on a shared host
@@ -83,6 +107,9 @@ def reference(ref, n, m, in_off, in_src, outdeg, iters, d):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
+    ap.add_argument("--compare-build", default=None,
+                    help="a second build whose bridge and driver run the same graphs in the same run "
+                         "(e.g. main before a change), rows labelled by build")
     ap.add_argument("--mode", default="persistent")
     ap.add_argument("--ref", choices=["cupy", "scipy"], default="cupy")
     ap.add_argument("--scales", type=int, nargs="+", default=[20, 22])
@@ -102,9 +129,9 @@ def main():
         f.write(f'endpoints = [ "{sock}" ];\nmode = "{a.mode}";\narena_mb = {a.arena_mb};\n')
     gbctl = os.path.join(a.build, "client/gbctl")
 
-    def start_bridge():
+    def start_bridge(build):
         log = open(os.path.join(tmp, "bridge.log"), "a")
-        b = subprocess.Popen([os.path.join(a.build, "bridge/gpubridge"), "--config", cfg], stderr=log)
+        b = subprocess.Popen([os.path.join(build, "bridge/gpubridge"), "--config", cfg], stderr=log)
         for _ in range(300):
             if subprocess.run([gbctl, "--endpoint", sock, "--timeout", "200", "list"],
                               capture_output=True).returncode == 0:
@@ -126,14 +153,15 @@ def main():
         csr = os.path.join(tmp, f"k{s}.csr")
         rbin = os.path.join(tmp, f"k{s}.ranks")
         runs = []
-        for way in a.ways:
-            cmd = [os.path.join(a.build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
+        builds = [("new", a.build)] + ([("old", a.compare_build)] if a.compare_build else [])
+        for (label, build), way in [(b, w) for b in builds for w in a.ways]:
+            cmd = [os.path.join(build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
                    "--edgefactor", str(a.edgefactor), "-p", str(a.partitions), "-t", str(a.tolerance),
                    "-k", "0", "-j", "--write-csr", csr, "--ranks-bin", rbin]
             if way == "two":
                 cmd.append("--two-rounds")
             print("$", " ".join(cmd), flush=True)
-            bridge = start_bridge()
+            bridge = start_bridge(build)
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True)
             finally:
@@ -144,24 +172,30 @@ def main():
                 print(p.stdout)
                 sys.exit(f"driver failed at scale {s}")
             res = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
-            runs.append((way, res, np.fromfile(rbin, dtype="<f8")))
+            runs.append((label, way, res, np.fromfile(rbin, dtype="<f8")))
         n, m, in_off, in_src, outdeg = load_csr(csr)
-        for way, res, ours in runs:
+        _, exact = reference(a.ref, n, m, in_off, in_src, outdeg, None, 0.85)
+        for label, way, res, ours in runs:
             ref_dt, ref_x = reference(a.ref, n, m, in_off, in_src, outdeg, res["iterations"], 0.85)
-            l1 = float(np.abs(ours - ref_x).sum())
-            rows.append({"scale": s, "vertices": n, "edges": m, "iterations": res["iterations"],
+            rows.append({"scale": s, "build": label, "vertices": n, "edges": m, "iterations": res["iterations"],
                          "mode": res["mode"], "rounds": way, "partitions": res["partitions"],
                          "bridge_ms": res["ms_per_iter"], "ref": a.ref, "ref_ms": ref_dt * 1e3,
                          "ratio": res["ms_per_iter"] / (ref_dt * 1e3),
-                         "bridge_gedges": m / res["ms_per_iter"] / 1e6, "l1_vs_ref": l1})
+                         "bridge_gedges": m / res["ms_per_iter"] / 1e6,
+                         "l1_delta": res["l1_delta"], "error_bound": res.get("error_bound"),
+                         "l1_vs_exact": float(np.abs(ours - exact).sum()),
+                         "ref_l1_vs_exact": float(np.abs(ref_x - exact).sum()),
+                         "l1_vs_ref": float(np.abs(ours - ref_x).sum())})
         for f in (csr, rbin):
             os.unlink(f)
-    print(f"\n{'scale':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'rounds':>6} {'bridge ms/it':>12} "
-          f"{a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs ref':>10}")
+    print(f"\n{'scale':>5} {'build':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'rounds':>6} "
+          f"{'bridge ms/it':>12} {a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs exact':>11} "
+          f"{'ref L1 vs exact':>15} {'bound':>9}")
     for r in rows:
-        print(f"{r['scale']:>5} {r['vertices']:>10} {r['edges']:>11} {r['iterations']:>5} {r['mode']:>10} "
-              f"{r['rounds']:>6} {r['bridge_ms']:>12.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} "
-              f"{r['bridge_gedges']:>9.2f} {r['l1_vs_ref']:>10.2e}")
+        bound = f"{r['error_bound']:.2e}" if r["error_bound"] is not None else "-"
+        print(f"{r['scale']:>5} {r['build']:>5} {r['vertices']:>10} {r['edges']:>11} {r['iterations']:>5} "
+              f"{r['mode']:>10} {r['rounds']:>6} {r['bridge_ms']:>12.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} "
+              f"{r['bridge_gedges']:>9.2f} {r['l1_vs_exact']:>11.2e} {r['ref_l1_vs_exact']:>15.2e} {bound:>9}")
     print(json.dumps({"bench": "pagerank", "rows": rows}))
 
 

@@ -136,6 +136,20 @@ static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, 
 int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
                       uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
 {
+    return gbi_codec_request_key(kind, 0, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+const char *gbi_codec_error(int kind, const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    if (hdr->status == GB_SLOT_HANDLER_ERROR && (kind == GB_GRAIN_PR_SENDER || kind == GB_GRAIN_PR_AGGREGATOR))
+        return gbi_codec_pr_error(kind == GB_GRAIN_PR_SENDER, hdr, buf, cap);
+    return NULL;
+}
+
+int gbi_codec_request_key(int kind, uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len,
+                          unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
+                          size_t errlen)
+{
     switch (kind) {
     case GB_GRAIN_ECHO:
         return echo_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
@@ -143,7 +157,7 @@ int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t
         return vecadd_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
     case GB_GRAIN_PR_SENDER:
     case GB_GRAIN_PR_AGGREGATOR:
-        return gbi_codec_pr_request(kind == GB_GRAIN_PR_SENDER, message_type, pb, len, rec, cap, rec_len,
+        return gbi_codec_pr_request(kind == GB_GRAIN_PR_SENDER, key, message_type, pb, len, rec, cap, rec_len,
                                     slot_type, err, errlen);
     default:
         snprintf(err, errlen, "grain type has no codec");

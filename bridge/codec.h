@@ -15,12 +15,21 @@
  * error, a sentence in err. *slot_type is the ring message type to use. */
 int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
                       uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen);
+/* The same for the envelope's key (PageRank records carry the job, its upper
+ * half); gbi_codec_request is this with key 0. */
+int gbi_codec_request_key(int kind, uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len,
+                          unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
+                          size_t errlen);
 
 /* Decodes a reply record into the grain's protobuf reply; writes the bytes
  * into out (cap bytes), sets *out_len and *message_type. Returns 0, or -1 if
  * out is too small or the record is malformed (an internal error). */
 int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
                     size_t *out_len, uint32_t *message_type);
+
+/* A grain-specific text for an error reply (status hdr->status, detail in
+ * hdr->aux), written into buf; NULL when the grain gives none. */
+const char *gbi_codec_error(int kind, const gb_slot_hdr_t *hdr, char *buf, size_t cap);
 
 /* Largest protobuf reply for a record of rec_len bytes (for buffer sizing). */
 size_t gbi_codec_reply_bound(int kind, uint32_t rec_len);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grain.h"
+#include "log.h"
 #include "pagerank.pb-c.h"
 #include "pb_wire.h"
 
@@ -95,8 +96,12 @@ static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
     return r;
 }
 
-int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, unsigned char *rec, uint32_t cap,
-                         uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+static uint64_t g_arena_bytes; /* the engine's arena (for messages) */
+
+void gbi_codec_pr_set_arena(uint64_t bytes) { g_arena_bytes = bytes; }
+
+static int pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, unsigned char *rec, uint32_t cap,
+                      uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
 {
     const char *who = sender ? "pagerank.sender" : "pagerank.aggregator";
     int st = ST_OK;
@@ -135,9 +140,20 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
             st = ST_MALFORMED;
         } else {
             *rec_len = gb_pr_rec_pair(rec, m->node_count, m->edge_count);
+            const uint32_t flags = m->new_job ? GB_PR_INIT_NEW : 0u;
+            memcpy(rec + 20, &flags, 4);
             *slot_type = GB_PR_MSG_GRAPH_INIT;
         }
         gpubridge__graph_init__free_unpacked(m, NULL);
+        return st;
+    }
+    case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END: {
+        if (!sender)
+            break;
+        UNPACK(JobEnd, gpubridge__job_end, m);
+        *rec_len = gb_pr_rec_pair(rec, 0, 0);
+        *slot_type = GB_PR_MSG_JOB_END;
+        gpubridge__job_end__free_unpacked(m, NULL);
         return st;
     }
     case GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT: {
@@ -191,9 +207,74 @@ int gbi_codec_pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len,
     default:
         break;
     }
-    snprintf(err, errlen, "%s has no message type %u (see pagerank.proto: the sender takes 1, 9, 10, 11; "
+    snprintf(err, errlen, "%s has no message type %u (see pagerank.proto: the sender takes 1, 9, 10, 11, 15; "
                           "the aggregator 1, 10, 12, 13, 14)", who, mt);
     return ST_UNKNOWN;
+}
+
+int gbi_codec_pr_request(int sender, uint64_t key, uint32_t mt, const uint8_t *pb, size_t len, unsigned char *rec,
+                         uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    int st = pr_request(sender, mt, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+    if (st == ST_OK) /* the job: the key's upper half (pagerank_layout.h) */
+        gb_pr_rec_set_job(rec, *slot_type, (uint32_t)(key >> 32));
+    return st;
+}
+
+const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    const uint32_t code = hdr->aux & 0xff, mib = hdr->aux >> 8, job = (uint32_t)(hdr->key >> 32);
+    const unsigned long long have = (unsigned long long)(g_arena_bytes >> 20);
+    const char *who = sender ? "pagerank.sender" : "pagerank.aggregator";
+    switch (code) {
+    case GB_PR_E_RECORD:
+        snprintf(buf, cap, "%s: malformed record (job %u)", who, job);
+        break;
+    case GB_PR_E_NO_GRAPH:
+        snprintf(buf, cap, "%s: job %u has no graph (send GraphInit first; or the job was ended, or another "
+                           "driver's GraphInit for the same job id replaced it)", who, job);
+        break;
+    case GB_PR_E_RANGE:
+        snprintf(buf, cap, "%s: job %u: a vertex or edge index past the graph's node_count or edge_count", who,
+                 job);
+        break;
+    case GB_PR_E_ARENA_SMALL:
+        snprintf(buf, cap, "the graph needs %u MiB of the PageRank arena (32 bytes a vertex + 8 an edge), the "
+                           "arena is %llu MiB: raise arena_mb in the bridge's config to at least %llu",
+                 mib, have, (unsigned long long)mib + 1);
+        break;
+    case GB_PR_E_ARENA_FULL:
+        snprintf(buf, cap, "the graph needs %u MiB of the PageRank arena (32 bytes a vertex + 8 an edge) and the "
+                           "%llu MiB arena has no such room free: other jobs hold it; retry when they have "
+                           "ended, or raise arena_mb in the bridge's config", mib, have);
+        break;
+    case GB_PR_E_JOBS_FULL:
+        snprintf(buf, cap, "%d PageRank jobs hold the arena already (the most at once); retry when one has ended",
+                 GB_PR_MAX_JOBS);
+        break;
+    case GB_PR_E_JOB_EXISTS:
+        snprintf(buf, cap, "job %u is in use by another driver (GraphInit with new_job): pick another job id", job);
+        break;
+    case GB_PR_E_PARTITION:
+        snprintf(buf, cap, "%s: partition %u of job %u has no PartitionInit for the job's current graph, or its "
+                           "range is past the graph", who, (uint32_t)hdr->key, job);
+        break;
+    case GB_PR_E_NODE_COUNT:
+        snprintf(buf, cap, "%s: job %u: node_count is not the GraphInit's", who, job);
+        break;
+    case GB_PR_E_OFFSETS:
+        snprintf(buf, cap, "%s: job %u: the in-edge offsets decrease inside partition %u", who, job,
+                 (uint32_t)hdr->key);
+        break;
+    case GB_PR_E_PARAM:
+        snprintf(buf, cap, "%s: damping or dangling_rank out of range", who);
+        break;
+    default:
+        return NULL;
+    }
+    if (code == GB_PR_E_ARENA_SMALL || code == GB_PR_E_ARENA_FULL || code == GB_PR_E_JOBS_FULL)
+        GB_WARN("PageRank job %u refused: %s", job, buf);
+    return buf;
 }
 
 /* A double field at out + n unless it is 0 (proto3 leaves zeros out); the new length. */
@@ -223,10 +304,10 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
     switch (hdr->type) {
     case GB_PR_MSG_START: {
         /* RankAggregationResult, written in place (once per partition per
-         * round): l1_delta 2, nodes 3, dangling_rank 5, rank_sum 6; proto3
-         * leaves out zeros. At most 3 * 9 + 11 bytes (an aggregator's three
-         * doubles and nodes). */
-        if (hdr->len != GB_PR_REPLY_LEN || cap < 38)
+         * round): l1_delta 2, nodes 3, dangling_rank 5, rank_sum 6, job 7 (the
+         * grain's aux); proto3 leaves out zeros. At most 3 * 9 + 11 + 6 bytes
+         * (an aggregator's three doubles, nodes and job). */
+        if (hdr->len != GB_PR_REPLY_LEN || cap < 44)
             return -1;
         const gb_pr_result_t r = gb_pr_reply_read(rec);
         size_t n = put_double(out, 0, 2, sender ? 0.0 : r.a);
@@ -235,7 +316,12 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
             n += gb_pb_varint_put(out + n, r.nodes);
         }
         n = put_double(out, n, 5, sender ? r.a : r.next_dangling);
-        *out_len = put_double(out, n, 6, r.rank_sum);
+        n = put_double(out, n, 6, r.rank_sum);
+        if (hdr->aux) {
+            n += gb_pb_key_put(out + n, 7, GB_PB_VARINT);
+            n += gb_pb_varint_put(out + n, hdr->aux);
+        }
+        *out_len = n;
         *message_type = GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_AGGREGATION_RESULT;
         return 0;
     }
@@ -245,6 +331,7 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
         static double small[8000]; /* one server thread; a large query's (large_payload.h) are allocated */
         Gpubridge__NodeRankUpdateBatch b = GPUBRIDGE__NODE_RANK_UPDATE_BATCH__INIT;
         memcpy(&b.first_node, rec, 8);
+        b.job = hdr->aux;
         b.n_ranks = (hdr->len - 8) / 4;
         double *ranks = b.n_ranks <= 8000 ? small : malloc(b.n_ranks * sizeof *ranks);
         if (!ranks)
@@ -266,11 +353,12 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
         return 0;
     }
     default:
-        /* Loads and inits answer with an empty payload of their own type. */
+        /* Loads, inits and JobEnd answer with an empty payload: message type
+         * 0, as gpubridge.proto says of an empty payload. */
         if (hdr->len != 0)
             return -1;
         *out_len = 0;
-        *message_type = hdr->type;
+        *message_type = 0;
         return 0;
     }
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_pagerank.h"
 #include "grain.h"
 #include "log.h"
 
@@ -27,6 +28,10 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
             free(e);
             return aerr;
         }
+        gbi_codec_pr_set_arena(e->arena_size);
+        GB_INFO("PageRank arena: %u MiB (a graph takes 32 bytes a vertex + 8 an edge: about %llu vertices at "
+                "edge factor 16; concurrent jobs share it)", cfg->arena_mb,
+                (unsigned long long)((e->arena_size - GB_PR_TABLE_BYTES) / (32 + 8 * 16)));
     }
     for (size_t i = 0; i < cfg->n_grains; i++) {
         gb_engine_type_t *t = &e->types[e->n_types++];

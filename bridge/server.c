@@ -175,7 +175,9 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
                     reply_ok(s, r, h, p, pb, sizeof pb);
             }
         } else if (!(p->one_way && p->corr == 0)) {
-            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, slot_error(status), 0, NULL, 0);
+            char why[320];
+            const char *text = gbi_codec_error(r->t->kind, h, why, sizeof why);
+            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, text ? text : slot_error(status), 0, NULL, 0);
         }
         if (s->stats)
             gbi_stats_ring_reply(s, r, h->corr, status, h->type);

@@ -165,14 +165,14 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
         slot_type = GB_MSG_TEST_FAULT;
         status = GPUBRIDGE__STATUS__STATUS_OK;
     } else {
-        status = gbi_codec_request(t->kind, env->message_type, env->payload, env->payload_len, rec, cap,
+        status = gbi_codec_request_key(t->kind, env->key, env->message_type, env->payload, env->payload_len, rec, cap,
                                    &rec_len, &slot_type, err, sizeof err);
         if (status == GPUBRIDGE__STATUS__STATUS_TOO_LARGE && large_max > cap) {
             /* Larger than a slot: encoded again for the large area (its pages
              * are touched only as far as the record goes). */
             if (!(big = malloc(large_max)))
                 FAIL(GPUBRIDGE__STATUS__STATUS_BUSY, "the bridge is out of memory; retry later");
-            status = gbi_codec_request(t->kind, env->message_type, env->payload, env->payload_len, big, large_max,
+            status = gbi_codec_request_key(t->kind, env->key, env->message_type, env->payload, env->payload_len, big, large_max,
                                        &rec_len, &slot_type, err, sizeof err);
         }
     }

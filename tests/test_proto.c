@@ -92,6 +92,7 @@ static const ProtobufCMessageDescriptor *const all_descriptors[] = {
     &gpubridge__in_offset_chunk__descriptor,
     &gpubridge__in_edge_chunk__descriptor,
     &gpubridge__rank_query__descriptor,
+    &gpubridge__job_end__descriptor,
 };
 #define N_DESCRIPTORS (sizeof all_descriptors / sizeof all_descriptors[0])
 
@@ -1360,9 +1361,11 @@ static void test_pagerank_loading(void **state)
     Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT, *gio;
     gi.node_count = 4194304;
     gi.edge_count = UINT64_MAX;
+    gi.new_job = 1;
     ROUND_TRIP(gpubridge__graph_init, &gi, gio);
     assert_int_equal(gio->node_count, gi.node_count);
     assert_true(gio->edge_count == UINT64_MAX);
+    assert_true(gio->new_job);
     gpubridge__graph_init__free_unpacked(gio, NULL);
 
     Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT, *pio;
@@ -1410,6 +1413,10 @@ static void test_pagerank_loading(void **state)
     assert_int_equal(rqo->first_node, 77);
     assert_int_equal(rqo->count, 4000);
     gpubridge__rank_query__free_unpacked(rqo, NULL);
+
+    Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT, *jeo;
+    ROUND_TRIP(gpubridge__job_end, &je, jeo);
+    gpubridge__job_end__free_unpacked(jeo, NULL);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -679,9 +679,62 @@ static void test_codec_limits(void **state)
     assert_int_equal(gbi_codec_limits(GB_GRAIN_NONE, 32, &e, 1), 0);
 }
 
+/* PageRank jobs in the codec: the key's upper half goes into the record, the
+ * grain's aux comes back as the reply's job; loads answer with message type
+ * 0 (empty payload); a refusal's aux becomes a sentence. */
+static void test_pagerank_job_codec(void **state)
+{
+    (void)state;
+    Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
+    pi.first_node = 5;
+    pi.node_count = 7;
+    uint8_t pb[64], out[256];
+    unsigned char rec[64];
+    const size_t len = gpubridge__partition_init__pack(&pi, pb);
+    uint32_t rec_len = 0, job = 0, mt = 99;
+    uint16_t slot_type = 0;
+    char err[256];
+    assert_int_equal(gbi_codec_request_key(GB_GRAIN_PR_AGGREGATOR, 0xabcd1234ull << 32 | 3,
+                                           GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
+                                           pb, len, rec, sizeof rec, &rec_len, &slot_type, err, sizeof err),
+                     GPUBRIDGE__STATUS__STATUS_OK);
+    assert_int_equal(rec_len, GB_PR_PAIR_LEN);
+    memcpy(&job, rec + gb_pr_job_at(slot_type), 4);
+    assert_int_equal(job, 0xabcd1234u);
+    gb_slot_hdr_t h = {0};
+    h.type = GB_PR_MSG_PARTITION_INIT;
+    size_t out_len = 1;
+    assert_int_equal(gbi_codec_reply(GB_GRAIN_PR_AGGREGATOR, &h, rec, out, sizeof out, &out_len, &mt), 0);
+    assert_int_equal(out_len, 0);
+    assert_int_equal(mt, 0);
+    /* START's reply carries the job */
+    unsigned char res[GB_PR_REPLY_LEN] = {0};
+    h.type = GB_PR_MSG_START;
+    h.len = GB_PR_REPLY_LEN;
+    h.aux = 0xabcd1234u;
+    assert_int_equal(gbi_codec_reply(GB_GRAIN_PR_AGGREGATOR, &h, res, out, sizeof out, &out_len, &mt), 0);
+    Gpubridge__RankAggregationResult *r = gpubridge__rank_aggregation_result__unpack(NULL, out_len, out);
+    assert_non_null(r);
+    assert_int_equal(r->job, 0xabcd1234u);
+    gpubridge__rank_aggregation_result__free_unpacked(r, NULL);
+    /* refusals */
+    char buf[320];
+    h.status = GB_SLOT_HANDLER_ERROR;
+    h.aux = GB_PR_E_ARENA_SMALL | 630u << 8;
+    const char *why = gbi_codec_error(GB_GRAIN_PR_SENDER, &h, buf, sizeof buf);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "needs 630 MiB"));
+    assert_non_null(strstr(why, "arena_mb"));
+    h.aux = GB_PR_E_RANGE;
+    assert_non_null(gbi_codec_error(GB_GRAIN_PR_AGGREGATOR, &h, buf, sizeof buf));
+    h.aux = 0;
+    assert_null(gbi_codec_error(GB_GRAIN_PR_AGGREGATOR, &h, buf, sizeof buf));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pagerank_job_codec),
         cmocka_unit_test(test_valid_frames),
         cmocka_unit_test(test_merge_rules),
         cmocka_unit_test(test_truncated_frames),

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- id map: original id -> dense id (open addressing, doubling) ------- */
 
@@ -125,6 +126,25 @@ static int parse_id(const char **p, const char *end, uint64_t *out)
     return 0;
 }
 
+/* The first 40 bytes of the line [p, eol) for a message: printable ASCII as
+ * is, anything else (control bytes, NUL, UTF-8 or binary) as \xNN, so that a
+ * binary file does not reach the terminal raw; "..." when cut. */
+static void excerpt(char *out, size_t cap, const char *p, const char *eol)
+{
+    size_t o = 0;
+    const char *end = eol - p > 40 ? p + 40 : eol;
+    for (; p < end && o + 5 < cap; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+    }
+    if (end < eol && o + 4 < cap)
+        o += (size_t)snprintf(out + o, cap - o, "...");
+    out[o] = 0;
+}
+
 int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph_t **out, char *err,
                         size_t errlen)
 {
@@ -159,9 +179,15 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
                          (unsigned long long)line, (unsigned long long)UINT64_MAX);
                 rc = -1;
             } else if (ra != 0 || rb != 0 || s != eol) {
-                int n = (int)(eol - p < 40 ? eol - p : 40);
-                snprintf(err, errlen, "%s:%llu: expected two vertex ids (unsigned integers), found '%.*s'", name,
-                         (unsigned long long)line, n, p);
+                const char *nul = memchr(p, '\0', (size_t)(eol - p));
+                char shown[4 * 40 + 8];
+                excerpt(shown, sizeof shown, p, eol);
+                if (nul)
+                    snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
+                             "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
+                else
+                    snprintf(err, errlen, "%s:%llu: expected two vertex ids (unsigned integers), found '%s'", name,
+                             (unsigned long long)line, shown);
                 rc = -1;
             } else {
                 int64_t da = idmap_get(&map, a, g->n);
@@ -215,6 +241,12 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        snprintf(err, errlen, "%s: is a directory (give an edge-list file)", path);
+        return -1;
+    }
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -230,16 +262,17 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
             buf = nb;
             cap = nc;
         }
+        errno = 0;
         size_t r = fread(buf + len, 1, cap - len, f);
         len += r;
         if (r == 0)
             break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (bad) {
         free(buf);
-        snprintf(err, errlen, "%s: read error", path);
+        snprintf(err, errlen, "%s: read error: %s", path, strerror(bad));
         return -1;
     }
     int rc = gb_graph_parse_snap(buf, len, path, out, err, errlen);

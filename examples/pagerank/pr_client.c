@@ -1,13 +1,19 @@
 /* The PageRank driver's conversation with the bridge (pr_client.h). */
 #include "pr_client.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pagerank.pb-c.h"
+
+/* The grain of partition q of this run's job. */
+static uint64_t key_of(const pr_t *p, uint32_t q) { return (uint64_t)p->job << 32 | q; }
 
 double pr_now_s(void)
 {
@@ -18,15 +24,22 @@ double pr_now_s(void)
 
 /* ---- requests ------------------------------------------------------------ */
 
+volatile sig_atomic_t pr_interrupted;
+
 /* Takes one reply; every reply must be OK. Passes it to p->on_reply. */
 static int take_reply(pr_t *p)
 {
+    if (pr_interrupted) {
+        fprintf(stderr, PROG ": interrupted\n");
+        return -1;
+    }
     gbc_reply_t r;
     gbc_err e = gbc_poll(p->c, &r, p->o->timeout_ms);
     if (e == GBC_ERR_STATUS) {
         fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s\n", r.correlation_id,
                 gbc_status_name(r.status), r.error ? r.error : "(no text)");
         gbc_reply_clear(&r);
+        p->inflight--; /* answered: pr_end_job waits for the rest only */
         return -1;
     }
     if (e != GBC_OK) {
@@ -109,23 +122,110 @@ uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts)
     return first;
 }
 
+/* A job id: random, never 0 (job 0 is what clients without jobs use). */
+static uint32_t new_job_id(void)
+{
+    uint32_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd >= 0) {
+        if (read(fd, &v, sizeof v) != (ssize_t)sizeof v)
+            v = 0;
+        close(fd);
+    }
+    if (!v)
+        v = (uint32_t)getpid() * 2654435761u ^ (uint32_t)(pr_now_s() * 1e6);
+    return v ? v : 1;
+}
+
+/* GraphInit with new_job under fresh job ids until one is free (another
+ * driver may hold the id drawn). */
+static int graph_init(pr_t *p, const gb_pull_t *g)
+{
+    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
+    gi.node_count = g->n;
+    gi.edge_count = g->m;
+    gi.new_job = true;
+    uint8_t buf[64];
+    const size_t len = gpubridge__graph_init__pack(&gi, buf);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        p->job = new_job_id();
+        gbc_reply_t r;
+        gbc_err e = gbc_call(p->c, SENDER, key_of(p, 0),
+                             GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, buf, len, &r,
+                             p->o->timeout_ms);
+        const bool in_use = e == GBC_ERR_STATUS && r.error && strstr(r.error, "in use");
+        if (e == GBC_OK) {
+            gbc_reply_clear(&r);
+            p->job_live = true;
+            return 0;
+        }
+        if (!in_use) {
+            fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges) failed: %s%s%s\n", g->n, g->m,
+                    e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
+                    e == GBC_ERR_STATUS ? ": " : " ", e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
+            gbc_reply_clear(&r);
+            return -1;
+        }
+        gbc_reply_clear(&r);
+    }
+    fprintf(stderr, PROG ": every job id tried is in use on the bridge\n");
+    return -1;
+}
+
+void pr_end_job(pr_t *p)
+{
+    if (!p->job_live)
+        return;
+    p->job_live = false;
+    while (p->inflight > 0) { /* replies to requests abandoned on an error */
+        gbc_reply_t r;
+        if (gbc_poll(p->c, &r, p->o->timeout_ms) != GBC_OK && r.correlation_id == 0)
+            break;
+        gbc_reply_clear(&r);
+        p->inflight--;
+    }
+    Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT;
+    uint8_t buf[8];
+    const size_t len = gpubridge__job_end__pack(&je, buf);
+    gbc_reply_t r;
+    gbc_err e = gbc_call(p->c, SENDER, key_of(p, 0), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END,
+                         buf, len, &r, p->o->timeout_ms);
+    if (e != GBC_OK)
+        fprintf(stderr, PROG ": warning: JobEnd for job %u: %s (its arena stays held until the bridge restarts)\n",
+                p->job, e == GBC_ERR_STATUS && r.error ? r.error : gbc_strerror(e));
+    gbc_reply_clear(&r);
+}
+
+double pr_residual(const gb_pull_t *g, const double *x, double d)
+{
+    double dangling = 0, res = 0;
+    for (uint32_t v = 0; v < g->n; v++)
+        if (!g->outdeg[v])
+            dangling += x[v];
+    const double base = (1 - d) / g->n + d * dangling / g->n;
+    for (uint32_t v = 0; v < g->n; v++) {
+        double s = 0;
+        for (uint64_t e = g->in_off[v]; e < g->in_off[v + 1]; e++)
+            s += x[g->in_src[e]] / g->outdeg[g->in_src[e]];
+        res += fabs(base + d * s - x[v]);
+    }
+    return res;
+}
+
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
 {
     const uint32_t chunk = p->o->chunk, ochunk = chunk / 2 ? chunk / 2 : 1;
     double t0 = pr_now_s();
-    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
-    gi.node_count = g->n;
-    gi.edge_count = g->m;
-    if (send_msg(p, SENDER, 0, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, &gi.base) ||
-        drain(p))
+    p->first = first;
+    if (graph_init(p, g) != 0)
         return -1;
     for (uint32_t q = 0; q < parts; q++) {
         Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
         pi.first_node = first[q];
         pi.node_count = first[q + 1] - first[q];
-        if (send_msg(p, SENDER, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
+        if (send_msg(p, SENDER, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
                      &pi.base) ||
-            send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
+            send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
                      &pi.base))
             return -1;
     }
@@ -136,7 +236,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
             oc.first_node = v;
             oc.n_out_degrees = first[q + 1] - v < chunk ? first[q + 1] - v : chunk;
             oc.out_degrees = g->outdeg + v;
-            if (send_msg(p, SENDER, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES,
+            if (send_msg(p, SENDER, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES,
                          &oc.base))
                 return -1;
         }
@@ -147,7 +247,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
             ic.first_node = v;
             ic.n_offsets = oend - v < ochunk ? oend - v : ochunk;
             ic.offsets = g->in_off + v;
-            if (send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
+            if (send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
                          &ic.base))
                 return -1;
         }
@@ -157,7 +257,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
             ec.first_edge = e;
             ec.n_sources = e1 - e < chunk ? e1 - e : chunk;
             ec.sources = g->in_src + e;
-            if (send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES,
+            if (send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES,
                          &ec.base))
                 return -1;
             sent_edges += ec.n_sources;
@@ -196,6 +296,14 @@ static int on_result(pr_t *p, const gbc_reply_t *r)
         fprintf(stderr, PROG ": %s sent a reply that is not a RankAggregationResult\n", sender ? SENDER : AGGREGATOR);
         return -1;
     }
+    const uint64_t nodes = p->first[part + 1] - p->first[part];
+    if (m->job != p->job || m->nodes != nodes) {
+        fprintf(stderr, PROG ": %s %u answered for job %u with %" PRIu64 " vertices, not job %u's %" PRIu64
+                        ": the grains hold another run's data\n", sender ? SENDER : AGGREGATOR, part, m->job,
+                m->nodes, p->job, nodes);
+        gpubridge__rank_aggregation_result__free_unpacked(m, NULL);
+        return -1;
+    }
     if (sender) {
         p->snd_dangling += m->dangling_rank;
         p->snd_got++;
@@ -232,7 +340,7 @@ static void start_encode(start_msg_t *sm, const pr_opts_t *o, uint32_t it, doubl
 static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)
 {
     uint64_t corr = 0;
-    if (send_bytes(p, sender ? SENDER : AGGREGATOR, q,
+    if (send_bytes(p, sender ? SENDER : AGGREGATOR, key_of(p, q),
                    GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION, sm->buf, sm->len,
                    &corr) != 0)
         return -1;
@@ -301,8 +409,8 @@ int pr_iterate(pr_t *p, uint32_t parts, uint32_t it, uint32_t n, bool next, doub
 static int on_ranks(pr_t *p, const gbc_reply_t *r)
 {
     Gpubridge__NodeRankUpdateBatch *b = gpubridge__node_rank_update_batch__unpack(NULL, r->payload_len, r->payload);
-    if (!b || b->first_node > p->n || b->n_ranks > p->n - b->first_node) {
-        fprintf(stderr, PROG ": a RankQuery reply is malformed or out of range\n");
+    if (!b || b->first_node > p->n || b->n_ranks > p->n - b->first_node || b->job != p->job) {
+        fprintf(stderr, PROG ": a RankQuery reply is malformed, out of range or for another job\n");
         if (b)
             gpubridge__node_rank_update_batch__free_unpacked(b, NULL);
         return -1;
@@ -328,7 +436,7 @@ int pr_fetch_ranks(pr_t *p, const uint64_t *first, uint32_t parts, double *ranks
             Gpubridge__RankQuery rq = GPUBRIDGE__RANK_QUERY__INIT;
             rq.first_node = v;
             rq.count = (uint32_t)(first[q + 1] - v < per ? first[q + 1] - v : per);
-            rc = send_msg(p, AGGREGATOR, q, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY,
+            rc = send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY,
                           &rq.base);
         }
     }

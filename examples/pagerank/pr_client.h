@@ -18,6 +18,7 @@
 #ifndef GB_PR_CLIENT_H
 #define GB_PR_CLIENT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +36,7 @@ typedef struct pr_opts {
     unsigned kron_scale, edgefactor;
     uint64_t seed;
     uint32_t partitions, chunk, max_iter, top;
-    double damping, tolerance;
+    double damping, tolerance, max_error;
     int timeout_ms;
     bool quiet, json, allow_unconverged, two_rounds;
 } pr_opts_t;
@@ -65,7 +66,16 @@ struct pr {
     double *ranks; /* fetch_ranks */
     uint32_t n;
     size_t got;
+    /* This run's job (pagerank.proto): the upper half of every key; replies
+     * must name it. job_live: GraphInit claimed it and no JobEnd went yet. */
+    uint32_t job;
+    bool job_live;
+    const uint64_t *first; /* partition q holds [first[q], first[q+1]) */
 };
+
+/* Set by SIGINT / SIGTERM: the driver stops at its next reply (and ends its
+ * job, freeing its arena). */
+extern volatile sig_atomic_t pr_interrupted;
 
 /* Seconds on the monotonic clock. */
 double pr_now_s(void);
@@ -74,9 +84,17 @@ double pr_now_s(void);
  * malloc'd; NULL when out of memory), balanced by in-edges plus vertices. */
 uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
 
-/* Lays the graph out in the grains and loads it, with progress on stderr
- * unless quiet. 0, or -1 with the reason on stderr (as every call below). */
+/* Lays the graph out in the grains under a new job id (a few tries when the
+ * id is in use) and loads it, with progress on stderr unless quiet. 0, or -1
+ * with the reason on stderr (as every call below). */
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts);
+
+/* Frees the job's slice of the arena (JobEnd), when it holds one. */
+void pr_end_job(pr_t *p);
+
+/* The L1 norm of G(x) - x, G one power iteration of the exact recurrence, in
+ * double on the host: ||x - x*||_1 <= it / (1 - d) for the PageRank x*. */
+double pr_residual(const gb_pull_t *g, const double *x, double d);
 
 /* Iteration 0's senders, before the first iteration: p->snd_dangling. */
 int pr_senders_first(pr_t *p, uint32_t parts, uint32_t n);

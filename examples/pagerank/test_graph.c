@@ -67,6 +67,28 @@ static void test_malformed(void **state)
     char err[256];
     assert_int_equal(gb_graph_load_snap("/nonexistent/graph.txt", &g, err, sizeof err), -1);
     assert_non_null(strstr(err, "No such file"));
+    /* A directory is named as one, not "read error". */
+    assert_int_equal(gb_graph_load_snap("/tmp", &g, err, sizeof err), -1);
+    if (!strstr(err, "/tmp: is a directory"))
+        fail_msg("directory: '%s'", err);
+}
+
+/* Bytes a terminal would act on are shown escaped; a NUL is named as such
+ * (the excerpt continues past it, so it is not mistaken for the line's end). */
+static void test_binary_line(void **state)
+{
+    (void)state;
+    gb_graph_t *g = NULL;
+    char err[256] = "";
+    const char bin[] = "1 2\n\x1b[2J\xff\xfe 3\n";
+    assert_int_equal(gb_graph_parse_snap(bin, sizeof bin - 1, "t.txt", &g, err, sizeof err), -1);
+    if (!strstr(err, "t.txt:2:") || !strstr(err, "'\\x1b[2J\\xff\\xfe 3'") || strchr(err, 0x1b))
+        fail_msg("binary line: '%s'", err);
+    const char nul[] = "1 2\n3 4\0 5\n";
+    assert_int_equal(gb_graph_parse_snap(nul, sizeof nul - 1, "t.txt", &g, err, sizeof err), -1);
+    if (!strstr(err, "t.txt:2: a NUL byte at column 4") || !strstr(err, "'3 4\\x00 5'"))
+        fail_msg("NUL: '%s'", err);
+    assert_null(g);
 }
 
 static void test_kronecker(void **state)
@@ -127,6 +149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_binary_line),
         cmocka_unit_test(test_kronecker),
         cmocka_unit_test(test_pull),
     };

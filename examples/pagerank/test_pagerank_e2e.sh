@@ -2,9 +2,11 @@
 # End to end: a live bridge in MODE (cpu in CI; persistent / relaunch on a GPU
 # machine), the pagerank driver against it on graphs with dangling vertices,
 # self-loops and duplicate edges, the shipped karate graph and a Kronecker
-# scale-12 graph, each checked against networkx (L1 <= 1e-4); malformed
-# inputs give line-numbered errors; chunks larger than a slot are carried (out
-# of line) and the bridge keeps serving; SIGTERM stops it with exit 0.
+# scale-12 graph, each checked against networkx (L1 <= 1e-4); two drivers
+# at once on different graphs, both exact; malformed inputs give
+# line-numbered errors (binary bytes escaped, a directory named); chunks
+# larger than a slot are carried (out of line) and the bridge keeps serving;
+# an arena too small gets an error naming it; SIGTERM stops it with exit 0.
 #   test_pagerank_e2e.sh BUILD_DIR SOURCE_DIR MODE
 # Exit 77 (skipped) for GPU modes without a GPU.
 set -uo pipefail
@@ -29,7 +31,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 "$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" 2> "$T/bridge.log" &
 PID=$!
-cleanup() { kill -KILL $PID 2>/dev/null; rm -rf "$T"; }
+cleanup() { kill -KILL $PID ${PID2:-} 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 for _ in $(seq 200); do
   "$BUILD/client/gbctl" --endpoint "$SOCK" --timeout 200 list >/dev/null 2>&1 && break
@@ -57,6 +59,34 @@ run_check kron12 --kron 12 --edgefactor 16 --seed 3
 run_check kron12_few -g "$T/kron12.edges" -p 5   # the same graph through the edge-list reader, 5 partitions
 run_check kron12_two -g "$T/kron12.edges" --two-rounds   # a senders' round every iteration
 
+# Drivers at once on one bridge, different graphs: each is a job of its own,
+# and every one must match networkx. A runs a larger graph while B runs three
+# smaller ones, one after the other (so that B's loads fall into A's
+# iterations), and C runs beside both. Each runs 80 iterations (a tolerance
+# never met), so that they overlap long.
+LONG="-t 1e-12 -m 80 --allow-unconverged"
+"$PR" -e "$SOCK" -q -k 3 -o "$T/ja.ranks" -w "$T/ja.edges" --kron 14 --seed 11 $LONG > "$T/ja.out" 2>&1 &
+pa=$!
+"$PR" -e "$SOCK" -q -k 3 -o "$T/jc.ranks" -w "$T/jc.edges" --kron 13 --seed 12 -p 5 $LONG > "$T/jc.out" 2>&1 &
+pc=$!
+( for i in 1 2 3; do
+    "$PR" -e "$SOCK" -q -k 3 -o "$T/jb$i.ranks" -w "$T/jb$i.edges" --kron 11 --edgefactor 8 --seed $((20 + i)) \
+      -p 3 $LONG > "$T/jb$i.out" 2>&1 || echo "exit $?" >> "$T/jb$i.out"
+  done ) &
+pb=$!
+wait $pa; ra=$?
+wait $pc; rc_=$?
+wait $pb
+[ $ra = 0 ] || { cat "$T/ja.out"; fail "concurrent driver a: exit $ra"; }
+[ $rc_ = 0 ] || { cat "$T/jc.out"; fail "concurrent driver c: exit $rc_"; }
+for j in a c b1 b2 b3; do
+  if grep -q "^exit" "$T/j$j.out"; then
+    cat "$T/j$j.out"; fail "concurrent driver $j failed"
+  elif ! "$PY" "$SRC/examples/pagerank/check_networkx.py" "$T/j$j.edges" "$T/j$j.ranks"; then
+    fail "concurrent driver $j: ranks differ from networkx"
+  fi
+done
+
 # Malformed inputs: line-numbered errors, exit 1.
 printf '# ok\n1 2\n3 x\n' > "$T/bad.txt"
 out=$("$PR" -e "$SOCK" -q -g "$T/bad.txt" 2>&1); rc=$?
@@ -66,6 +96,12 @@ out=$("$PR" -e "$SOCK" -q -g "$T/bad3.txt" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "bad3.txt:1:" <<<"$out" || fail "three fields: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/missing.txt" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "missing.txt" <<<"$out" || fail "missing file: rc $rc, '$out'"
+printf '1 2\n\033[2J\377 3\n' > "$T/binary.txt"   # bytes a terminal would act on
+out=$("$PR" -e "$SOCK" -q -g "$T/binary.txt" 2>&1); rc=$?
+[ $rc = 1 ] && grep -qF 'binary.txt:2:' <<<"$out" && grep -qF '\x1b[2J\xff 3' <<<"$out" && ! grep -q $'\033' <<<"$out" \
+  || fail "binary line: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "is a directory" <<<"$out" || fail "directory: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
 [ $rc = 2 ] || fail "bad damping: rc $rc, '$out'"
 # Chunks larger than the grains' slot: carried out of line, ranks still right
@@ -73,6 +109,23 @@ out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
 run_check bigchunk --kron 13 --edgefactor 4 --seed 5 -p 1 --chunk 100000
 # ... and it still serves small ones.
 run_check again -g "$T/small.txt" -p 2
+
+# An arena too small for the graph: the error names the arena, the MiB
+# needed and the key to raise; the bridge logs it and serves on.
+SOCK2="ipc://$T/small.sock"
+printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\n' "$SOCK2" "$MODE" > "$T/small.cfg"
+"$BUILD/bridge/gpubridge" --config "$T/small.cfg" 2> "$T/small.log" &
+PID2=$!
+for _ in $(seq 200); do
+  "$BUILD/client/gbctl" --endpoint "$SOCK2" --timeout 200 list >/dev/null 2>&1 && break
+  sleep 0.1
+done
+out=$("$PR" -e "$SOCK2" -q --kron 14 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "STATUS_HANDLER_ERROR" <<<"$out" && grep -q "needs [0-9]* MiB of the PageRank arena" <<<"$out" \
+  && grep -q "arena is 1 MiB" <<<"$out" && grep -q "raise arena_mb" <<<"$out" || fail "small arena: rc $rc, '$out'"
+grep -q "PageRank job .* refused: the graph needs" "$T/small.log" || fail "small arena: nothing in the bridge's log"
+out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small graph: '$out'"
+kill -TERM $PID2; wait $PID2
 
 kill -TERM $PID
 wait $PID; rc=$?
