@@ -171,9 +171,9 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
         free(rk);
         return err;
     }
-    rk->ctl->is_active = 1;
-    rk->ctl->active_seen = 1;
-    rk->ctl->test_flags = params->test_flags;
+    GB_CTL_STORE(&rk->ctl->is_active, 1);
+    GB_CTL_STORE(&rk->ctl->active_seen, 1);
+    GB_CTL_STORE(&rk->ctl->test_flags, params->test_flags);
     *out = rk;
     return GB_OK;
 }
@@ -212,17 +212,17 @@ static gb_err set_active(gb_rk_t *rk, int on, int timeout_ms)
 {
     if (rk->state == GB_RK_TERMINATED || rk->state == GB_RK_FAILED)
         return GB_ERR_TERMINATED;
-    rk->ctl->is_active = on;
+    GB_CTL_STORE(&rk->ctl->is_active, on);
     if (rk->ops->control)
         rk->ops->control(rk);
     if (rk->state == GB_RK_CREATED) {
-        rk->ctl->active_seen = on;
+        GB_CTL_STORE(&rk->ctl->active_seen, on);
         return GB_OK;
     }
     /* Wait for the kernel's acknowledgement, so that once deactivate returns no
      * request is taken any more. */
     uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (rk->ctl->active_seen != on) {
+    while (GB_CTL_LOAD(&rk->ctl->active_seen) != on) {
         gb_err err = gb_rk_poll(rk);
         if (err != GB_OK)
             return err;
@@ -245,7 +245,7 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
         rk->state = GB_RK_TERMINATED;
         return GB_OK;
     }
-    rk->ctl->should_terminate = 1;
+    GB_CTL_STORE(&rk->ctl->should_terminate, 1);
     if (rk->ops->control)
         rk->ops->control(rk);
     gb_err err = rk->ops->stop(rk, timeout_ms);
@@ -323,7 +323,9 @@ gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
     gb_slot_hdr_t *s = gb_rk_claim(rk);
     if (!s)
         return GB_ERR_FULL;
-    s->key = key;
+    /* Atomic: workers of other lanes read the key of a slot being reused
+     * (backend_cpu.c's seqlock re-check). */
+    __atomic_store_n(&s->key, key, __ATOMIC_RELAXED);
     s->corr = corr;
     s->type = type;
     s->len = len;
@@ -418,16 +420,16 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
     st->state = rk->state;
     st->mode = rk->p.mode;
     st->placement = rk->placement;
-    st->active = c->active_seen != 0;
-    st->exit_reason = c->exit_reason;
-    st->last_error = rk->last_error ? rk->last_error : c->last_error;
+    st->active = GB_CTL_LOAD(&c->active_seen) != 0;
+    st->exit_reason = GB_CTL_LOAD(&c->exit_reason);
+    st->last_error = rk->last_error ? rk->last_error : GB_CTL_LOAD(&c->last_error);
     snprintf(st->last_error_name, sizeof st->last_error_name, "%s", rk->last_error_name);
     snprintf(st->fallback_reason, sizeof st->fallback_reason, "%s", rk->fallback_reason);
-    st->heartbeat = c->heartbeat;
-    st->processed = c->processed;
-    st->errors = c->errors;
-    st->iterations = c->iterations;
-    st->launches = c->launches;
+    st->heartbeat = GB_CTL_LOAD(&c->heartbeat);
+    st->processed = GB_CTL_LOAD(&c->processed);
+    st->errors = GB_CTL_LOAD(&c->errors);
+    st->iterations = GB_CTL_LOAD(&c->iterations);
+    st->launches = GB_CTL_LOAD(&c->launches);
     st->sent = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
     st->received = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
     st->capacity = rk->geom.cap;
