@@ -76,10 +76,10 @@ GB_HD uint16_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in
         gb_pr_bump_gen(c); /* fences the fields above */
 #if defined(__CUDA_ARCH__)
         __threadfence();
-#else
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-#endif
         *(volatile uint64_t *)c->arena = GB_PR_MAGIC;
+#else
+        __atomic_store_n((volatile uint64_t *)c->arena, GB_PR_MAGIC, __ATOMIC_RELEASE);
+#endif
     }
     gb_team_sync(c);
     return GB_SLOT_OK;

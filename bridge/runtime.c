@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "grain.h"
@@ -63,15 +64,25 @@ int gb_test_faults_enabled(void)
     return v && strcmp(v, "1") == 0;
 }
 
+#define GB_ARENA_HDR 4096 /* cpu arenas: one page before the arena holds the mapping's length */
+
 gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out)
 {
     *out = NULL;
     if (bytes == 0)
         return GB_ERR_INVALID;
     if (mode == GB_MODE_CPU) {
-        /* calloc: pages are only touched (committed) as the graph fills them */
-        *out = calloc(1, (size_t)bytes);
-        return *out ? GB_OK : GB_ERR_NOMEM;
+        /* Anonymous pages are only committed as the graph fills them (calloc
+         * under TSan would write them all). The first page keeps the size. */
+        if (bytes > SIZE_MAX - GB_ARENA_HDR)
+            return GB_ERR_NOMEM;
+        size_t len = (size_t)bytes + GB_ARENA_HDR;
+        unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return GB_ERR_NOMEM;
+        memcpy(m, &len, sizeof len);
+        *out = m + GB_ARENA_HDR;
+        return GB_OK;
     }
 #ifdef GB_HAVE_CUDA
     return gbi_cuda_arena_new(device, bytes, out);
@@ -86,7 +97,9 @@ void gb_arena_free(gb_mode mode, unsigned char *arena)
     if (!arena)
         return;
     if (mode == GB_MODE_CPU) {
-        free(arena);
+        size_t len;
+        memcpy(&len, arena - GB_ARENA_HDR, sizeof len);
+        munmap(arena - GB_ARENA_HDR, len);
         return;
     }
 #ifdef GB_HAVE_CUDA
