@@ -12,6 +12,8 @@ function(gb_test name)
   endif()
   if(GB_SANITIZE_KIND STREQUAL "thread")
     math(EXPR T_TIMEOUT "${T_TIMEOUT} * 4") # TSan runs 5-15x slower
+  elseif(GB_SANITIZE_KIND STREQUAL "address")
+    math(EXPR T_TIMEOUT "${T_TIMEOUT} * 2")
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set(labels cpu)
