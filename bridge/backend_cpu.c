@@ -220,6 +220,12 @@ static uint32_t cpu_window(cpu_worker_t *w)
             uint64_t key = __atomic_load_n(&in->key, __ATOMIC_ACQUIRE);
             if (__atomic_load_n(&in->seq, __ATOMIC_RELAXED) != gb_stamp(pos) || gb_grain_lane(key, lanes) != lane)
                 continue;
+            /* A lane a lap behind can read the key of request pos + cap while
+             * the stamp still says pos (the host writes it first). The host
+             * reused the slot only after consuming reply pos, and the key's
+             * release store carries that: out_tail shows pos is done. */
+            if (__atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE) > pos)
+                continue;
         }
         gb_slot_hdr_t *out = gb_slot_at(rk->out, g, pos);
         gb_slot_hdr_t hdr;

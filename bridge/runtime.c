@@ -336,9 +336,9 @@ gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
     gb_slot_hdr_t *s = gb_rk_claim(rk);
     if (!s)
         return GB_ERR_FULL;
-    /* Atomic: workers of other lanes read the key of a slot being reused
-     * (backend_cpu.c's seqlock re-check). */
-    __atomic_store_n(&s->key, key, __ATOMIC_RELAXED);
+    /* Atomic, release: cpu workers a lap behind read the key of a slot being
+     * reused, and must then see the out_tail that freed it (backend_cpu.c). */
+    __atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
     s->corr = corr;
     s->type = type;
     s->len = len;
