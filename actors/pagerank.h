@@ -85,10 +85,10 @@ GB_HD uint32_t gb_pr_graph_layout(const gb_grain_ctx_t *jc, uint64_t n, uint64_t
         gb_pr_bump_gen(jc); /* fences the fields above */
 #if defined(__CUDA_ARCH__)
         __threadfence();
-#else
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-#endif
         *(volatile uint64_t *)jc->arena = GB_PR_MAGIC;
+#else
+        __atomic_store_n((volatile uint64_t *)jc->arena, GB_PR_MAGIC, __ATOMIC_RELEASE);
+#endif
     }
     gb_team_sync(jc);
     return 0;

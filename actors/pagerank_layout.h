@@ -154,7 +154,11 @@ GB_HD int gb_pr_dir_read(const gb_grain_ctx_t *c, gb_pr_dir_t *d)
     const volatile uint64_t *s = (const volatile uint64_t *)c->arena;
     uint64_t *o = (uint64_t *)d;
     for (unsigned i = 0; i < sizeof(gb_pr_dir_t) / 8; i++)
+#if defined(__CUDA_ARCH__)
         o[i] = s[i];
+#else
+        o[i] = __atomic_load_n(&s[i], __ATOMIC_ACQUIRE); /* host: gen moves by atomic add */
+#endif
     return d->magic == GB_PR_MAGIC && d->end <= c->arena_size;
 }
 

@@ -251,16 +251,22 @@ static uint32_t cpu_window(cpu_worker_t *w)
         }
         if (lanes > 1) {
             /* Seqlock-style re-check: a slot owned by another lane may be
-             * reused by the host while we read its key. */
-            uint64_t key = in->key;
-            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+             * reused by the host while we read its key (an atomic store in
+             * gb_rk_send). Acquire keeps the re-read of seq after the key. */
+            uint64_t key = __atomic_load_n(&in->key, __ATOMIC_ACQUIRE);
             if (__atomic_load_n(&in->seq, __ATOMIC_RELAXED) != gb_stamp(pos) || gb_grain_lane(key, lanes) != lane)
+                continue;
+            /* A lane a lap behind can read the key of request pos + cap while
+             * the stamp still says pos (the host writes it first). The host
+             * reused the slot only after consuming reply pos, and the key's
+             * release store carries that: out_tail shows pos is done. */
+            if (__atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE) > pos)
                 continue;
         }
         gb_slot_hdr_t *out = gb_slot_at(rk->out, g, pos);
         gb_slot_hdr_t hdr;
         bad += (uint64_t)gbi_dispatch_one(rk->kind, &ctx, &b->tab, lane, in, gb_slot_payload(in), &hdr,
-                                          gb_slot_payload(out), pl_cap, ctl->test_flags);
+                                          gb_slot_payload(out), pl_cap, GB_CTL_LOAD(&ctl->test_flags));
         memcpy(out, &hdr, offsetof(gb_slot_hdr_t, seq));
         w->done[mine++] = pos;
     }
@@ -314,7 +320,7 @@ static void *cpu_worker_main(void *arg)
 static int cpu_pull_inline(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
-    if (b->lanes || rk->state != GB_RK_RUNNING || rk->ctl->should_terminate)
+    if (b->lanes || rk->state != GB_RK_RUNNING || GB_CTL_LOAD(&rk->ctl->should_terminate))
         return 0;
     pthread_mutex_lock(&b->workers[0].table);
     const uint32_t n = cpu_window(&b->workers[0]);
@@ -325,14 +331,14 @@ static int cpu_pull_inline(gb_rk_t *rk)
 static gb_err cpu_launch(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
-    rk->ctl->launches = 1;
+    GB_CTL_STORE(&rk->ctl->launches, 1);
     for (uint32_t i = 0; i < b->lanes; i++) {
         cpu_worker_t *w = &b->workers[i];
         w->rk = rk;
         w->lane = i;
         if (pthread_create(&w->thread, NULL, cpu_worker_main, w) != 0) {
             GB_ERROR("ring kernel '%s': cannot start cpu worker %u", rk->type_name, i);
-            rk->ctl->should_terminate = 1;
+            GB_CTL_STORE(&rk->ctl->should_terminate, 1);
             for (uint32_t j = 0; j < i; j++) {
                 pthread_join(b->workers[j].thread, NULL);
                 b->workers[j].started = 0;
@@ -354,8 +360,8 @@ static gb_err cpu_stop(gb_rk_t *rk, int timeout_ms)
             b->workers[i].started = 0;
         }
     }
-    rk->ctl->has_terminated = 1;
-    rk->ctl->exit_reason = GB_EXIT_TERMINATED;
+    GB_CTL_STORE(&rk->ctl->exit_reason, GB_EXIT_TERMINATED);
+    GB_CTL_STORE(&rk->ctl->has_terminated, 1);
     return GB_OK;
 }
 
@@ -365,7 +371,7 @@ static void cpu_control(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
     if (b->lanes == 0)
-        __atomic_store_n(&rk->ctl->active_seen, rk->ctl->is_active, __ATOMIC_RELEASE);
+        GB_CTL_STORE(&rk->ctl->active_seen, GB_CTL_LOAD(&rk->ctl->is_active));
     else
         cpu_wake(rk);
 }

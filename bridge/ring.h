@@ -124,7 +124,8 @@ enum {
 
 /* The control block: one per ring kernel, at the start of its region. The host
  * writes the first line, the kernel the second, so neither side's writes bounce
- * the other's line. Status reads are plain loads: never a CUDA call. */
+ * the other's line. Status reads are plain loads: never a CUDA call.
+ * Host code reads and writes its fields with GB_CTL_LOAD / GB_CTL_STORE. */
 typedef struct gb_control {
     /* host -> kernel */
     volatile int32_t is_active;        /* 0: leave messages queued, process none */
@@ -144,6 +145,19 @@ typedef struct gb_control {
     volatile uint64_t consumed;      /* requests taken from the input ring (= next position) */
     uint64_t _pad2[(GB_LINE - 64) / 8];
 } gb_control_t;
+
+/* Control-block fields are shared between host threads too (the cpu backend's
+ * workers, the server's status reads), so host code accesses them as C11-model
+ * atomics: acquire loads and release stores, plain moves on x86, and visible
+ * to ThreadSanitizer. Device code keeps volatile accesses, what the kernels'
+ * own ld/st helpers (ldst.cuh) do. */
+#if defined(__CUDA_ARCH__)
+#define GB_CTL_LOAD(p) (*(p))
+#define GB_CTL_STORE(p, v) ((void)(*(p) = (v)))
+#else
+#define GB_CTL_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define GB_CTL_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#endif
 
 GB_STATIC_ASSERT(sizeof(gb_control_t) == 2 * GB_LINE, "control block is two lines");
 GB_STATIC_ASSERT(offsetof(gb_control_t, has_terminated) == GB_LINE, "kernel line starts at 128");

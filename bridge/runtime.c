@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "grain.h"
@@ -64,15 +65,25 @@ int gb_test_faults_enabled(void)
     return v && strcmp(v, "1") == 0;
 }
 
+#define GB_ARENA_HDR 4096 /* cpu arenas: one page before the arena holds the mapping's length */
+
 gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out)
 {
     *out = NULL;
     if (bytes == 0)
         return GB_ERR_INVALID;
     if (mode == GB_MODE_CPU) {
-        /* calloc: pages are only touched (committed) as the graph fills them */
-        *out = calloc(1, (size_t)bytes);
-        return *out ? GB_OK : GB_ERR_NOMEM;
+        /* Anonymous pages are only committed as the graph fills them (calloc
+         * under TSan would write them all). The first page keeps the size. */
+        if (bytes > SIZE_MAX - GB_ARENA_HDR)
+            return GB_ERR_NOMEM;
+        size_t len = (size_t)bytes + GB_ARENA_HDR;
+        unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return GB_ERR_NOMEM;
+        memcpy(m, &len, sizeof len);
+        *out = m + GB_ARENA_HDR;
+        return GB_OK;
     }
 #ifdef GB_HAVE_CUDA
     return gbi_cuda_arena_new(device, bytes, out);
@@ -87,7 +98,9 @@ void gb_arena_free(gb_mode mode, unsigned char *arena)
     if (!arena)
         return;
     if (mode == GB_MODE_CPU) {
-        free(arena);
+        size_t len;
+        memcpy(&len, arena - GB_ARENA_HDR, sizeof len);
+        munmap(arena - GB_ARENA_HDR, len);
         return;
     }
 #ifdef GB_HAVE_CUDA
@@ -187,9 +200,9 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
         return err;
     }
     pthread_mutex_init(&rk->act_lock, NULL);
-    rk->ctl->is_active = 1;
-    rk->ctl->active_seen = 1;
-    rk->ctl->test_flags = params->test_flags;
+    GB_CTL_STORE(&rk->ctl->is_active, 1);
+    GB_CTL_STORE(&rk->ctl->active_seen, 1);
+    GB_CTL_STORE(&rk->ctl->test_flags, params->test_flags);
     *out = rk;
     return GB_OK;
 }
@@ -232,18 +245,18 @@ static gb_err set_active(gb_rk_t *rk, int on, int timeout_ms)
     if (rk->state == GB_RK_TERMINATED || rk->state == GB_RK_FAILED)
         return GB_ERR_TERMINATED;
     pthread_mutex_lock(&rk->act_lock); /* not in the middle of an activation sweep */
-    rk->ctl->is_active = on;
+    GB_CTL_STORE(&rk->ctl->is_active, on);
     if (rk->ops->control)
         rk->ops->control(rk);
     pthread_mutex_unlock(&rk->act_lock);
     if (rk->state == GB_RK_CREATED) {
-        rk->ctl->active_seen = on;
+        GB_CTL_STORE(&rk->ctl->active_seen, on);
         return GB_OK;
     }
     /* Wait for the kernel's acknowledgement, so that once deactivate returns no
      * request is taken any more. */
     uint64_t deadline = gb_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (rk->ctl->active_seen != on) {
+    while (GB_CTL_LOAD(&rk->ctl->active_seen) != on) {
         gb_err err = gb_rk_poll(rk);
         if (err != GB_OK)
             return err;
@@ -266,7 +279,7 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
         rk->state = GB_RK_TERMINATED;
         return GB_OK;
     }
-    rk->ctl->should_terminate = 1;
+    GB_CTL_STORE(&rk->ctl->should_terminate, 1);
     if (rk->ops->control)
         rk->ops->control(rk);
     gb_err err = rk->ops->stop(rk, timeout_ms);
@@ -351,7 +364,9 @@ gb_err gb_rk_send(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type,
     gb_slot_hdr_t *s = gb_rk_claim(rk);
     if (!s)
         return GB_ERR_FULL;
-    s->key = key;
+    /* Atomic, release: cpu workers a lap behind read the key of a slot being
+     * reused, and must then see the out_tail that freed it (backend_cpu.c). */
+    __atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
     s->corr = corr;
     s->type = type;
     s->len = len;
@@ -453,16 +468,16 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
     st->state = rk->state;
     st->mode = rk->p.mode;
     st->placement = rk->placement;
-    st->active = c->active_seen != 0;
-    st->exit_reason = c->exit_reason;
-    st->last_error = rk->last_error ? rk->last_error : c->last_error;
+    st->active = GB_CTL_LOAD(&c->active_seen) != 0;
+    st->exit_reason = GB_CTL_LOAD(&c->exit_reason);
+    st->last_error = rk->last_error ? rk->last_error : GB_CTL_LOAD(&c->last_error);
     snprintf(st->last_error_name, sizeof st->last_error_name, "%s", rk->last_error_name);
     snprintf(st->fallback_reason, sizeof st->fallback_reason, "%s", rk->fallback_reason);
-    st->heartbeat = c->heartbeat;
-    st->processed = c->processed;
-    st->errors = c->errors;
-    st->iterations = c->iterations;
-    st->launches = c->launches;
+    st->heartbeat = GB_CTL_LOAD(&c->heartbeat);
+    st->processed = GB_CTL_LOAD(&c->processed);
+    st->errors = GB_CTL_LOAD(&c->errors);
+    st->iterations = GB_CTL_LOAD(&c->iterations);
+    st->launches = GB_CTL_LOAD(&c->launches);
     st->sent = __atomic_load_n(&rk->published, __ATOMIC_ACQUIRE);
     st->received = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
     st->capacity = rk->geom.cap;

@@ -1,6 +1,7 @@
 /* Control messages: activate, deactivate, terminate a grain type; its status
  * and telemetry; the list of grain types; the mode decision. Each is answered
  * at once with one Reply whose payload names its type in message_type. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,10 +39,14 @@ typedef struct ctl_ctx {
     uint64_t corr;
 } ctl_ctx_t;
 
-static void fail(const ctl_ctx_t *c, int status, const char *fmt, const char *arg)
+__attribute__((format(printf, 3, 4)))
+static void fail(const ctl_ctx_t *c, int status, const char *fmt, ...)
 {
     char err[256];
-    snprintf(err, sizeof err, fmt, arg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, sizeof err, fmt, ap);
+    va_end(ap);
     gbi_reply(c->s, c->id, c->id_len, c->delim, c->corr, status, err, 0, NULL, 0);
 }
 

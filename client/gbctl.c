@@ -2,6 +2,7 @@
  * Exit status: 0 ok, 1 an error reply or a failure, 2 a usage error. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,10 +59,14 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 ok, 1 error reply or failure, 2 usage error.\n";
 
-static int usage_error(const char *fmt, const char *arg)
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "gbctl: ");
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n(gbctl --help for usage)\n");
     return EXIT_USAGE;
 }

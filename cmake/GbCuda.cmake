@@ -1,5 +1,7 @@
 # Decides whether the CUDA backend is built (GB_HAVE_CUDA) from GB_CUDA.
-# Architectures default to 90 (H100/H200); set CMAKE_CUDA_ARCHITECTURES to change.
+# Architectures default to sm_75, 80, 86, 89 and 90 (Turing to Hopper: the
+# consumer GPUs of WSL2 and desktop hosts as well as H100/H200), with compute_90
+# PTX for the driver to JIT on newer GPUs; set CMAKE_CUDA_ARCHITECTURES to change.
 set(GB_HAVE_CUDA OFF)
 if(NOT GB_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -10,7 +12,7 @@ if(NOT GB_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)
+      set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 86-real 89-real 90)
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)

@@ -6,6 +6,7 @@
 
 #include "graph.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer's entry point */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     gb_graph_t *g = NULL;

@@ -31,6 +31,7 @@ static void stop(void)
     gb_engine_destroy(&g_engine, 1000);
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv); /* libFuzzer's entry point */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -49,6 +50,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer's entry point */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* Both sides of the control authority check: state-changing control is
