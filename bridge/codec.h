@@ -42,8 +42,16 @@ typedef struct gbi_msg_limit {
     uint32_t max_elements; /* entries of its repeated field; 0: none */
 } gbi_msg_limit_t;
 
-/* The request types of grain kind with cap record bytes per slot, into out
- * (max entries); returns how many there are (codec_limits.c). */
-size_t gbi_codec_limits(int kind, uint32_t cap, gbi_msg_limit_t *out, size_t max);
+/* The request types of grain kind, into out (max entries); returns how many
+ * there are (codec_limits.c). cap: record bytes per slot; large_max: the
+ * largest record (and reply) out of line, gb_rk_large_max; type_len: bytes
+ * of the grain type's name (the frame carries it). */
+size_t gbi_codec_limits(int kind, uint32_t cap, uint32_t large_max, uint32_t max_message_size, uint32_t type_len,
+                        gbi_msg_limit_t *out, size_t max);
+
+/* The largest Envelope.payload of a ClientFrame of one envelope that fits
+ * max_message_size, whatever its correlation id and key, for a grain type
+ * name of type_len bytes and that message type. */
+uint32_t gbi_frame_payload_max(uint32_t max_message_size, uint32_t type_len, uint32_t message_type);
 
 #endif

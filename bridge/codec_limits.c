@@ -1,8 +1,9 @@
 /* What each grain type's request messages accept, for the Limits control
- * reply: the same bounds the codecs (codec.c, codec_pagerank.c) and the
- * envelope check (server_feed.c) enforce, computed from the slot's record
- * size. tests/e2e_bridge.c sends requests at and just past each reported
- * bound. */
+ * reply: the bounds server_feed.c and the codecs (codec.c, codec_pagerank.c)
+ * really enforce. A request's frame must fit max_message_size; its decoded
+ * record must fit the slot, or else the large area (up to large_max,
+ * large_payload.h), as must its reply. tests/test_wire.c and
+ * tests/e2e_bridge.c send requests at and just past each reported bound. */
 #include "codec.h"
 
 #include "codec_pagerank.h"
@@ -11,9 +12,36 @@
 #include "pagerank.pb-c.h"
 #include "vecadd.pb-c.h"
 
-/* server_feed.c refuses a payload longer than both cap + 64 bytes and its
- * 64 KiB record buffer before any codec sees it. */
-static uint32_t payload_bound(uint32_t cap) { return cap + 64u > 65536u ? cap + 64u : 65536u; }
+static uint32_t varint_len(uint64_t v)
+{
+    uint32_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* A ClientFrame of one Envelope with payload_len bytes of payload, its
+ * correlation id and key at their largest (10-byte varints), kind set. */
+static uint64_t frame_len(uint32_t type_len, uint32_t mt, uint64_t payload_len)
+{
+    const uint64_t grain = 1 + varint_len(type_len) + type_len + 11; /* GrainId{type, key} */
+    const uint64_t env = 11 + (1 + varint_len(grain) + grain) + 2 + (1 + varint_len(mt)) +
+                         (1 + varint_len(payload_len) + payload_len);
+    return 1 + varint_len(env) + env;
+}
+
+uint32_t gbi_frame_payload_max(uint32_t max_message_size, uint32_t type_len, uint32_t message_type)
+{
+    /* frame_len(p) >= frame_len(0) + p: start there; the varints' growth
+     * takes a few bytes more at most. */
+    const uint64_t empty = frame_len(type_len, message_type, 0);
+    uint64_t p = max_message_size > empty ? max_message_size - empty : 0;
+    while (p > 0 && frame_len(type_len, message_type, p) > max_message_size)
+        p--;
+    return (uint32_t)p;
+}
 
 static size_t put(gbi_msg_limit_t *out, size_t n, size_t max, uint32_t mt, const char *name, uint32_t payload,
                   uint32_t elements)
@@ -23,37 +51,66 @@ static size_t put(gbi_msg_limit_t *out, size_t n, size_t max, uint32_t mt, const
     return n + 1;
 }
 
-static uint32_t chunk_max(uint32_t cap, uint32_t entry) { return cap < GB_PR_CHUNK_HDR ? 0 : (cap - GB_PR_CHUNK_HDR) / entry; }
+static uint32_t min32(uint64_t a, uint64_t b) { return (uint32_t)(a < b ? a : b); }
 
-size_t gbi_codec_limits(int kind, uint32_t cap, gbi_msg_limit_t *out, size_t max)
+/* The most entries of `entry` bytes a chunk record of rec_cap bytes holds,
+ * and that fit `payload` bytes in their shortest encoding (first entry 0,
+ * one-byte varints: tag, length, then a byte each). */
+static uint32_t chunk_max(uint32_t rec_cap, uint32_t entry, uint32_t payload)
 {
-    const uint32_t pb = payload_bound(cap);
+    uint64_t n = rec_cap < GB_PR_CHUNK_HDR ? 0 : (rec_cap - GB_PR_CHUNK_HDR) / entry;
+    while (n > 0 && 1 + varint_len(n) + n > payload)
+        n--;
+    return (uint32_t)n;
+}
+
+/* The most elements a VectorAddRequest (op add, so unset; a and b packed)
+ * carries within rec_cap record bytes and `payload` bytes. */
+static uint32_t vecadd_max(uint32_t rec_cap, uint32_t payload)
+{
+    uint64_t n = rec_cap < GB_VECADD_HDR ? 0 : (rec_cap - GB_VECADD_HDR) / 8;
+    while (n > 0 && 2 * (1 + varint_len(4 * n) + 4 * n) > payload)
+        n--;
+    return (uint32_t)n;
+}
+
+size_t gbi_codec_limits(int kind, uint32_t cap, uint32_t large_max, uint32_t max_message_size, uint32_t type_len,
+                        gbi_msg_limit_t *out, size_t max)
+{
+    /* server_feed.c encodes into the slot first, then, when that is too
+     * small, into the large area. */
+    const uint32_t rc = large_max > cap ? large_max : cap;
+    /* Every message type these grains take is below 128: a one-byte varint. */
+    const uint32_t pb = gbi_frame_payload_max(max_message_size, type_len, 1);
     size_t n = 0;
     switch (kind) {
-    case GB_GRAIN_ECHO: /* the EchoRequest's bytes are the record */
-        return put(out, n, max, GPUBRIDGE__ECHO_MESSAGE_TYPE__ECHO_MESSAGE_TYPE_REQUEST, "EchoRequest", cap, 0);
-    case GB_GRAIN_VECADD: /* op, n, then n floats of a and n of b */
+    case GB_GRAIN_ECHO: /* the EchoRequest's bytes are the record, and the reply's */
+        return put(out, n, max, GPUBRIDGE__ECHO_MESSAGE_TYPE__ECHO_MESSAGE_TYPE_REQUEST, "EchoRequest",
+                   min32(rc, pb), 0);
+    case GB_GRAIN_VECADD: /* op, n, then n floats of a and n of b; the reply n floats */
         return put(out, n, max, GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_REQUEST,
-                   "VectorAddRequest", pb, cap < GB_VECADD_HDR ? 0 : (cap - GB_VECADD_HDR) / 8);
+                   "VectorAddRequest", pb, vecadd_max(rc, pb));
     case GB_GRAIN_PR_SENDER:
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION,
                 "StartIterationCommand", pb, 0);
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, "GraphInit", pb, 0);
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT, "PartitionInit",
                 pb, 0);
-        return put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES,
-                   "OutDegreeChunk", pb, chunk_max(cap, 4));
+        n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, "OutDegreeChunk",
+                pb, chunk_max(rc, 4, pb));
+        return put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, "JobEnd", pb, 0);
     case GB_GRAIN_PR_AGGREGATOR:
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION,
                 "StartIterationCommand", pb, 0);
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT, "PartitionInit",
                 pb, 0);
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS, "InOffsetChunk", pb,
-                chunk_max(cap, 8));
+                chunk_max(rc, 8, pb));
         n = put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, "InEdgeChunk", pb,
-                chunk_max(cap, 4));
+                chunk_max(rc, 4, pb));
+        /* The reply (8 + 4 x count bytes) fits where the record goes. */
         return put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, "RankQuery", pb,
-                   (uint32_t)gbi_codec_pr_max_query(cap));
+                   (uint32_t)gbi_codec_pr_max_query(rc));
     default:
         return 0;
     }

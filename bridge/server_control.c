@@ -165,7 +165,8 @@ static void reply_limits(const ctl_ctx_t *c)
             if (strcmp(s->cfg->grains[k].type, t->name) == 0)
                 g->max_grains = s->cfg->grains[k].max_grains;
         gbi_msg_limit_t lim[LIMITS_MSGS];
-        size_t n = gbi_codec_limits(t->kind, g->record_size, lim, LIMITS_MSGS);
+        size_t n = gbi_codec_limits(t->kind, g->record_size, gb_rk_large_max(t->rk), s->cfg->max_message_size,
+                                    (uint32_t)strlen(t->name), lim, LIMITS_MSGS);
         for (size_t j = 0; j < n && j < LIMITS_MSGS; j++) {
             Gpubridge__MessageTypeLimits *x = &ml[m.n_grain_types][j];
             *x = (Gpubridge__MessageTypeLimits)GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT;

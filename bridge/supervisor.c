@@ -1067,13 +1067,15 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
         if (spawn_worker(&s) != 0)
             err = GB_ERR_IO;
     }
-    if (err == GB_OK) {
+    const bool served = err == GB_OK;
+    if (served)
         err = serve(&s, stop);
+    close_all(&s);
+    /* After close_all: it answers the requests still waiting at the end. */
+    if (served)
         GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here); %llu "
                 "restart(s) of the worker", (unsigned long long)(s.replies_fwd + s.replies_own),
                 (unsigned long long)s.replies_fwd, (unsigned long long)s.replies_own,
                 (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
-    }
-    close_all(&s);
     return err;
 }

@@ -260,7 +260,7 @@ out:
 /* Phase 4: deactivate, one request, activate; true if all went right. */
 static bool deactivate_cycle(gbc_client_t *c, uint64_t key, size_t len, int timeout_ms)
 {
-    gbc_grain_status_t s;
+    gbc_grain_status_t s = GBC_GRAIN_STATUS_INIT;
     float got[MAX_LEN], vals[3 * MAX_LEN];
     tcase_t t = {.a = vals, .b = vals + len, .want = vals + 2 * len};
     make_case(&t, GBC_VECADD_ADD, len);
@@ -376,7 +376,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int rc = 1;
-    gbc_grain_status_t s;
+    gbc_grain_status_t s = GBC_GRAIN_STATUS_INIT;
     if (gbc_ctl_activate(c, 0, "vecadd", &s, tmo) != GBC_OK) {
         fprintf(stderr, PROG ": activate vecadd: %s\n", gbc_last_error());
         goto out;

@@ -248,7 +248,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* The grains' mode: it also picks the default partition count. */
-    gbc_grain_status_t gs;
+    gbc_grain_status_t gs = GBC_GRAIN_STATUS_INIT;
     char mode[16] = "?";
     if (gbc_ctl_status(c, 0, AGGREGATOR, &gs, o.timeout_ms) != GBC_OK) {
         fprintf(stderr, PROG ": the bridge at %s has no usable %s: %s\n", o.endpoint, AGGREGATOR,

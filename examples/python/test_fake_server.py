@@ -41,6 +41,40 @@ PY = sys.executable
 
 # ----------------------------------------------------------------- fake bridge
 
+def varint_len(v):
+    n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+def frame_payload_max(max_message, grain_type, message_type):
+    """The largest payload of a one-envelope ClientFrame within max_message
+    whatever its correlation id and key (Limits.max_payload, as the bridge
+    computes it)."""
+    pb = gbc.gpubridge_pb2
+    env = pb.Envelope(correlation_id=2**64 - 1, kind=pb.KIND_REQUEST, message_type=message_type)
+    env.grain.type, env.grain.key = grain_type, 2**64 - 1
+    p = max(0, max_message - pb.ClientFrame(envelope=env).ByteSize())
+    while p > 0:
+        env.payload = bytes(p)
+        if pb.ClientFrame(envelope=env).ByteSize() <= max_message:
+            break
+        p -= 1
+    return p
+
+
+def vecadd_max(large_max, payload):
+    """The most elements of a VectorAddRequest (op add: unset) whose record
+    (8 + 8 n bytes) fits large_max and whose encoding fits payload bytes."""
+    n = max(0, (large_max - 8) // 8)
+    while n > 0 and 2 * (1 + varint_len(4 * n) + 4 * n) > payload:
+        n -= 1
+    return n
+
+
+
 class FakeBridge(threading.Thread):
     """A ROUTER socket in a thread that answers like a (small) bridge.
 
@@ -253,10 +287,13 @@ class FakeBridge(threading.Thread):
         if op == "limits_request":
             ok.message_type = cpb.CONTROL_MESSAGE_TYPE_LIMITS
             cap = self.slot_payload
-            lim = cpb.Limits(max_message_size=1 << 20, hold_bound=64 << 20, max_replies_per_frame=256)
-            for t, mt, name, size, n in (("vecadd", gbc.VECADD_REQUEST, "VectorAddRequest", 65536,
-                                          (cap - 8) // 8),
-                                         ("echo", gbc.ECHO_REQUEST, "EchoRequest", cap, 0)):
+            lim = cpb.Limits(max_message_size=self.max_message, hold_bound=64 << 20, max_replies_per_frame=256)
+            va_payload = frame_payload_max(self.max_message, "vecadd", gbc.VECADD_REQUEST)
+            echo_payload = frame_payload_max(self.max_message, "echo", gbc.ECHO_REQUEST)
+            for t, mt, name, size, n in (("vecadd", gbc.VECADD_REQUEST, "VectorAddRequest", va_payload,
+                                          vecadd_max(self.max_message, va_payload)),
+                                         ("echo", gbc.ECHO_REQUEST, "EchoRequest",
+                                          min(self.max_message, echo_payload), 0)):
                 g = lim.grain_types.add(grain_type=t, slot_size=cap + 32, record_size=cap,
                                         queue_capacity=4096, max_grains=65536)
                 g.message_types.add(message_type=mt, name=name, max_payload=size, max_elements=n)
@@ -444,10 +481,19 @@ def test_control_helpers(srv, c):
     lim = c.limits()
     assert lim.max_message_size == 1 << 20 and lim.hold_bound == 64 << 20
     va = gbc.message_limits(lim, "vecadd", gbc.VECADD_REQUEST)
-    assert va.name == "VectorAddRequest" and va.max_elements == 3
-    assert c.vecadd(1, "add", [1] * va.max_elements, [2] * va.max_elements) == [3.0] * 3
-    expect_bridge_error(lambda: c.vecadd(1, "add", [1] * 4, [2] * 4), "STATUS_TOO_LARGE")
-    assert gbc.message_limits(lim, "echo", gbc.ECHO_REQUEST).max_payload == 32
+    # Past a slot, messages go out of line: the frame binds, 1 MiB less the
+    # ClientFrame's 44 bytes with the largest ids; 8 bytes an element, 8 of
+    # tags and lengths.
+    n = va.max_elements
+    assert va.name == "VectorAddRequest" and va.max_payload == (1 << 20) - 44
+    assert n == ((1 << 20) - 44 - 8) // 8, n
+    assert c.vecadd(1, "add", [1] * n, [2] * n) == [3.0] * n
+    # Two elements more (16 bytes) pass the frame's bound whatever the
+    # correlation id: refused as a frame, with correlation id 0.
+    c.send("vecadd", 2**64 - 1, gbc.VECADD_REQUEST, gbc.encode_vecadd("add", [1] * (n + 2), [2] * (n + 2)))
+    rs = c.poll(timeout_ms=5000)
+    assert [(r.correlation_id, r.status) for r in rs] == [(0, gbc.gpubridge_pb2.STATUS_TOO_LARGE)], rs
+    assert gbc.message_limits(lim, "echo", gbc.ECHO_REQUEST).max_payload == (1 << 20) - 42
     assert gbc.message_limits(lim, "echo", 99) is None
     st = c.status("vecadd")
     assert st.grain_type == "vecadd" and st.state == cpb.GRAIN_STATE_ACTIVE
