@@ -31,7 +31,8 @@ void gb_fdguard_init(gb_fdguard_t *g, const char *who)
 {
     memset(g, 0, sizeof *g);
     g->who = who;
-    g->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    for (int i = 0; i < GB_FDGUARD_RESERVE; i++)
+        g->reserve[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
     struct rlimit rl;
     g->limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 30) ? (int)rl.rlim_cur : 1 << 30;
     int margin = g->limit / 16 > 16 ? g->limit / 16 : 16;
@@ -61,7 +62,7 @@ void gb_fdguard_init(gb_fdguard_t *g, const char *who)
  * handed out lowest first, so it reaches the limit only when all are). */
 static int lowest_free(const gb_fdguard_t *g)
 {
-    int fd = g->reserve >= 0 ? fcntl(g->reserve, F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int fd = g->reserve[0] >= 0 ? fcntl(g->reserve[0], F_DUPFD_CLOEXEC, 0) : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == EMFILE ? 1 << 30 : 0;
     close(fd);
@@ -84,19 +85,25 @@ static void set_refusing(gb_fdguard_t *g, bool on)
 
 /* Connections that completed before the filter sat in the listeners'
  * queues keep them readable, and libzmq retrying accept() at EMFILE spins:
- * take them with the reserve descriptor and close them (their clients
- * reconnect later). */
+ * take them with the reserve descriptors and close them (their clients
+ * reconnect later). libzmq's own accept may take a freed descriptor first:
+ * several reserves, topped up at every check, keep one for the next drain. */
 static void drain_queued(gb_fdguard_t *g)
 {
-    if (g->reserve < 0)
-        return;
-    close(g->reserve);
-    for (size_t i = 0; i < g->n; i++) {
+    int freed = 0;
+    for (int i = 0; i < GB_FDGUARD_RESERVE; i++)
+        if (g->reserve[i] >= 0) {
+            close(g->reserve[i]);
+            g->reserve[i] = -1;
+            freed++;
+        }
+    for (size_t i = 0; freed && i < g->n; i++) {
         int fd;
         while ((fd = accept4(g->listeners[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
             close(fd);
     }
-    g->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    for (int i = 0; i < GB_FDGUARD_RESERVE; i++)
+        g->reserve[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 void gb_fdguard_check(gb_fdguard_t *g, uint64_t now_ns)

@@ -14,11 +14,12 @@
 #include <stdint.h>
 
 #define GB_FDGUARD_MAX 16
+#define GB_FDGUARD_RESERVE 4
 
 typedef struct gb_fdguard {
     int listeners[GB_FDGUARD_MAX]; /* TCP listening sockets of this process */
     size_t n;
-    int reserve; /* a descriptor kept free to accept and close what is queued */
+    int reserve[GB_FDGUARD_RESERVE]; /* descriptors kept free to accept and close what is queued; -1: none */
     int limit, warn_at, refuse_at, resume_at;
     bool warned, refusing;
     uint64_t next_ns, next_count_ns;
