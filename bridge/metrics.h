@@ -45,6 +45,7 @@ typedef struct gb_metrics_type {
     /* gauges and kernel counters, read at publish time */
     uint64_t in_flight, held_bytes, active;
     uint64_t heartbeat, launches, processed;
+    uint64_t activations, evicted, evictions, restores; /* activation table (activation.h) */
 } gb_metrics_type_t;
 
 typedef struct gb_metrics_snap {

@@ -97,6 +97,10 @@ void gbi_stats_publish(gb_server_t *s)
         t->heartbeat = rs.heartbeat;
         t->launches = rs.launches;
         t->processed = rs.processed;
+        t->activations = rs.activations;
+        t->evicted = rs.evicted;
+        t->evictions = rs.evictions;
+        t->restores = rs.restores;
     }
     gb_metrics_publish(st->m, &st->live);
 }

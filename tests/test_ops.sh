@@ -95,6 +95,9 @@ wait_metric 'gpubridge_grain_latency_seconds_bucket{grain_type="echo",mode="cpu"
 if [ -n "$METRICS" ]; then
 [ "$(metric "gpubridge_grain_in_flight$E")" = 0 ] || fail "in flight after all replies"
 [ "$(metric "gpubridge_grain_active$E")" = 1 ] || fail "echo not active"
+act=$(metric "gpubridge_grain_activations$E")
+[ "$act" != absent ] && [ "$act" -ge 1 ] && [ "$act" -le 40 ] || fail "echo activations: $act"
+[ "$(metric "gpubridge_grain_evictions_total$E")" = 0 ] || fail "evictions with collection_age_s 900"
 [ "$(metric "gpubridge_kernel_launches_total$E")" != absent ] || fail "no launches series"
 # Buckets are cumulative: never decreasing, ending at _count.
 $PY - "$T/m.txt" <<'PYEOF' || fail "histogram buckets not cumulative"
