@@ -42,7 +42,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
         }
     } else {
         gb_slot_hdr_t *slot = gb_rk_claim(rk);
-        slot->key = key;
+        __atomic_store_n(&slot->key, key, __ATOMIC_RELEASE); /* as gb_rk_send: the lap-behind check reads it */
         slot->corr = pos;
         slot->type = slot_type;
         slot->len = rec_len;
