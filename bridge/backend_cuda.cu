@@ -628,15 +628,15 @@ static gb_err cuda_quiesce(gb_rk_t *rk, int on)
         b->q_held = rk->state == GB_RK_RUNNING && b->resident;
         if (!b->q_held)
             return GB_OK; /* nothing runs */
-        b->q_saved = rk->ctl->is_active;
-        rk->ctl->is_active = 0;
+        b->q_saved = GB_CTL_LOAD(&rk->ctl->is_active);
+        GB_CTL_STORE(&rk->ctl->is_active, 0);
         cuda_control(rk);
         return wait_seen(rk, 0);
     }
     if (!b->q_held)
         return GB_OK;
     b->q_held = 0;
-    rk->ctl->is_active = b->q_saved;
+    GB_CTL_STORE(&rk->ctl->is_active, b->q_saved);
     cuda_control(rk);
     /* The acknowledgement too: a later sweep must not take an old one for its own. */
     return b->q_saved ? wait_seen(rk, b->q_saved) : GB_OK;

@@ -692,8 +692,10 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
     cfg->device = (int)dev;
     if (gbi_get_mode(c, root, "mode", &cfg->mode) != 0)
         return -1;
-    /* Smallest useful frame holds an envelope header; 1 GiB is far past any slot. */
-    if (gbi_get_u32(c, root, "max_message_size", "max_message_size", 64, 1 << 30, false,
+    /* Smallest useful frame holds an envelope header; the largest is the
+     * largest message carried out of line (GB_LARGE_MAX_CAP, 64 MiB): the
+     * bounds derived from it (hard frame cap, large areas) scale with it. */
+    if (gbi_get_u32(c, root, "max_message_size", "max_message_size", 64, 64u << 20, false,
                     &cfg->max_message_size) != 0)
         return -1;
     if (gbi_get_u32(c, root, "arena_mb", "arena_mb", 0, 1 << 20, false, &cfg->arena_mb) != 0)

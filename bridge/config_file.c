@@ -36,6 +36,14 @@ gb_err gbi_read_regular_file(const char *path, const char *what, size_t max, cha
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return GB_ERR_IO;
     }
+    return gbi_read_regular_fd(fd, path, what, max, out, len, err, errlen);
+}
+
+gb_err gbi_read_regular_fd(int fd, const char *path, const char *what, size_t max, char **out, size_t *len,
+                           char *err, size_t errlen)
+{
+    *out = NULL;
+    *len = 0;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));

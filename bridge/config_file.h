@@ -16,6 +16,10 @@
  * On error returns GB_ERR_IO or GB_ERR_CONFIG and writes a sentence into err. */
 gb_err gbi_read_regular_file(const char *path, const char *what, size_t max, char **out, size_t *len,
                              char *err, size_t errlen);
+/* The same from descriptor fd, opened from path (named in messages) with
+ * O_NONBLOCK; fd is closed. */
+gb_err gbi_read_regular_fd(int fd, const char *path, const char *what, size_t max, char **out, size_t *len,
+                           char *err, size_t errlen);
 
 /* Checks config text (len bytes) for what libconfig gets wrong or slow: a NUL
  * byte, a line or string literal over GBI_TOKEN_MAX, an integer literal that

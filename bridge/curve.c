@@ -5,6 +5,7 @@
  * group or others can read, or that another user owns, is refused: the key
  * would not be secret; so is one that does not match server_public_key. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +23,12 @@
 #define KEY_FILE "curve.server_secret_key_file"
 
 /* The file's owner and mode: ours (or root's), and no access for group or
- * others; anyone else could read the key, or replace it. */
-static gb_err check_owner_mode(const char *path, char *err, size_t errlen)
+ * others; anyone else could read the key, or replace it. Checked on the
+ * descriptor that is then read, so the file checked is the file read. */
+static gb_err check_owner_mode(int fd, const char *path, char *err, size_t errlen)
 {
     struct stat sb;
-    if (lstat(path, &sb) != 0) {
-        snprintf(err, errlen, KEY_FILE " %s: %s", path, strerror(errno));
-        return GB_ERR_IO;
-    }
-    if (S_ISLNK(sb.st_mode) && stat(path, &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         snprintf(err, errlen, KEY_FILE " %s: %s", path, strerror(errno));
         return GB_ERR_IO;
     }
@@ -49,12 +47,24 @@ static gb_err check_owner_mode(const char *path, char *err, size_t errlen)
 
 static gb_err read_secret(const char *path, char key[41], char *err, size_t errlen)
 {
-    gb_err e = check_owner_mode(path, err, errlen);
-    if (e != GB_OK)
+    /* O_NOFOLLOW: a link's owner and mode say nothing of its target's;
+     * O_NONBLOCK: opening a FIFO would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ELOOP)
+            snprintf(err, errlen, KEY_FILE " %s is a symbolic link; name the key file itself", path);
+        else
+            snprintf(err, errlen, KEY_FILE " %s: %s", path, strerror(errno));
+        return GB_ERR_IO;
+    }
+    gb_err e = check_owner_mode(fd, path, err, errlen);
+    if (e != GB_OK) {
+        close(fd);
         return e;
+    }
     char *text = NULL;
     size_t n = 0;
-    e = gbi_read_regular_file(path, KEY_FILE, 128, &text, &n, err, errlen);
+    e = gbi_read_regular_fd(fd, path, KEY_FILE, 128, &text, &n, err, errlen);
     if (e != GB_OK)
         return e;
     while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' '))

@@ -168,7 +168,7 @@ gb_err gb_rk_claim_large(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type
 #endif
     const uint64_t pos = rk->in_head;
     gb_slot_hdr_t *s = gb_rk_claim(rk); /* non-NULL: slot_free said so */
-    s->key = key;
+    __atomic_store_n(&s->key, key, __ATOMIC_RELEASE); /* as gb_rk_send: the lap-behind check reads it */
     s->corr = corr;
     s->type = type;
     s->status = GB_REQ_LARGE;

@@ -42,7 +42,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
         }
     } else {
         gb_slot_hdr_t *slot = gb_rk_claim(rk);
-        slot->key = key;
+        __atomic_store_n(&slot->key, key, __ATOMIC_RELEASE); /* as gb_rk_send: the lap-behind check reads it */
         slot->corr = pos;
         slot->type = slot_type;
         slot->len = rec_len;
@@ -256,10 +256,22 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
     nh->id_len = id_len;
     nh->delim = delim;
     nh->admin = (uint8_t)s->peer_admin;
+    nh->err_bytes = s->frame_err_bytes;
+    nh->err_corr0 = s->frame_corr0;
     s->held_bytes += mem;
     c->held_mem += mem;
     push_held(s->blocked, nh);
     return NEEDS_ROOM;
+}
+
+/* The client's held frames and unsent replies are past its bound: it does
+ * not read, and each request fed could add a reply of up to large_max. */
+static int client_over(gb_server_t *s, const uint8_t *id, uint8_t id_len)
+{
+    if (!s->out_mem || s->refusing) /* no client has unsent replies: held_mem alone stays within */
+        return 0;
+    gbi_client_t *c = gbi_client_find(s, id, id_len);
+    return c && c->held_mem + c->out_mem > s->client_limit;
 }
 
 int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
@@ -270,16 +282,23 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
     if (h)
         s->peer_admin = h->admin;
     s->feeding = 1;
-    s->frame_err_bytes = 0;
-    s->frame_corr0 = 0;
+    s->frame_err_bytes = h ? h->err_bytes : 0;
+    s->frame_corr0 = h ? h->err_corr0 : 0;
     int ret = HANDLED;
     for (size_t i = from; i < f->n; i++) {
+        if (client_over(s, id, id_len)) {
+            refuse_rest(s, f, i, id, id_len, delim,
+                        "the client's unread replies are past the bridge's bound; read replies, then resend");
+            break;
+        }
         if (handle_envelope(s, id, id_len, delim, &f->envs[i]) != NEEDS_ROOM)
             continue;
         publish_all(s);
         s->resuming = NULL;
         if (h) {
             h->next_env = i;
+            h->err_bytes = s->frame_err_bytes;
+            h->err_corr0 = s->frame_corr0;
             s->feeding = 0;
             return NEEDS_ROOM;
         }

@@ -53,6 +53,8 @@ typedef struct gbi_held {
     uint8_t id_len;
     uint8_t delim;
     uint8_t admin;      /* its sender may change state (authority.h) */
+    int err_corr0;      /* the frame's error budget so far, kept across resumes */
+    size_t err_bytes;   /* (gb_server.frame_err_bytes, frame_corr0) */
 } gbi_held_t;
 
 typedef struct gbi_ring {

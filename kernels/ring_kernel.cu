@@ -223,8 +223,8 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
 }
 
 /* One block per ring kernel (the 1): ptxas may give a thread all 128
- * registers. Without it, once the large-message call (dispatch.h) was in,
- * ptxas chose 64 registers and spilled some 580 bytes a thread. */
+ * registers, which keeps the hot loop, large-message call (dispatch.h)
+ * included, free of spills. */
 __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
 {
     const uint32_t tid = threadIdx.x, nthreads = blockDim.x;

@@ -230,6 +230,13 @@ static void test_check_config_keys(void **state)
     assert_int_equal(check_config(dir, fifo, spub, err, sizeof err), 2); /* and does not block */
     assert_non_null(strstr(err, "is a FIFO"));
 
+    /* A link is refused, even to a good key: its target is not what was checked. */
+    char link[300];
+    snprintf(link, sizeof link, "%s/key.link", dir);
+    assert_int_equal(symlink(keyfile, link), 0);
+    assert_int_equal(check_config(dir, link, spub, err, sizeof err), 2);
+    assert_non_null(strstr(err, "is a symbolic link"));
+
     /* The daemon itself refuses the mismatch at start. */
     char cfg[1024];
     snprintf(cfg, sizeof cfg,

@@ -6,6 +6,7 @@
  * one refusal), memory stays bounded, control and other clients flow. */
 #include "e2e_harness.h"
 #include "gpu_skip.h"
+#include "pagerank.pb-c.h"
 
 /* Replies seen per correlation id, and frame-level refusals (id 0). */
 typedef struct tally {
@@ -397,13 +398,116 @@ static void test_unread_replies(void **state)
                   (unsigned long long)tm->reply_backlog_bytes, (unsigned long long)tm->frames_refused_unread);
     assert_true(tm->reply_backlog_bytes <= (16u << 20));
     gpubridge__telemetry__free_unpacked(tm, NULL);
-    assert_true(rss1 - rss0 < 48 * 1024); /* before the bounds: +197 MiB, +72 MiB supervised */
+    assert_true(rss1 - rss0 < 48 * 1024); /* the client's 8 MiB bound, with room for the allocator */
     tally_t t;
     tally_init(&t, (uint64_t)PER * FRAMES);
     want_t w = {(uint64_t)PER * FRAMES, PER, 0};
     tally_until(&t, c, all_answered, &w, 5000);
     expect_all_answered(&t, &w);
     assert_true(t.ok > 0);
+    free(t.seen);
+    zmq_close(c);
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
+/* A batch frame of n RankQuery requests for ranks 0..count-1 of job's
+ * graph, ids first..first+n-1 (malloc'd): a few bytes each, a reply of
+ * 8 bytes a rank. */
+static uint8_t *query_batch(uint32_t job, uint64_t first, size_t n, uint32_t count, size_t *len)
+{
+    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
+    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
+    Gpubridge__RankQuery q = GPUBRIDGE__RANK_QUERY__INIT;
+    q.count = count;
+    uint8_t pl[32];
+    size_t pl_len = gpubridge__rank_query__pack(&q, pl);
+    for (size_t i = 0; i < n; i++) {
+        envs[i] = *make_env(first + i, "pagerank.aggregator", (uint64_t)job << 32,
+                            GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, pl, pl_len);
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = n;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &b;
+    *len = gpubridge__client_frame__get_packed_size(&f);
+    uint8_t *buf = malloc(*len);
+    gpubridge__client_frame__pack(&f, buf);
+    free(envs);
+    free(ptrs);
+    return buf;
+}
+
+/* Item 1: a client that never reads sends frames of small requests whose
+ * replies are large (RankQuery: about 20 bytes asking for 480 KB): the
+ * client's bound is checked before each request is fed, not only when a
+ * frame is first held, so the bridge's memory stays bounded; once it reads,
+ * every request has one reply. */
+static void test_unread_large_replies(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "arena_mb = 16;\n"
+                                      "grains = ( { type = \"vecadd\"; queue_capacity = 64; slot_size = 128; },\n"
+                                      "  { type = \"pagerank.sender\"; queue_capacity = 64; slot_size = 16384; },\n"
+                                      "  { type = \"pagerank.aggregator\"; queue_capacity = 64; slot_size = 16384; } );\n"),
+                     0);
+    void *c = client_open(g_b.endpoint), *other = client_open(g_b.endpoint);
+    enum { JOB = 7, NODES = 60000, PER = 100, FRAMES = 8 };
+    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
+    gi.node_count = NODES;
+    gi.edge_count = 1;
+    gi.new_job = 1;
+    uint8_t pl[64];
+    send_env(c, make_env(1000000, "pagerank.sender", (uint64_t)JOB << 32,
+                         GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, pl,
+                         gpubridge__graph_init__pack(&gi, pl)));
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(c, &f, 5000);
+    if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
+        print_message("GraphInit: %s\n", r->error);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    still_serves(other);
+    long rss0 = bridge_rss(&g_b);
+    for (uint64_t k = 0; k < FRAMES; k++) { /* 800 requests, 380 MB of replies if all were answered */
+        size_t len;
+        uint8_t *fr = query_batch(JOB, 1 + k * PER, PER, NODES, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    /* Until every request is answered or refused (the replies wait unread). */
+    Gpubridge__Telemetry *tm = NULL;
+    for (int i = 0; i < 400; i++) {
+        if (tm)
+            gpubridge__telemetry__free_unpacked(tm, NULL);
+        tm = telemetry(other, 10 + (uint64_t)i, "pagerank.aggregator");
+        if (tm->messages_processed + tm->requests_busy >= (uint64_t)PER * FRAMES)
+            break;
+        usleep(25000);
+    }
+    long rss1 = bridge_rss(&g_b);
+    print_message("%d RankQuery requests, replies unread: bridge RSS %ld KiB -> %ld KiB (+%ld KiB); %llu processed, "
+                  "%llu busy, %llu bytes of replies unsent\n",
+                  PER * FRAMES, rss0, rss1, rss1 - rss0, (unsigned long long)tm->messages_processed,
+                  (unsigned long long)tm->requests_busy, (unsigned long long)tm->reply_backlog_bytes);
+    assert_true(tm->messages_processed + tm->requests_busy >= (uint64_t)PER * FRAMES);
+    assert_true(tm->requests_busy > 0);
+    assert_true(tm->reply_backlog_bytes <= (16u << 20)); /* the client's 8 MiB, and one reply past it */
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* Under --supervise the queues between the two processes, bounded in
+     * frames, also carry replies of 480 KB each. */
+    const char *sup = getenv("GB_E2E_SUPERVISE");
+    assert_true(rss1 - rss0 < (sup && *sup == '1' ? 96 : 48) * 1024);
+    still_serves(other);
+    tally_t t;
+    tally_init(&t, (uint64_t)PER * FRAMES);
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_true(t.ok > 0 && t.busy > 0);
     free(t.seen);
     zmq_close(c);
     zmq_close(other);
@@ -490,6 +594,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_oversized_frames, stop_bridge),    cmocka_unit_test_teardown(test_paused_flood, stop_bridge),
         cmocka_unit_test_teardown(test_unread_replies, stop_bridge),      cmocka_unit_test_teardown(test_error_amplification, stop_bridge),
         cmocka_unit_test_teardown(test_drain_refuses_late_requests, stop_bridge),
+        cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
            getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");

@@ -392,9 +392,11 @@ static void test_err_range(void **state)
     (void)state;
     expect_error("device = -1;\n", 1, "device: -1 is out of range (0..1023)");
     expect_error("max_message_size = 8;\n", 1,
-                 "max_message_size: 8 is out of range (64..1073741824)");
+                 "max_message_size: 8 is out of range (64..67108864)");
+    expect_error("max_message_size = 67108865;\n", 1,
+                 "max_message_size: 67108865 is out of range (64..67108864)");
     expect_error("max_message_size = 4294967360L;\n", 1,
-                 "max_message_size: 4294967360 is out of range (64..1073741824)");
+                 "max_message_size: 4294967360 is out of range (64..67108864)");
     expect_error("persistent = {\n idle_backoff_max_ns = 1000001; };\n", 2,
                  "persistent.idle_backoff_max_ns: 1000001 is out of range (0..1000000)");
     expect_error("persistent = { heartbeat_deadline_ms = 0; };\n", 1,
