@@ -69,12 +69,13 @@ typedef struct peer {
     uint64_t *ids;  /* correlation ids awaiting a reply (open addressing; 0 = empty, ~0 = deleted) */
     size_t cap, n, used;
     /* Replies the client's queue would not take yet (it reads slowly): the
-     * worker's (one; its DEALER is not read meanwhile, so the worker's own
-     * bounds take over) and the supervisor's own, in bytes. */
+     * worker's (one; its DEALER is not read meanwhile, and the client's new
+     * frames are refused here) and the supervisor's own, in bytes. */
     zmq_msg_t *out_msg;
     gbi_outq_t *own_head, *own_tail;
     size_t own_mem;
     uint64_t refused_owed; /* frames refused while it did not read: BUSY replies still to send */
+    size_t stall_fwd;      /* bytes of its frames forwarded while its replies waited */
 } peer_t;
 
 typedef struct gbi_sup {
@@ -110,7 +111,10 @@ typedef struct gbi_sup {
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
-#define PEER_STALL_IDS 65536 /* a client that does not read: requests pending past which its frames are refused */
+/* A client whose replies wait: bytes of its frames still forwarded, well
+ * below the worker's own per-client bound (GBI_CLIENT_MIN), so that the
+ * worker does not refuse frames whose ids are noted here. */
+#define STALL_FWD_MAX (1u << 20)
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
@@ -617,9 +621,14 @@ static int from_client(gbi_sup_t *s)
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
-    if (peer_stalled(p) && p->n >= PEER_STALL_IDS) {
-        /* It leaves its replies unread with this many requests pending:
-         * refused here (one BUSY each, sent once it reads), not forwarded. */
+    if (!peer_stalled(p))
+        p->stall_fwd = 0;
+    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(&m)) > STALL_FWD_MAX) {
+        /* It leaves its replies unread: refused here (one BUSY each, sent
+         * once it reads), neither forwarded nor noted. Forwarded, the worker
+         * would refuse it past its own bound with one BUSY of correlation id
+         * 0, which strikes none of the ids noted here: they would be
+         * answered a second time when the worker goes. */
         p->refused_owed++;
         zmq_msg_close(&m);
         return 1;

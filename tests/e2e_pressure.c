@@ -404,10 +404,91 @@ static void test_unread_replies(void **state)
     tally_until(&t, c, all_answered, &w, 5000);
     expect_all_answered(&t, &w);
     assert_true(t.ok > 0);
-    free(t.seen);
-    zmq_close(c);
+    /* Every request had its one reply: stopping the bridge (under
+     * --supervise: its worker exits) sends none a second. */
+    const uint64_t replies = t.replies;
     zmq_close(other);
     assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    tally_until(&t, c, all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 1000);
+    assert_int_equal(t.dup, 0);
+    assert_int_equal(t.replies, replies);
+    free(t.seen);
+    zmq_close(c);
+}
+
+/* A frame of n echo requests of data_len bytes each, ids first.. (malloc'd). */
+static uint8_t *echo_data_batch(uint64_t first, size_t n, size_t data_len, size_t *len)
+{
+    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
+    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
+    uint8_t *data = calloc(1, data_len), *pl = malloc(data_len + 32);
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.sequence = 1;
+    er.data.data = data;
+    er.data.len = data_len;
+    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    for (size_t i = 0; i < n; i++) {
+        envs[i] = *make_env(first + i, "echo", (first + i) % 7, 1, pl, pl_len);
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = n;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &b;
+    *len = gpubridge__client_frame__get_packed_size(&f);
+    uint8_t *buf = malloc(*len);
+    gpubridge__client_frame__pack(&f, buf);
+    free(envs);
+    free(ptrs);
+    free(data);
+    free(pl);
+    return buf;
+}
+
+/* Item 3, large replies: a client that does not read, with replies big
+ * enough to pass the bridge's per-client bound within a few thousand
+ * requests. Its later frames get one BUSY each; once it reads, every request
+ * has one reply or its frame one refusal, and stopping the bridge (under
+ * --supervise: its worker exits) answers none of them a second time. */
+static void test_unread_large_replies(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n"),
+                     0);
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0, rcvhwm = 1;
+    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    void *other = client_open(g_b.endpoint);
+    still_serves(other);
+    enum { PER = 4, FRAMES = 6000, DATA = 1500 };
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    still_serves(other);
+    tally_t t;
+    tally_init(&t, (uint64_t)PER * FRAMES);
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_true(t.ok > 0);
+    assert_true(t.frame_busy > 0); /* the bound was passed */
+    const uint64_t replies = t.replies;
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    tally_until(&t, c, all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 1000);
+    assert_int_equal(t.dup, 0);
+    assert_int_equal(t.replies, replies);
+    free(t.seen);
+    zmq_close(c);
 }
 
 /* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
@@ -490,6 +571,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_oversized_frames, stop_bridge),    cmocka_unit_test_teardown(test_paused_flood, stop_bridge),
         cmocka_unit_test_teardown(test_unread_replies, stop_bridge),      cmocka_unit_test_teardown(test_error_amplification, stop_bridge),
         cmocka_unit_test_teardown(test_drain_refuses_late_requests, stop_bridge),
+        cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
            getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");
