@@ -643,7 +643,7 @@ static int from_client(gbi_sup_t *s)
                       : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen, &nrep);
     if (no) {
         s->replies_own += nrep;
-        to_client(s, p, no, nlen);
+        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
         free(no);
         zmq_msg_close(&m);
         return 1;
