@@ -118,6 +118,8 @@ typedef struct gbi_sup {
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
+/* A worker that runs without answering is killed after this long all the same. */
+#define GB_SUP_HUNG_RUNNING_MS (3 * GB_SUP_HEARTBEAT_TIMEOUT_MS)
 /* A routing id no client can have: ZeroMQ's own ids are 5 bytes, and ids
  * that clients set cannot start with a zero byte. */
 static const char HB_ID[] = "\0gb-supervisor-heartbeat";
@@ -818,10 +820,12 @@ static bool worker_state(pid_t pid, uint64_t *run_ns)
 }
 
 /* Sends the heartbeat when due; kills a worker that has not answered in time
- * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). A
- * worker whose main thread still runs is not killed for a missing answer:
- * it may have stopped reading its socket for backpressure; one that is
- * stopped, or blocked without running (a driver call), is. */
+ * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). One
+ * that is stopped, or blocked without running (a driver call), is killed
+ * after GB_SUP_HEARTBEAT_TIMEOUT_MS. One whose main thread still runs gets a
+ * grace while it does (a long burst of work between two reads), but at most
+ * GB_SUP_HUNG_RUNNING_MS in all: a thread spinning in a CUDA
+ * synchronisation runs without ever answering. */
 static void hb_check(gbi_sup_t *s, uint64_t now)
 {
     if (s->worker <= 0 || s->hung)
@@ -836,14 +840,17 @@ static void hb_check(gbi_sup_t *s, uint64_t now)
         s->ran_ns = now;
     }
     uint64_t since = s->hb_ok_ns ? s->hb_ok_ns : s->started_ns;
-    if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS)
+    const bool capped = s->hb_ok_ns && now > s->hb_ok_ns &&
+                        now - s->hb_ok_ns > (uint64_t)GB_SUP_HUNG_RUNNING_MS * 1000000ull;
+    if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS && !capped)
         since = s->ran_ns - HB_INTERVAL_NS; /* running: a second's grace per look */
     const uint64_t limit_ms = s->hb_ok_ns ? GB_SUP_HEARTBEAT_TIMEOUT_MS : GB_SUP_START_TIMEOUT_MS;
     if (now < since || now - since <= limit_ms * 1000000ull) /* now: taken before a spawn */
         return;
     GB_ERROR("supervisor: worker %d has not answered for %llu ms (%s); killing it and starting another",
              (int)s->worker, (unsigned long long)((now - (s->hb_ok_ns ? s->hb_ok_ns : s->started_ns)) / 1000000),
-             !s->hb_ok_ns ? "it never came up" : stopped ? "it is stopped" : "it is stuck, not running");
+             !s->hb_ok_ns ? "it never came up" : stopped ? "it is stopped"
+                          : capped ? "it runs but does not answer" : "it is stuck, not running");
     s->hung = true;
     kill(s->worker, SIGKILL);
 }
@@ -990,7 +997,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             stop_sent_ns = now; /* the next check reaps it */
         }
         if (!stop_sent_ns)
-            hb_check(s, now); /* a draining worker reads no requests: no heartbeat then */
+            hb_check(s, now); /* draining: bounded by the drain's deadline above instead */
         gb_fdguard_check(&s->fdg, now);
         if (now - last_evict > 1000000000ull) {
             peers_evict(s, now);
