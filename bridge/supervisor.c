@@ -76,6 +76,7 @@ typedef struct peer {
     size_t own_mem;
     uint64_t refused_owed; /* frames refused while it did not read: BUSY replies still to send */
     size_t stall_fwd;      /* bytes of its frames forwarded while its replies waited */
+    size_t down_fwd;       /* bytes of its frames forwarded while no worker was up */
 } peer_t;
 
 typedef struct gbi_sup {
@@ -93,6 +94,7 @@ typedef struct gbi_sup {
     uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
     uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
     bool hung; /* the worker was killed for not answering */
+    bool up;   /* the current worker has answered something */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
     peer_t *peers;
     size_t n_peers;
@@ -115,6 +117,7 @@ typedef struct gbi_sup {
  * below the worker's own per-client bound (GBI_CLIENT_MIN), so that the
  * worker does not refuse frames whose ids are noted here. */
 #define STALL_FWD_MAX (1u << 20)
+#define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker is up */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
@@ -324,6 +327,7 @@ static int spawn_worker(gbi_sup_t *s)
     s->spawns++;
     s->hb_ok_ns = s->hb_sent_ns = s->run_ns = s->ran_ns = 0;
     s->hung = false;
+    s->up = false;
     GB_INFO("supervisor: worker %d started (endpoint %s)", (int)pid, s->worker_ep);
     return 0;
 }
@@ -466,6 +470,7 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
         if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
             continue; /* the delimiter: to_client adds it back */
         s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
+        s->up = s->worker > 0;
         if (to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m)) != 0 && (p->out_msg = malloc(sizeof *p->out_msg))) {
             zmq_msg_init(p->out_msg);
             zmq_msg_move(p->out_msg, &m); /* sent by peer_flush when the client reads */
@@ -524,6 +529,7 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
         }
     }
     s->worker = 0;
+    s->up = false;
     if (s->hb) {
         zmq_close(s->hb);
         s->hb = NULL;
@@ -632,6 +638,20 @@ static int from_client(gbi_sup_t *s)
          * 0, which strikes none of the ids noted here: they would be
          * answered a second time when the worker goes. */
         p->refused_owed++;
+        zmq_msg_close(&m);
+        return 1;
+    }
+    if (s->up) {
+        p->down_fwd = 0;
+    } else if (!s->closing && (p->down_fwd += zmq_msg_size(&m)) > DOWN_FWD_MAX) {
+        /* No worker serves (it is restarting): what is forwarded waits in
+         * this process, so each client gets a byte budget, not DEALER_HWM
+         * frames of up to the hard cap each. */
+        p->down_fwd -= zmq_msg_size(&m);
+        s->replies_own++;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                     "frame refused: the GPU worker is restarting and this client's frames waiting for it passed "
+                     "the supervisor's bound; retry later");
         zmq_msg_close(&m);
         return 1;
     }
@@ -788,8 +808,10 @@ static void hb_recv(gbi_sup_t *s)
 {
     zmq_msg_t m;
     zmq_msg_init(&m);
-    while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0)
+    while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
         s->hb_ok_ns = gb_now_ns();
+        s->up = true;
+    }
     zmq_msg_close(&m);
 }
 
