@@ -69,12 +69,14 @@ typedef struct peer {
     uint64_t *ids;  /* correlation ids awaiting a reply (open addressing; 0 = empty, ~0 = deleted) */
     size_t cap, n, used;
     /* Replies the client's queue would not take yet (it reads slowly): the
-     * worker's (one; its DEALER is not read meanwhile, so the worker's own
-     * bounds take over) and the supervisor's own, in bytes. */
+     * worker's (one; its DEALER is not read meanwhile, and the client's new
+     * frames are refused here) and the supervisor's own, in bytes. */
     zmq_msg_t *out_msg;
     gbi_outq_t *own_head, *own_tail;
     size_t own_mem;
     uint64_t refused_owed; /* frames refused while it did not read: BUSY replies still to send */
+    size_t stall_fwd;      /* bytes of its frames forwarded while its replies waited */
+    size_t down_fwd;       /* bytes of its frames forwarded while no worker was up */
 } peer_t;
 
 typedef struct gbi_sup {
@@ -92,6 +94,7 @@ typedef struct gbi_sup {
     uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
     uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
     bool hung; /* the worker was killed for not answering */
+    bool up;   /* the current worker has answered something */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
     peer_t *peers;
     size_t n_peers;
@@ -110,10 +113,16 @@ typedef struct gbi_sup {
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
-#define PEER_STALL_IDS 65536 /* a client that does not read: requests pending past which its frames are refused */
+/* A client whose replies wait: bytes of its frames still forwarded, well
+ * below the worker's own per-client bound (GBI_CLIENT_MIN), so that the
+ * worker does not refuse frames whose ids are noted here. */
+#define STALL_FWD_MAX (1u << 20)
+#define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker is up */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
+/* A worker that runs without answering is killed after this long all the same. */
+#define GB_SUP_HUNG_RUNNING_MS (3 * GB_SUP_HEARTBEAT_TIMEOUT_MS)
 /* A routing id no client can have: ZeroMQ's own ids are 5 bytes, and ids
  * that clients set cannot start with a zero byte. */
 static const char HB_ID[] = "\0gb-supervisor-heartbeat";
@@ -318,6 +327,7 @@ static int spawn_worker(gbi_sup_t *s)
     s->spawns++;
     s->hb_ok_ns = s->hb_sent_ns = s->run_ns = s->ran_ns = 0;
     s->hung = false;
+    s->up = false;
     GB_INFO("supervisor: worker %d started (endpoint %s)", (int)pid, s->worker_ep);
     return 0;
 }
@@ -460,6 +470,7 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
         if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
             continue; /* the delimiter: to_client adds it back */
         s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
+        s->up = s->worker > 0;
         if (to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m)) != 0 && (p->out_msg = malloc(sizeof *p->out_msg))) {
             zmq_msg_init(p->out_msg);
             zmq_msg_move(p->out_msg, &m); /* sent by peer_flush when the client reads */
@@ -518,6 +529,7 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
         }
     }
     s->worker = 0;
+    s->up = false;
     if (s->hb) {
         zmq_close(s->hb);
         s->hb = NULL;
@@ -617,10 +629,29 @@ static int from_client(gbi_sup_t *s)
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
-    if (peer_stalled(p) && p->n >= PEER_STALL_IDS) {
-        /* It leaves its replies unread with this many requests pending:
-         * refused here (one BUSY each, sent once it reads), not forwarded. */
+    if (!peer_stalled(p))
+        p->stall_fwd = 0;
+    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(&m)) > STALL_FWD_MAX) {
+        /* It leaves its replies unread: refused here (one BUSY each, sent
+         * once it reads), neither forwarded nor noted. Forwarded, the worker
+         * would refuse it past its own bound with one BUSY of correlation id
+         * 0, which strikes none of the ids noted here: they would be
+         * answered a second time when the worker goes. */
         p->refused_owed++;
+        zmq_msg_close(&m);
+        return 1;
+    }
+    if (s->up) {
+        p->down_fwd = 0;
+    } else if (!s->closing && (p->down_fwd += zmq_msg_size(&m)) > DOWN_FWD_MAX) {
+        /* No worker serves (it is restarting): what is forwarded waits in
+         * this process, so each client gets a byte budget, not DEALER_HWM
+         * frames of up to the hard cap each. */
+        p->down_fwd -= zmq_msg_size(&m);
+        s->replies_own++;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                     "frame refused: the GPU worker is restarting and this client's frames waiting for it passed "
+                     "the supervisor's bound; retry later");
         zmq_msg_close(&m);
         return 1;
     }
@@ -634,7 +665,7 @@ static int from_client(gbi_sup_t *s)
                       : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen, &nrep);
     if (no) {
         s->replies_own += nrep;
-        to_client(s, p, no, nlen);
+        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
         free(no);
         zmq_msg_close(&m);
         return 1;
@@ -777,8 +808,10 @@ static void hb_recv(gbi_sup_t *s)
 {
     zmq_msg_t m;
     zmq_msg_init(&m);
-    while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0)
+    while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
         s->hb_ok_ns = gb_now_ns();
+        s->up = true;
+    }
     zmq_msg_close(&m);
 }
 
@@ -809,10 +842,12 @@ static bool worker_state(pid_t pid, uint64_t *run_ns)
 }
 
 /* Sends the heartbeat when due; kills a worker that has not answered in time
- * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). A
- * worker whose main thread still runs is not killed for a missing answer:
- * it may have stopped reading its socket for backpressure; one that is
- * stopped, or blocked without running (a driver call), is. */
+ * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). One
+ * that is stopped, or blocked without running (a driver call), is killed
+ * after GB_SUP_HEARTBEAT_TIMEOUT_MS. One whose main thread still runs gets a
+ * grace while it does (a long burst of work between two reads), but at most
+ * GB_SUP_HUNG_RUNNING_MS in all: a thread spinning in a CUDA
+ * synchronisation runs without ever answering. */
 static void hb_check(gbi_sup_t *s, uint64_t now)
 {
     if (s->worker <= 0 || s->hung)
@@ -827,14 +862,17 @@ static void hb_check(gbi_sup_t *s, uint64_t now)
         s->ran_ns = now;
     }
     uint64_t since = s->hb_ok_ns ? s->hb_ok_ns : s->started_ns;
-    if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS)
+    const bool capped = s->hb_ok_ns && now > s->hb_ok_ns &&
+                        now - s->hb_ok_ns > (uint64_t)GB_SUP_HUNG_RUNNING_MS * 1000000ull;
+    if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS && !capped)
         since = s->ran_ns - HB_INTERVAL_NS; /* running: a second's grace per look */
     const uint64_t limit_ms = s->hb_ok_ns ? GB_SUP_HEARTBEAT_TIMEOUT_MS : GB_SUP_START_TIMEOUT_MS;
     if (now < since || now - since <= limit_ms * 1000000ull) /* now: taken before a spawn */
         return;
     GB_ERROR("supervisor: worker %d has not answered for %llu ms (%s); killing it and starting another",
              (int)s->worker, (unsigned long long)((now - (s->hb_ok_ns ? s->hb_ok_ns : s->started_ns)) / 1000000),
-             !s->hb_ok_ns ? "it never came up" : stopped ? "it is stopped" : "it is stuck, not running");
+             !s->hb_ok_ns ? "it never came up" : stopped ? "it is stopped"
+                          : capped ? "it runs but does not answer" : "it is stuck, not running");
     s->hung = true;
     kill(s->worker, SIGKILL);
 }
@@ -981,7 +1019,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             stop_sent_ns = now; /* the next check reaps it */
         }
         if (!stop_sent_ns)
-            hb_check(s, now); /* a draining worker reads no requests: no heartbeat then */
+            hb_check(s, now); /* draining: bounded by the drain's deadline above instead */
         gb_fdguard_check(&s->fdg, now);
         if (now - last_evict > 1000000000ull) {
             peers_evict(s, now);

@@ -4,6 +4,11 @@
  * many bad envelopes, and requests that arrive during the shutdown drain.
  * The promise checked: every request gets exactly one reply (or its frame
  * one refusal), memory stays bounded, control and other clients flow. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "e2e_harness.h"
 #include "gpu_skip.h"
 #include "pagerank.pb-c.h"
@@ -13,7 +18,7 @@
  * memory. Sanitizer builds check the bridge's own accounting (telemetry)
  * and that it keeps serving, not its RSS. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RSS_BOUND_KIB(kib) (1L << 40)
+#define RSS_BOUND_KIB(kib) ((void)(kib), 1L << 40)
 #else
 #define RSS_BOUND_KIB(kib) ((long)(kib))
 #endif
@@ -415,9 +420,178 @@ static void test_unread_replies(void **state)
     tally_until(&t, c, all_answered, &w, 5000);
     expect_all_answered(&t, &w);
     assert_true(t.ok > 0);
+    /* Every request had its one reply: stopping the bridge sends none a
+     * second. Under --supervise this does not hold yet (an open defect): the
+     * worker refuses whole frames of a client past its bound with one reply
+     * without ids, and the supervisor, which noted those ids, answers them
+     * again when the worker exits. */
+    const uint64_t replies = t.replies;
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    tally_until(&t, c, all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 1000);
+    assert_int_equal(t.dup, 0);
+    const char *supervised = getenv("GB_E2E_SUPERVISE");
+    if (!(supervised && *supervised == '1'))
+        assert_int_equal(t.replies, replies);
     free(t.seen);
     zmq_close(c);
+}
+
+/* A frame of n echo requests of data_len bytes each, ids first.. (malloc'd). */
+static uint8_t *echo_data_batch(uint64_t first, size_t n, size_t data_len, size_t *len)
+{
+    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
+    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
+    uint8_t *data = calloc(1, data_len), *pl = malloc(data_len + 32);
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.sequence = 1;
+    er.data.data = data;
+    er.data.len = data_len;
+    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    for (size_t i = 0; i < n; i++) {
+        envs[i] = *make_env(first + i, "echo", (first + i) % 7, 1, pl, pl_len);
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = n;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &b;
+    *len = gpubridge__client_frame__get_packed_size(&f);
+    uint8_t *buf = malloc(*len);
+    gpubridge__client_frame__pack(&f, buf);
+    free(envs);
+    free(ptrs);
+    free(data);
+    free(pl);
+    return buf;
+}
+
+/* Item 3, large replies: a client that does not read, with replies big
+ * enough to pass the bridge's per-client bound within a few thousand
+ * requests. Its later frames get one BUSY each; once it reads, every request
+ * has one reply or its frame one refusal, and stopping the bridge (under
+ * --supervise: its worker exits) answers none of them a second time. */
+static void test_unread_replies_answered_once(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n"),
+                     0);
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0, rcvhwm = 1;
+    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    void *other = client_open(g_b.endpoint);
+    still_serves(other);
+    enum { PER = 4, FRAMES = 6000, DATA = 1500 };
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    still_serves(other);
+    tally_t t;
+    tally_init(&t, (uint64_t)PER * FRAMES);
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_true(t.ok > 0);
+    assert_true(t.frame_busy > 0); /* the bound was passed */
+    const uint64_t replies = t.replies;
     zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    tally_until(&t, c, all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 1000);
+    assert_int_equal(t.dup, 0);
+    assert_int_equal(t.replies, replies);
+    free(t.seen);
+    zmq_close(c);
+}
+
+/* The first IPv4 address of this host that is not loopback, or 0. */
+static int remote_address(char *out, size_t cap)
+{
+    struct ifaddrs *ifs, *i;
+    int found = 0;
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        const struct sockaddr_in *a = (const struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127)
+            continue;
+        found = inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap) != NULL;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* A TCP port that was free a moment ago. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    socklen_t l = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* A remote client (control refused to it) that does not read: the refusals
+ * of its control requests, sent while its queue is full, are kept and sent
+ * in order once it reads, like every other reply: one reply per request
+ * (or one refusal per frame), none dropped. */
+static void test_unread_authority_refusals(void **state)
+{
+    (void)state;
+    char ip[64], remote[128], listen[64];
+    if (!remote_address(ip, sizeof ip))
+        skip(); /* no address but loopback: no remote peer to play */
+    int port = free_port();
+    snprintf(listen, sizeof listen, "tcp://0.0.0.0:%d", port);
+    snprintf(remote, sizeof remote, "tcp://%s:%d", ip, port);
+    g_extra_endpoint = listen;
+    int rc = bridge_start(&g_b, "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n");
+    g_extra_endpoint = NULL;
+    assert_int_equal(rc, 0);
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0, rcvhwm = 1;
+    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    assert_int_equal(zmq_connect(c, remote), 0);
+    still_serves(c);
+    enum { PAIRS = 6000, DATA = 1500 };
+    Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__Deactivate dr = GPUBRIDGE__DEACTIVATE__INIT;
+    dr.grain_type = (char *)"echo";
+    ctl.op_case = GPUBRIDGE__CONTROL__OP_DEACTIVATE;
+    ctl.deactivate = &dr;
+    for (uint64_t k = 0; k < PAIRS; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + 2 * k, 1, DATA, &len);
+        send_raw(c, fr, len);
+        free(fr);
+        send_env(c, make_control(2 + 2 * k, &ctl));
+    }
+    tally_t t;
+    tally_init(&t, 2 * PAIRS);
+    want_t w = {2 * PAIRS, 1, 0};
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_true(t.other > 0); /* the refusals (UNAUTHORIZED) */
+    assert_true(t.ok <= PAIRS); /* no deactivate was served */
+    free(t.seen);
+    zmq_close(c);
     assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
 }
 
@@ -605,6 +779,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_replies, stop_bridge),      cmocka_unit_test_teardown(test_error_amplification, stop_bridge),
         cmocka_unit_test_teardown(test_drain_refuses_late_requests, stop_bridge),
         cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
+        cmocka_unit_test_teardown(test_unread_replies_answered_once, stop_bridge),
+        cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
            getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");
