@@ -365,9 +365,8 @@ int main(int argc, char **argv)
                 wargv[wn++] = argv[i];
         if (!wargv)
             return GBI_EXIT_FAIL;
-        install_signals();
-        signal(SIGHUP, SIG_IGN); /* the supervisor reloads nothing (docs/operations.md) */
-        gb_err e = gb_supervise(&cfg, wargv, &g_stop);
+        install_signals(); /* SIGHUP: passed on to the worker, which reloads */
+        gb_err e = gb_supervise(&cfg, wargv, &g_stop, &g_reload);
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }

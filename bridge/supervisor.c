@@ -108,6 +108,7 @@ typedef struct gbi_sup {
     uint8_t stall_delim;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
+    volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: hold off new connections */
 } gbi_sup_t;
@@ -1005,6 +1006,15 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             break;
         if (s->worker == 0 && !*stop && now >= next_spawn && spawn_worker(s) != 0)
             next_spawn = now + 1000000000ull;
+        if (s->reload && *s->reload) {
+            /* The worker reloads the file; the supervisor's own keys (endpoints,
+             * curve) take effect after a restart. */
+            *s->reload = 0;
+            if (s->worker > 0) {
+                kill(s->worker, SIGHUP);
+                GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
+            }
+        }
         if (*stop && !stop_sent_ns) {
             GB_INFO("supervisor: stopping; the worker drains and answers what is in flight");
             stop_sent_ns = now;
@@ -1084,11 +1094,13 @@ static void close_all(gbi_sup_t *s)
     remove_worker_side(s);
 }
 
-gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop)
+gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
+                    volatile sig_atomic_t *reload)
 {
     gbi_sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
+    s.reload = reload;
     s.peers = calloc(MAX_PEERS, sizeof *s.peers);
     s.items = calloc(MAX_PEERS + 2, sizeof *s.items);
     s.owner = calloc(MAX_PEERS + 2, sizeof *s.owner);

@@ -25,7 +25,8 @@
  * --worker-endpoint) and proxies until *stop; then stops the worker
  * (SIGTERM: it drains) and returns. GB_OK when the worker's last exit was
  * clean. */
-gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop);
+gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
+                    volatile sig_atomic_t *reload);
 
 /* 0 when dir is a directory of this user with mode 0700 (not a link). */
 int gb_sup_check_private_dir(const char *dir);

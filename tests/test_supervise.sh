@@ -75,6 +75,14 @@ for _ in $(seq 300); do [ -n "$(worker)" ] && [ "$(worker)" != "$W4" ] && up && 
   { cat "$T/after.out"; fail "no service after the stopped worker was replaced"; }
 echo "stopped worker $W4 replaced by $(worker)"
 
+# SIGHUP to the supervisor: passed on to the worker, which reloads its file.
+printf 'endpoints = [ "%s" ];\nmode = "%s";\nlog_level = "diag";\n' "$EP" "$MODE" > "$T/bridge.cfg"
+kill -HUP $SUP
+for _ in $(seq 50); do grep -q "reload: log_level" "$T/sup.log" && break; sleep 0.1; done
+grep -q "SIGHUP passed to worker" "$T/sup.log" || fail "the supervisor did not pass SIGHUP on"
+grep -q "reload: log_level info -> diag" "$T/sup.log" || fail "the worker did not reload after SIGHUP"
+kill -0 $SUP 2>/dev/null || fail "SIGHUP ended the supervisor"
+
 kill -TERM $SUP
 wait $SUP; rc=$?
 [ $rc = 0 ] || { tail -5 "$T/sup.log"; fail "supervisor exit $rc"; }
