@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "e2e_harness.h"
+#include "e2e_net.h"
 #include "gpu_skip.h"
 #include "pagerank.pb-c.h"
 
@@ -514,38 +515,6 @@ static void test_unread_replies_answered_once(void **state)
     zmq_close(c);
 }
 
-/* The first IPv4 address of this host that is not loopback, or 0. */
-static int remote_address(char *out, size_t cap)
-{
-    struct ifaddrs *ifs, *i;
-    int found = 0;
-    if (getifaddrs(&ifs) != 0)
-        return 0;
-    for (i = ifs; i && !found; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-            continue;
-        const struct sockaddr_in *a = (const struct sockaddr_in *)i->ifa_addr;
-        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127)
-            continue;
-        found = inet_ntop(AF_INET, &a->sin_addr, out, (socklen_t)cap) != NULL;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
-/* A TCP port that was free a moment ago. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    socklen_t l = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* A remote client (control refused to it) that does not read: the refusals
  * of its control requests, sent while its queue is full, are kept and sent
