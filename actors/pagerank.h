@@ -329,7 +329,7 @@ GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
         return GB_PR_E_NO_GRAPH;
     const uint32_t iteration = gb_pr_u32(in);
     const double damping = gb_pr_f64(in + 8), dangling = gb_pr_f64(in + 16);
-    const uint64_t n = gb_pr_u64(in + 24);
+    const uint64_t n = gb_pr_u32(in + 24);
     if (n != d.n)
         return GB_PR_E_NODE_COUNT;
     if (!(damping >= 0.0 && damping <= 1.0) || !(dangling >= 0.0 && dangling <= 2.0))

@@ -29,7 +29,9 @@
  * whatever the degrees.
  *
  * Records (little-endian; slot types; u64 fields 8-aligned; job: the job id):
- *   START (1), both:     u32 iteration, u32 flags, f64 damping, f64 dangling, u64 n, u32 job, u32 0
+ *   START (1), both:     u32 iteration, u32 flags, f64 damping, f64 dangling, u32 n, u32 job
+ *                        (32 bytes: with its slot's header, the 64 bytes the team kernel's
+ *                        reader copies in one round; longer records cost a round trip each)
  *     sender reply:      f64 dangling_sum, f64 rank_sum, u64 nodes, f64 0
  *     aggregator reply:  f64 l1_delta,    f64 rank_sum, u64 nodes, f64 next_dangling
  *     flags: GB_PR_START_RANKS (the client wants the ranks; the grains ignore
@@ -95,7 +97,7 @@ enum {
 
 #define GB_PR_MAGIC 0x70616765726e6b31ull /* "pagernk1" */
 #define GB_PR_STATE_SIZE 32
-#define GB_PR_START_LEN 40
+#define GB_PR_START_LEN 32
 #define GB_PR_PAIR_LEN 24
 #define GB_PR_CHUNK_HDR 16 /* first + count + job */
 #define GB_PR_REPLY_LEN 32
@@ -355,7 +357,7 @@ GB_HD uint32_t gb_pr_rec_pair(unsigned char *rec, uint64_t a, uint64_t b)
 /* Where a record of slot type `type` holds its job id (bytes from its start). */
 GB_HD uint32_t gb_pr_job_at(uint16_t type)
 {
-    return type == GB_PR_MSG_START ? 32u : type == GB_PR_MSG_GRAPH_INIT || type == GB_PR_MSG_PARTITION_INIT ||
+    return type == GB_PR_MSG_START ? 28u : type == GB_PR_MSG_GRAPH_INIT || type == GB_PR_MSG_PARTITION_INIT ||
                                                    type == GB_PR_MSG_JOB_END ? 16u : 12u;
 }
 
@@ -378,14 +380,14 @@ GB_HD uint32_t gb_pr_rec_chunk(unsigned char *rec, uint64_t first, uint32_t coun
 }
 
 GB_HD uint32_t gb_pr_rec_start(unsigned char *rec, uint32_t it, uint32_t flags, double damping, double dangling,
-                               uint64_t n)
+                               uint32_t n)
 {
     memcpy(rec, &it, 4);
     memcpy(rec + 4, &flags, 4);
     memcpy(rec + 8, &damping, 8);
     memcpy(rec + 16, &dangling, 8);
-    memcpy(rec + 24, &n, 8);
-    memset(rec + 32, 0, 8);
+    memcpy(rec + 24, &n, 4);
+    memset(rec + 28, 0, 4);
     return GB_PR_START_LEN;
 }
 

@@ -120,14 +120,15 @@ static int pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, un
             snprintf(err, errlen, "dangling_rank %g is outside [0, 2] (ranks sum to 1)", m.dangling_rank);
             return ST_MALFORMED;
         }
-        if (m.node_count == 0) {
-            snprintf(err, errlen, "node_count is 0 (it must match the GraphInit)");
+        if (m.node_count == 0 || m.node_count > UINT32_MAX) {
+            snprintf(err, errlen, "node_count %llu is outside 1..4294967295 (it must match the GraphInit)",
+                     (unsigned long long)m.node_count);
             return ST_MALFORMED;
         }
         if (cap < GB_PR_START_LEN)
             return too_many("StartIterationCommand", 1, 0, err, errlen);
         const uint32_t flags = (m.report_ranks ? GB_PR_START_RANKS : 0u) | (m.next_contributions ? GB_PR_START_NEXT : 0u);
-        *rec_len = gb_pr_rec_start(rec, m.iteration, flags, m.damping, m.dangling_rank, m.node_count);
+        *rec_len = gb_pr_rec_start(rec, m.iteration, flags, m.damping, m.dangling_rank, (uint32_t)m.node_count);
         *slot_type = GB_PR_MSG_START;
         return ST_OK;
     }

@@ -437,7 +437,7 @@ static void test_vecadd_reply_codec(void **state)
 }
 
 /* Our StartIterationCommand decoding against protobuf-c plus the codec's
- * rules (damping in [0, 1], dangling in [0, 2], node_count > 0). */
+ * rules (damping in [0, 1], dangling in [0, 2], node_count in 1..2^32-1). */
 static void start_differential(int kind, const uint8_t *pb, size_t len)
 {
     unsigned char rec[256];
@@ -453,20 +453,24 @@ static void start_differential(int kind, const uint8_t *pb, size_t len)
         return;
     }
     if (!(m->damping >= 0.0 && m->damping <= 1.0) || !(m->dangling_rank >= 0.0 && m->dangling_rank <= 2.0) ||
-        m->node_count == 0) {
+        m->node_count == 0 || m->node_count > UINT32_MAX) {
         assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_MALFORMED);
+        if (m->node_count > UINT32_MAX && m->damping >= 0.0 && m->damping <= 1.0 && m->dangling_rank >= 0.0 &&
+            m->dangling_rank <= 2.0)
+            assert_non_null(strstr(err, "node_count"));
     } else {
         assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_OK);
         assert_int_equal(slot_type, GB_PR_MSG_START);
         assert_int_equal(rec_len, GB_PR_START_LEN);
-        uint32_t it, flags;
+        uint32_t it, flags, n, job;
         double d, dr;
-        uint64_t n;
         memcpy(&it, rec, 4);
         memcpy(&flags, rec + 4, 4);
         memcpy(&d, rec + 8, 8);
         memcpy(&dr, rec + 16, 8);
-        memcpy(&n, rec + 24, 8);
+        memcpy(&n, rec + 24, 4);
+        memcpy(&job, rec + 28, 4);
+        assert_int_equal(job, 0); /* gbi_codec_request: key 0, job 0 */
         assert_int_equal(it, m->iteration);
         assert_int_equal(flags, (m->report_ranks ? GB_PR_START_RANKS : 0) | (m->next_contributions ? GB_PR_START_NEXT : 0));
         assert_memory_equal(&d, &m->damping, 8);
