@@ -49,7 +49,7 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
     (void)test_flags;
     if (in->status != 0 && in->status != GB_REQ_LARGE) /* the host refused it, or carried it out
                                                          * (activation.c): no state touched */
-        return in->status == GB_REQ_ANSWERED ? GB_SLOT_OK : in->status;
+        return in->status == GB_REQ_ANSWERED ? (uint32_t)GB_SLOT_OK : in->status;
     if (in->len > pl_cap)
         return GB_SLOT_TOO_LARGE; /* the length is the producer's claim; never trust it past the slot */
     if (in->type == GB_MSG_DEACTIVATE_KEY)
