@@ -355,10 +355,11 @@ static void limit_retries(gb_rk_t *rk, uint64_t now)
     }
 }
 
-/* Partition p is full, and the spill store too: evicts p's activation idle
- * the longest (none in flight) to make room for an evicted key, which
- * leaves the store in exchange; so evicted keys come back at the bound.
- * Returns 0 when it did; the fly set must be current. */
+/* Partition p is full and blocked (its idle activations stayed for want of
+ * room in the spill store): evicts p's activation idle the longest (nothing
+ * in flight) to make room for an evicted key, which leaves the store in
+ * exchange; so evicted keys come back at the store's bound. Returns 0 when
+ * it did; the fly set must be current. */
 static int swap_out(gb_rk_t *rk, gb_grain_table_t *t, uint32_t p, uint64_t now)
 {
     gbi_act_t *a = rk->act;
@@ -596,10 +597,12 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
         }
         const uint32_t p = part_of(rk, s->key);
         const int room = a->count[p] < per;
-        /* full sweep: evicts; light: restores (into room, or by swap_out) */
-        const int kind = !room && !full && now >= a->retry[p]                   ? 2
-                         : sp && (room || a->blocked[p]) && !light && !full ? 1
-                                                                              : 0;
+        /* 2: a full sweep (evicts); 1: a light one (restores, into room or by swap_out) */
+        int kind = 0;
+        if (!room && !full && now >= a->retry[p])
+            kind = 2;
+        else if (sp && (room || a->blocked[p]) && !light && !full)
+            kind = 1;
         if (kind) {
             full |= kind == 2;
             light |= kind == 1;

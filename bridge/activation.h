@@ -13,6 +13,12 @@
  *   - a request that still finds no room is refused (STATUS_BUSY, the table
  *     is full of activations in use) before it is published: its state
  *     stays where it was, nothing is lost silently.
+ * The spill store is bounded in bytes (grains.max_evicted_kb). At the bound
+ * idle activations stay in the table; a new key that needs room is refused
+ * with GB_SLOT_EVICTED_FULL (STATUS_BUSY naming the bound), and an evicted
+ * key comes back in exchange for its partition's longest-idle activation.
+ * A deactivation of an evicted key drops its state from the store before it
+ * is published (GB_REQ_ANSWERED: the kernel answers OK, no table entry).
  * A sweep runs while the grain type is quiesced (the backend's quiesce: no
  * kernel launch, no worker and no resident kernel touches the table), so an
  * eviction never races with a message for the same key, and the kernels'
