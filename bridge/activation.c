@@ -24,26 +24,32 @@ typedef struct amap_entry {
 
 typedef struct amap {
     unsigned char *e;
-    size_t cap, used, tombs; /* cap: a power of two */
+    size_t cap, used, tombs; /* cap: any size below 2^32 (a bound in bytes sets the spill store's) */
+    size_t max;              /* the most entries it may grow to; 0: no bound */
     uint32_t esize;          /* sizeof(amap_entry_t) + value bytes, a multiple of 8 */
 } amap_t;
 
 static amap_entry_t *am_at(const amap_t *m, size_t i) { return (amap_entry_t *)(m->e + i * m->esize); }
 static unsigned char *am_val(amap_entry_t *x) { return (unsigned char *)(x + 1); }
+static size_t am_home(const amap_t *m, uint64_t key)
+{
+    return (size_t)(((uint64_t)(uint32_t)gb_key_mix(key) * m->cap) >> 32);
+}
+static size_t am_next(const amap_t *m, size_t i) { return i + 1 == m->cap ? 0 : i + 1; }
 
-static int am_init(amap_t *m, size_t cap, uint32_t val_size)
+static int am_init(amap_t *m, size_t cap, uint32_t val_size, size_t max)
 {
     m->esize = (uint32_t)((sizeof(amap_entry_t) + val_size + 7) & ~7u);
-    m->cap = cap;
+    m->max = max;
+    m->cap = max && cap > max ? max : cap;
     m->used = m->tombs = 0;
-    m->e = calloc(cap, m->esize);
+    m->e = calloc(m->cap, m->esize);
     return m->e ? 0 : -1;
 }
 
 static amap_entry_t *am_find(const amap_t *m, uint64_t key)
 {
-    const size_t mask = m->cap - 1;
-    for (size_t i = gb_key_mix(key) & mask, n = 0; n < m->cap; i = (i + 1) & mask, n++) {
+    for (size_t i = am_home(m, key), n = 0; n < m->cap; i = am_next(m, i), n++) {
         amap_entry_t *x = am_at(m, i);
         if (x->flag == AM_EMPTY)
             return NULL;
@@ -57,15 +63,15 @@ static amap_entry_t *am_find(const amap_t *m, uint64_t key)
 static int am_rehash(amap_t *m, size_t cap)
 {
     amap_t n;
-    if (am_init(&n, cap, m->esize - (uint32_t)sizeof(amap_entry_t)) != 0)
+    if (am_init(&n, cap, m->esize - (uint32_t)sizeof(amap_entry_t), m->max) != 0)
         return -1;
     for (size_t i = 0; i < m->cap; i++) {
         amap_entry_t *x = am_at(m, i);
         if (x->flag != AM_USED)
             continue;
-        size_t j = gb_key_mix(x->key) & (cap - 1);
+        size_t j = am_home(&n, x->key);
         while (am_at(&n, j)->flag != AM_EMPTY)
-            j = (j + 1) & (cap - 1);
+            j = am_next(&n, j);
         memcpy(am_at(&n, j), x, m->esize);
         n.used++;
     }
@@ -75,19 +81,22 @@ static int am_rehash(amap_t *m, size_t cap)
 }
 
 /* The entry of key, inserted (zeroed, flag USED) when absent; NULL when out
- * of memory. */
+ * of memory, or at m->max entries past three quarters full. */
 static amap_entry_t *am_put(amap_t *m, uint64_t key)
 {
     amap_entry_t *x = am_find(m, key);
     if (x)
         return x;
-    if ((m->used + m->tombs + 1) * 4 > m->cap * 3 &&
-        am_rehash(m, (m->used + 1) * 2 > m->cap / 2 ? m->cap * 2 : m->cap) != 0)
-        return NULL;
-    const size_t mask = m->cap - 1;
-    size_t i = gb_key_mix(key) & mask;
+    if ((m->used + m->tombs + 1) * 4 > m->cap * 3) {
+        size_t cap = (m->used + 1) * 2 > m->cap / 2 ? m->cap * 2 : m->cap;
+        if (m->max && cap > m->max)
+            cap = m->max;
+        if ((m->used + 1) * 4 > cap * 3 || am_rehash(m, cap) != 0)
+            return NULL;
+    }
+    size_t i = am_home(m, key);
     while (am_at(m, i)->flag == AM_USED)
-        i = (i + 1) & mask;
+        i = am_next(m, i);
     x = am_at(m, i);
     if (x->flag == AM_TOMB)
         m->tombs--;
@@ -115,10 +124,13 @@ static void am_clear(amap_t *m)
 
 struct gbi_act {
     amap_t res;      /* keys in the table, or on their way there (requests in flight) */
-    amap_t spill;    /* evicted keys and their states */
+    amap_t spill;    /* evicted keys and their states (the spill store) */
     amap_t fly;      /* during a sweep: keys of the requests in flight */
     uint32_t *count; /* per partition: keys in res (at least the entries in use) */
     uint64_t *retry; /* per partition, when full: no sweep for it before this time */
+    unsigned char *blocked; /* per partition, since the last full sweep: idle activations stayed
+                             * because the spill store was full */
+    size_t spill_lim;       /* the spill store's bound in keys: half its entries (see gbi_act_new) */
     uint64_t age_ns;
     uint64_t backoff_ns; /* see RETRY_MIN_NS */
     unsigned char *tmp; /* one partition's entries, for compaction */
@@ -133,6 +145,29 @@ struct gbi_act {
  * or ten times what the last full sweep took, so that sweeps take at most
  * about a tenth of the time under sustained pressure. */
 #define RETRY_MIN_NS 1000000ull
+
+static void publish_stats(gbi_act_t *a)
+{
+    a->st.resident = a->res.used;
+    a->st.spilled = a->spill.used;
+    a->st.spilled_bytes = (uint64_t)a->spill.cap * a->spill.esize;
+    const uint64_t *src = (const uint64_t *)&a->st;
+    uint64_t *dst = (uint64_t *)&a->snap;
+    for (size_t i = 0; i < sizeof a->st / sizeof(uint64_t); i++)
+        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+}
+
+/* At the bound: new keys refused so far for want of room in the spill store. */
+static void warn_full(const gb_rk_t *rk, const gbi_act_t *a)
+{
+    const uint64_t n = a->st.refused_full;
+    if ((n & (n - 1)) == 0) /* logged at 1, 2, 4, 8, ... */
+        GB_WARN("ring kernel '%s': %llu new keys refused so far: the activation table is full and the store of "
+                "evicted activations is at its bound (grains.max_evicted_kb = %llu KiB: %zu grains); raise "
+                "max_evicted_kb or max_grains, or deactivate grains you are done with",
+                rk->type_name, (unsigned long long)n, (unsigned long long)(a->st.spill_max_bytes / 1024),
+                a->spill_lim);
+}
 
 static uint32_t part_of(const gb_rk_t *rk, uint64_t key)
 {
@@ -151,16 +186,32 @@ gb_err gbi_act_new(gb_rk_t *rk, gbi_act_t **out)
         fly <<= 1;
     a->age_ns = (uint64_t)rk->p.grain.collection_age_s * 1000000000ull;
     a->backoff_ns = RETRY_MIN_NS;
+    /* The spill store holds at most max_evicted_kb of memory: that many
+     * entries, filled to at most half, so that its tombstones (one per key
+     * that comes back) make it rehash in place only once per quarter of its
+     * entries. */
+    const uint64_t kb = rk->p.grain.max_evicted_kb ? rk->p.grain.max_evicted_kb : GB_MAX_EVICTED_KB_DEFAULT;
+    const uint64_t esize = (sizeof(amap_entry_t) + g->state_size + 7) & ~7ull;
+    uint64_t max = kb * 1024 / esize;
+    if (max > UINT32_MAX)
+        max = UINT32_MAX;
+    if (max == 0)
+        max = 1;
+    a->spill_lim = (size_t)(max / 2);
+    a->st.spill_max_bytes = kb * 1024;
     a->count = calloc(g->lanes, sizeof *a->count);
     a->retry = calloc(g->lanes, sizeof *a->retry);
+    a->blocked = calloc(g->lanes, 1);
     a->tmp = malloc((size_t)g->per_lane * g->entry_size);
     a->mark = calloc(g->lanes, sizeof *a->mark);
     a->parts = calloc(g->lanes, sizeof *a->parts);
-    if (!a->count || !a->retry || !a->tmp || !a->mark || !a->parts || am_init(&a->res, 1024, 0) != 0 ||
-        am_init(&a->spill, 1024, g->state_size) != 0 || am_init(&a->fly, fly, 0) != 0) {
+    if (!a->count || !a->retry || !a->blocked || !a->tmp || !a->mark || !a->parts ||
+        am_init(&a->res, 1024, 0, 0) != 0 || am_init(&a->spill, 1024, g->state_size, (size_t)max) != 0 ||
+        am_init(&a->fly, fly, 0, 0) != 0) {
         gbi_act_destroy(&a);
         return GB_ERR_NOMEM;
     }
+    publish_stats(a);
     *out = a;
     return GB_OK;
 }
@@ -175,6 +226,7 @@ void gbi_act_destroy(gbi_act_t **pa)
     free(a->fly.e);
     free(a->count);
     free(a->retry);
+    free(a->blocked);
     free(a->tmp);
     free(a->mark);
     free(a->parts);
@@ -190,16 +242,6 @@ void gbi_act_stats(const gbi_act_t *a, gbi_act_stats_t *out)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 
-static void publish_stats(gbi_act_t *a)
-{
-    a->st.resident = a->res.used;
-    a->st.spilled = a->spill.used;
-    const uint64_t *src = (const uint64_t *)&a->st;
-    uint64_t *dst = (uint64_t *)&a->snap;
-    for (size_t i = 0; i < sizeof a->st / sizeof(uint64_t); i++)
-        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-}
-
 /* Whether the kernel would activate the grain of request s at all. */
 static int activates(const gb_rk_t *rk, const gb_slot_hdr_t *s)
 {
@@ -207,10 +249,12 @@ static int activates(const gb_rk_t *rk, const gb_slot_hdr_t *s)
 }
 
 /* Evicts every activation idle for the collection age with no request in
- * flight; forgets keys that left the table (deactivated, or refused). */
+ * flight, while the spill store has room (past it they stay: blocked);
+ * forgets keys that left the table (deactivated, or refused). */
 static int evict_idle(gb_rk_t *rk, gb_grain_table_t *t, uint64_t now)
 {
     gbi_act_t *a = rk->act;
+    memset(a->blocked, 0, t->lanes);
     for (size_t i = 0; i < a->res.cap; i++) {
         amap_entry_t *r = am_at(&a->res, i);
         if (r->flag != AM_USED)
@@ -224,6 +268,10 @@ static int evict_idle(gb_rk_t *rk, gb_grain_table_t *t, uint64_t now)
         }
         if (busy || now - r->last < a->age_ns)
             continue;
+        if (a->spill.used >= a->spill_lim) {
+            a->blocked[r->part] = 1;
+            continue;
+        }
         amap_entry_t *sp = am_put(&a->spill, r->key);
         if (!sp)
             return -1; /* out of host memory: keep the rest where they are */
@@ -307,6 +355,40 @@ static void limit_retries(gb_rk_t *rk, uint64_t now)
     }
 }
 
+/* Partition p is full and blocked (its idle activations stayed for want of
+ * room in the spill store): evicts p's activation idle the longest (nothing
+ * in flight) to make room for an evicted key, which leaves the store in
+ * exchange; so evicted keys come back at the store's bound. Returns 0 when
+ * it did; the fly set must be current. */
+static int swap_out(gb_rk_t *rk, gb_grain_table_t *t, uint32_t p, uint64_t now)
+{
+    gbi_act_t *a = rk->act;
+    const uint64_t base = (uint64_t)p * t->per_lane;
+    int64_t v = -1;
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t i = 0; i < t->per_lane; i++) {
+        const gb_grain_entry_t *en = gb_grain_entry(t, base + i);
+        const amap_entry_t *r;
+        if (en->used != GB_ENTRY_USED || am_find(&a->fly, en->key) || !(r = am_find(&a->res, en->key)) ||
+            now - r->last < a->age_ns || r->last >= oldest)
+            continue;
+        oldest = r->last;
+        v = (int64_t)(base + i);
+    }
+    if (v < 0)
+        return -1;
+    gb_grain_entry_t *en = gb_grain_entry(t, (uint64_t)v);
+    amap_entry_t *sp = am_put(&a->spill, en->key); /* one past spill_lim until the restore */
+    if (!sp)
+        return -1;
+    memcpy(am_val(sp), gb_grain_state(t, v), t->state_size);
+    am_del(&a->res, am_find(&a->res, en->key));
+    en->used = GB_ENTRY_TOMB;
+    a->count[p]--;
+    a->st.evictions++;
+    return 0;
+}
+
 /* Writes back key's evicted state sp into its partition p (which has room). */
 static void restore_key(gb_rk_t *rk, gb_grain_table_t *t, amap_entry_t *sp, uint32_t p, uint64_t now)
 {
@@ -339,7 +421,10 @@ static void restore(gb_rk_t *rk, gb_grain_table_t *t, uint64_t from, uint64_t to
         if (!activates(rk, s) || !(sp = am_find(&a->spill, s->key)))
             continue;
         const uint32_t p = part_of(rk, s->key);
-        if (a->count[p] < t->per_lane)
+        const uint64_t key = s->key;
+        if (a->count[p] >= t->per_lane && (!a->blocked[p] || swap_out(rk, t, p, now) != 0))
+            continue;
+        if ((sp = am_find(&a->spill, key)) && a->count[p] < t->per_lane) /* found again: swap_out may move it */
             restore_key(rk, t, sp, p, now);
     }
 }
@@ -374,13 +459,14 @@ static gb_err sweep_all(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now)
 }
 
 /* Restores only: the evicted keys of [from, to) whose partitions have room,
- * copying just those partitions (a table of 65,536 grains is some 8 MiB;
- * one partition, a few KiB). */
+ * or are full but blocked (swap_out), copying just those partitions (a table
+ * of 65,536 grains is some 8 MiB; one partition, a few KiB). */
 static gb_err sweep_restore(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now)
 {
     gbi_act_t *a = rk->act;
     gb_grain_table_t t = rk->tab_geom;
     uint32_t n = 0;
+    int fly = 0; /* the fly set is current */
     t.concurrent = 0;
     if (++a->mark_gen == 0) {
         memset(a->mark, 0, rk->tab_geom.lanes * sizeof *a->mark);
@@ -392,13 +478,23 @@ static gb_err sweep_restore(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t no
         if (!activates(rk, s) || !(sp = am_find(&a->spill, s->key)))
             continue;
         const uint32_t p = part_of(rk, s->key);
-        if (a->count[p] >= t.per_lane)
+        const uint64_t key = s->key;
+        if (a->count[p] >= t.per_lane && !a->blocked[p])
             continue;
         if (a->mark[p] != a->mark_gen) {
             if (!(t.entries = rk->ops->table_get(rk, p, 1)))
                 return GB_ERR_CUDA;
             a->mark[p] = a->mark_gen;
             a->parts[n++] = p;
+        }
+        if (a->count[p] >= t.per_lane) {
+            if (!fly) {
+                note_in_flight(rk, to);
+                fly = 1;
+            }
+            if (swap_out(rk, &t, p, now) != 0)
+                continue;
+            sp = am_find(&a->spill, key); /* swap_out may have moved it */
         }
         restore_key(rk, &t, sp, p, now);
     }
@@ -438,6 +534,40 @@ static int sweep(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now, int full
     return 0;
 }
 
+/* Refuses request s, before the kernel sees it: its partition p has no room
+ * (or its evicted state could not come back; it stays in the spill store).
+ * A new key that only an eviction could make room for, with the store at
+ * its bound, hears which bound. */
+static void refuse(gb_rk_t *rk, gb_slot_hdr_t *s, uint32_t p, int evicted)
+{
+    gbi_act_t *a = rk->act;
+    a->st.refused++;
+    if (!evicted && a->blocked[p] && a->spill.used >= a->spill_lim) {
+        s->status = GB_SLOT_EVICTED_FULL;
+        a->st.refused_full++;
+        warn_full(rk, a);
+        return;
+    }
+    s->status = GB_SLOT_GRAIN_TABLE_FULL;
+    const uint64_t n = a->st.refused - a->st.refused_full;
+    if ((n & (n - 1)) == 0) /* logged at 1, 2, 4, 8, ... */
+        GB_WARN("ring kernel '%s': %llu requests refused so far: the activation table is full of grains "
+                "used within collection_age_s = %u (or with requests in flight); raise max_grains or "
+                "lower collection_age_s",
+                rk->type_name, (unsigned long long)n, rk->p.grain.collection_age_s);
+}
+
+/* A deactivation of an evicted key: its state leaves the spill store here,
+ * with no table entry needed, and the kernel answers OK (GB_REQ_ANSWERED).
+ * The key has nothing in flight but refused requests: none touch state. */
+static void drop_evicted(gbi_act_t *a, gb_slot_hdr_t *s, amap_entry_t *sp, uint32_t lanes)
+{
+    if (a->spill.used >= a->spill_lim) /* the store has room again: full partitions may sweep */
+        memset(a->retry, 0, lanes * sizeof *a->retry);
+    am_del(&a->spill, sp);
+    s->status = GB_REQ_ANSWERED;
+}
+
 void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
 {
     gbi_act_t *a = rk->act;
@@ -458,11 +588,21 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
             continue;
         }
         amap_entry_t *sp = am_find(&a->spill, s->key);
-        if (!sp && s->type == GB_MSG_DEACTIVATE_KEY)
-            continue; /* nothing to deactivate: the kernel says so */
+        if (s->type == GB_MSG_DEACTIVATE_KEY) {
+            if (sp) {
+                drop_evicted(a, s, sp, rk->tab_geom.lanes);
+                changed = 1;
+            }
+            continue; /* else nothing to deactivate: the kernel says so */
+        }
         const uint32_t p = part_of(rk, s->key);
         const int room = a->count[p] < per;
-        const int kind = !room && !full && now >= a->retry[p] ? 2 : sp && room && !light && !full ? 1 : 0;
+        /* 2: a full sweep (evicts); 1: a light one (restores, into room or by swap_out) */
+        int kind = 0;
+        if (!room && !full && now >= a->retry[p])
+            kind = 2;
+        else if (sp && (room || a->blocked[p]) && !light && !full)
+            kind = 1;
         if (kind) {
             full |= kind == 2;
             light |= kind == 1;
@@ -473,15 +613,7 @@ void gbi_act_publish(gb_rk_t *rk, uint64_t from, uint64_t to)
             sp = am_find(&a->spill, s->key);
         }
         if (sp || a->count[p] >= per || !(r = am_put(&a->res, s->key))) {
-            /* No room (or its state could not come back): refused before
-             * the kernel sees it; an evicted state stays in the spill store. */
-            s->status = GB_SLOT_GRAIN_TABLE_FULL;
-            a->st.refused++;
-            if ((a->st.refused & (a->st.refused - 1)) == 0) /* logged at 1, 2, 4, 8, ... */
-                GB_WARN("ring kernel '%s': %llu requests refused so far: the activation table is full of grains "
-                        "used within collection_age_s = %u (or with requests in flight); raise max_grains or "
-                        "lower collection_age_s",
-                        rk->type_name, (unsigned long long)a->st.refused, rk->p.grain.collection_age_s);
+            refuse(rk, s, p, sp != NULL);
             changed = 1;
             continue;
         }

@@ -13,6 +13,12 @@
  *   - a request that still finds no room is refused (STATUS_BUSY, the table
  *     is full of activations in use) before it is published: its state
  *     stays where it was, nothing is lost silently.
+ * The spill store is bounded in bytes (grains.max_evicted_kb). At the bound
+ * idle activations stay in the table; a new key that needs room is refused
+ * with GB_SLOT_EVICTED_FULL (STATUS_BUSY naming the bound), and an evicted
+ * key comes back in exchange for its partition's longest-idle activation.
+ * A deactivation of an evicted key drops its state from the store before it
+ * is published (GB_REQ_ANSWERED: the kernel answers OK, no table entry).
  * A sweep runs while the grain type is quiesced (the backend's quiesce: no
  * kernel launch, no worker and no resident kernel touches the table), so an
  * eviction never races with a message for the same key, and the kernels'
@@ -38,6 +44,9 @@ typedef struct gbi_act_stats {
     uint64_t evictions; /* activations collected so far */
     uint64_t restores;  /* evicted activations brought back */
     uint64_t refused;   /* requests refused for want of room */
+    uint64_t refused_full;    /* of those, new keys refused because the spill store is full */
+    uint64_t spilled_bytes;   /* host memory the spill store holds */
+    uint64_t spill_max_bytes; /* its bound (grains.max_evicted_kb) */
     uint64_t sweeps;
 } gbi_act_stats_t;
 

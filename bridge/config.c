@@ -60,16 +60,16 @@ static void gbi_copy_str(char *dst, size_t cap, const char *src)
 static const gb_grain_config_t gbi_generic_grain = {
     .type = "", .queue_capacity = 1024, .slot_size = 256,
     .messages_per_iteration = 256, .max_grains = 1024, .cpu_threads = 0,
-    .collection_age_s = GBI_COLLECTION_AGE_S,
+    .collection_age_s = GBI_COLLECTION_AGE_S, .max_evicted_kb = GB_MAX_EVICTED_KB_DEFAULT,
 };
 
 /* vecadd and echo: windows of 1,024 (about twice the throughput of 256 in
  * bench_ring on an H100; shared memory holds them at 64-byte slots). */
 static const gb_grain_config_t gbi_default_grains[] = {
-    {"vecadd", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S},
-    {"echo", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S},
-    {"pagerank.sender", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S},
-    {"pagerank.aggregator", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S},
+    {"vecadd", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
+    {"echo", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
+    {"pagerank.sender", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
+    {"pagerank.aggregator", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
 };
 #define GBI_N_DEFAULT_GRAINS (sizeof gbi_default_grains / sizeof gbi_default_grains[0])
 
@@ -362,7 +362,7 @@ static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL}
 static const char *const gbi_placement_keys[] = {"force_fallback", NULL};
 static const char *const gbi_grain_keys[] = {
     "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
-    "cpu_threads", "collection_age_s", NULL};
+    "cpu_threads", "collection_age_s", "max_evicted_kb", NULL};
 static const char *const gbi_host_keys[] = {"pattern", "mode", "device", NULL};
 static const char *const gbi_metrics_keys[] = {"enabled", "listen", NULL};
 static const char *const gbi_curve_keys[] = {
@@ -494,6 +494,7 @@ static int gbi_load_grains(gbi_ctx *c, const config_setting_t *root, gb_config_t
         GBI_GRAIN_FIELD(max_grains, 1, 1 << 24, false);
         GBI_GRAIN_FIELD(cpu_threads, 0, 256, false);
         GBI_GRAIN_FIELD(collection_age_s, 0, 1 << 30, false);
+        GBI_GRAIN_FIELD(max_evicted_kb, 1, GB_MAX_EVICTED_KB_MAX, false);
 #undef GBI_GRAIN_FIELD
     }
     return 0;
@@ -876,9 +877,10 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         gbi_print_str(out, g->type);
         fprintf(out, "; queue_capacity = %" PRIu32 "; slot_size = %" PRIu32
                      "; messages_per_iteration = %" PRIu32 "; max_grains = %" PRIu32
-                     "; cpu_threads = %" PRIu32 "; collection_age_s = %" PRIu32 "; }",
+                     "; cpu_threads = %" PRIu32 "; collection_age_s = %" PRIu32
+                     "; max_evicted_kb = %" PRIu32 "; }",
                 g->queue_capacity, g->slot_size, g->messages_per_iteration, g->max_grains,
-                g->cpu_threads, g->collection_age_s);
+                g->cpu_threads, g->collection_age_s, g->max_evicted_kb);
     }
     fprintf(out, "\n);\n");
     fprintf(out, "hosts = (");

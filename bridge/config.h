@@ -48,7 +48,13 @@ typedef struct gb_grain_config {
     uint32_t max_grains;             /* activations held at once (state table size), 1..1<<24 */
     uint32_t cpu_threads;            /* worker threads in cpu mode, 1..256 */
     uint32_t collection_age_s;       /* idle seconds before an activation may be collected (activation.h) */
+    uint32_t max_evicted_kb;         /* host memory for evicted activations' states, KiB; 0 (params
+                                      * built by hand): GB_MAX_EVICTED_KB_DEFAULT */
 } gb_grain_config_t;
+
+/* The default bound of a grain type's store of evicted states: 64 MiB. */
+#define GB_MAX_EVICTED_KB_DEFAULT 65536u
+#define GB_MAX_EVICTED_KB_MAX (64u << 20) /* 64 GiB */
 
 /* A per-host override (the `hosts` list): first entry whose fnmatch(3) pattern
  * matches the hostname wins. */

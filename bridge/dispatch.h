@@ -47,8 +47,9 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
                                 uint32_t test_flags, void **state, uint64_t *copy16)
 {
     (void)test_flags;
-    if (in->status != 0 && in->status != GB_REQ_LARGE)
-        return in->status; /* refused by the host before publishing (activation.c): no state touched */
+    if (in->status != 0 && in->status != GB_REQ_LARGE) /* the host refused it, or carried it out
+                                                         * (activation.c): no state touched */
+        return in->status == GB_REQ_ANSWERED ? (uint32_t)GB_SLOT_OK : in->status;
     if (in->len > pl_cap)
         return GB_SLOT_TOO_LARGE; /* the length is the producer's claim; never trust it past the slot */
     if (in->type == GB_MSG_DEACTIVATE_KEY)

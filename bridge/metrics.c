@@ -134,6 +134,8 @@ static const per_type_t g_per_type[] = {
     PT("gpubridge_grain_deactivations_total", "counter", deactivations, "DeactivateGrain requests that freed an activation."),
     PT("gpubridge_grain_activations", "gauge", activations, "Activations in the table (keys with requests in flight included)."),
     PT("gpubridge_grain_evicted", "gauge", evicted, "Collected activations whose state waits in host memory."),
+    PT("gpubridge_grain_evicted_bytes", "gauge", evicted_bytes, "Host memory held by the store of evicted activation states."),
+    PT("gpubridge_grain_evicted_max_bytes", "gauge", evicted_max_bytes, "Bound of that store (grains.max_evicted_kb)."),
     PT("gpubridge_grain_evictions_total", "counter", evictions, "Activations collected (evicted to host memory)."),
     PT("gpubridge_grain_restores_total", "counter", restores, "Evicted activations brought back by a message."),
     PT("gpubridge_kernel_heartbeats_total", "counter", heartbeat, "The ring kernel's heartbeat counter."),

@@ -71,8 +71,8 @@ typedef struct gb_slot_hdr {
     uint64_t key;    /* grain key (which activation) */
     uint64_t corr;   /* correlation id, copied from request to reply */
     uint16_t type;   /* message type (grain-specific, or GB_MSG_* below) */
-    uint16_t status; /* replies: gb_slot_status; requests: 0, GB_REQ_LARGE, or the status to refuse it
-                      * with (activation.c) */
+    uint16_t status; /* replies: gb_slot_status; requests: 0, GB_REQ_LARGE, GB_REQ_ANSWERED, or the
+                      * status to refuse it with (activation.c) */
     uint32_t len;    /* payload bytes following the header */
     uint32_t aux;    /* replies: grain-specific small value (e.g. the grain's message count) */
     uint32_t seq;    /* stamp: gb_stamp(position); written last */
@@ -101,10 +101,18 @@ typedef enum gb_slot_status {
     GB_SLOT_GRAIN_TABLE_FULL = 8, /* proto STATUS_BUSY: no room for another activation */
     GB_SLOT_HANDLER_ERROR = 14,
     GB_SLOT_NOT_ACTIVE = 15, /* deactivate of a key with no activation */
+    /* proto STATUS_BUSY (the bridge maps it): a new key needs room that only
+     * an eviction could make, and the store of evicted states is at its bound
+     * (grains.max_evicted_kb; activation.c) */
+    GB_SLOT_EVICTED_FULL = 0x108,
 } gb_slot_status;
 
 /* A request's status: its payload is a gb_large_desc_t (large_payload.h). */
 #define GB_REQ_LARGE 1u
+/* A request's status: the host carried it out before publishing it (a
+ * deactivation of an evicted grain drops its state in host memory,
+ * activation.c); the kernel answers it OK and touches no state. */
+#define GB_REQ_ANSWERED 2u
 
 /* Why a kernel (or cpu worker) stopped. */
 typedef enum gb_exit_reason {

@@ -102,6 +102,10 @@ typedef struct gb_rk_status {
     uint64_t evictions;   /* activations collected so far */
     uint64_t restores;    /* collected activations brought back by a message */
     uint64_t refused;     /* requests refused (STATUS_BUSY): no room in the table */
+    uint64_t refused_evicted_full; /* of those, new keys refused because the store of evicted
+                                    * states was at its bound (GB_SLOT_EVICTED_FULL) */
+    uint64_t evicted_bytes;     /* host memory the store of evicted states holds */
+    uint64_t evicted_max_bytes; /* its bound (grains.max_evicted_kb) */
 } gb_rk_status_t;
 
 /* A reply as handed to the consumer. */

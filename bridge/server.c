@@ -155,6 +155,21 @@ static void reply_ok(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, cons
         free(out);
 }
 
+/* STATUS_BUSY for a new key refused at the bound of the store of evicted
+ * states (activation.c): names the bound and what to raise. */
+static void reply_evicted_full(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p)
+{
+    gb_rk_status_t st;
+    gb_rk_status(r->t->rk, &st);
+    char why[400];
+    snprintf(why, sizeof why,
+             "activation table full, and the store of evicted activations of grain type '%s' is at its bound "
+             "(grains.max_evicted_kb = %llu KiB, %llu evicted grains): a new key needs an idle activation "
+             "evicted; raise grains.max_evicted_kb or grains.max_grains, or deactivate grains you are done with",
+             r->t->name, (unsigned long long)(st.evicted_max_bytes / 1024), (unsigned long long)st.evicted);
+    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_BUSY, why, 0, NULL, 0);
+}
+
 /* Sends the replies that are ready in ring r; answers, with an error, the
  * requests a stopped kernel will never answer. Returns how many it handled. */
 static int drain_ring(gb_server_t *s, gbi_ring_t *r)
@@ -174,6 +189,10 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
                 else
                     reply_ok(s, r, h, p, pb, sizeof pb);
             }
+        } else if (status == GB_SLOT_EVICTED_FULL) {
+            status = GPUBRIDGE__STATUS__STATUS_BUSY;
+            if (!(p->one_way && p->corr == 0))
+                reply_evicted_full(s, r, p);
         } else if (!(p->one_way && p->corr == 0)) {
             char why[320];
             const char *text = gbi_codec_error(r->t->kind, h, why, sizeof why);

@@ -99,6 +99,8 @@ void gbi_stats_publish(gb_server_t *s)
         t->processed = rs.processed;
         t->activations = rs.activations;
         t->evicted = rs.evicted;
+        t->evicted_bytes = rs.evicted_bytes;
+        t->evicted_max_bytes = rs.evicted_max_bytes;
         t->evictions = rs.evictions;
         t->restores = rs.restores;
     }

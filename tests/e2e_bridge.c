@@ -811,6 +811,71 @@ static void test_activation_collection(void **state)
     assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
 }
 
+/* DeactivateGrain of one key; returns the reply's status. */
+static int deactivate_grain(void *s, uint64_t corr, const char *type, uint64_t key)
+{
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__DeactivateGrain dg = GPUBRIDGE__DEACTIVATE_GRAIN__INIT;
+    dg.grain_type = (char *)type;
+    dg.key = key;
+    c.op_case = GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN;
+    c.deactivate_grain = &dg;
+    send_env(s, make_control(corr, &c));
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(s, &f, 10000);
+    assert_int_equal(r->correlation_id, corr);
+    int st = r->status;
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    return st;
+}
+
+/* The store of evicted states through the daemon (max_evicted_kb = 1: 16
+ * echo states). New keys until one is refused STATUS_BUSY with an error that
+ * names the bound; every key accepted before keeps its count, evicted ones
+ * included; DeactivateGrain of every key, evicted ones included, answers OK
+ * with the table full; then the refused key gets in. */
+static void test_evicted_store_bound(void **state)
+{
+    (void)state;
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 64;\n"
+                                      "  max_grains = 4; collection_age_s = 0; max_evicted_kb = 1; } );\n"),
+                     0);
+    void *c = client_open(b.endpoint);
+    uint64_t corr = 1, count = 0, n = 0;
+    char err[512];
+    int st;
+    while ((st = call_echo(c, corr++, 100 + n, &count, err, sizeof err)) == GPUBRIDGE__STATUS__STATUS_OK) {
+        assert_int_equal(count, 1);
+        n++;
+        assert_true(n < 4096);
+    }
+    assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_BUSY);
+    if (!strstr(err, "max_evicted_kb = 1 KiB") || !strstr(err, "16 evicted grains"))
+        fail_msg("the error does not name the bound: %s", err);
+    const uint64_t refused = 100 + n;
+    assert_true(n > 16);
+    for (uint64_t k = 0; k < n; k++) {
+        st = call_echo(c, corr++, 100 + k, &count, err, sizeof err);
+        if (st != GPUBRIDGE__STATUS__STATUS_OK || count != 2)
+            fail_msg("key %llu: status %d (%s), count %llu", (unsigned long long)(100 + k), st, st ? err : "",
+                     (unsigned long long)count);
+    }
+    for (uint64_t k = 0; k < n; k++)
+        assert_int_equal(deactivate_grain(c, corr++, "echo", 100 + k), GPUBRIDGE__STATUS__STATUS_OK);
+    for (int tries = 0;; tries++) { /* BUSY within a sweep's back-off (activation.c) */
+        assert_true(tries < 10000);
+        st = call_echo(c, corr++, refused, &count, err, sizeof err);
+        if (st == GPUBRIDGE__STATUS__STATUS_OK)
+            break;
+        assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_BUSY);
+        usleep(200);
+    }
+    assert_int_equal(count, 1);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -826,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_under_load),
         cmocka_unit_test(test_curve),
         cmocka_unit_test(test_activation_collection),
+        cmocka_unit_test(test_evicted_store_bound),
     };
     printf("e2e: mode %s\n", e2e_mode());
     if (strcmp(e2e_mode(), "cpu") != 0)

@@ -150,4 +150,181 @@ static void test_activation_churn(void **state)
     churn(64, 256, 0, 64, bursts / 2, 4242);
 }
 
+/* One echo to key, its reply checked: status st and, when OK, count aux. */
+static void echo_one(gb_rk_t *rk, uint64_t key, uint64_t *corr, uint16_t st, uint32_t aux)
+{
+    gb_reply_t r;
+    unsigned char buf[8];
+    assert_int_equal(gb_rk_send(rk, key, *corr, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+    recv_one(rk, &r, buf, sizeof buf, 10000);
+    assert_int_equal(r.corr, *corr);
+    ++*corr;
+    if (r.status != st || (st == GB_SLOT_OK && r.aux != aux))
+        fail_msg("key %llu: status %u count %u, want status %u count %u", (unsigned long long)key, r.status,
+                 r.aux, st, aux);
+}
+
+/* echo_one(..., GB_SLOT_OK, aux), sent again while the table is full but a
+ * sweep may not run yet (its back-off after the last one, activation.c). */
+static void echo_retry(gb_rk_t *rk, uint64_t key, uint64_t *corr, uint32_t aux)
+{
+    gb_reply_t r;
+    unsigned char buf[8];
+    for (int tries = 0;; tries++) {
+        assert_true(tries < 10000);
+        assert_int_equal(gb_rk_send(rk, key, *corr, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        assert_int_equal(r.corr, *corr);
+        ++*corr;
+        if (r.status != GB_SLOT_GRAIN_TABLE_FULL)
+            break;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    if (r.status != GB_SLOT_OK || r.aux != aux)
+        fail_msg("key %llu: status %u count %u, want count %u", (unsigned long long)key, r.status, r.aux, aux);
+}
+
+/* One table partition (max_grains 4: 32 entries on a GPU, a few dozen on one
+ * cpu lane), collection age 0, store of evicted states max_evicted_kb. */
+static gb_rk_t *start_one_partition(uint32_t max_evicted_kb)
+{
+    uint32_t lanes_save = g_lanes;
+    g_lanes = 1;
+    gb_rk_params_t p = params_for("echo", 256, 64, 4);
+    g_lanes = lanes_save;
+    p.grain.messages_per_iteration = 256;
+    p.grain.collection_age_s = 0;
+    p.grain.max_evicted_kb = max_evicted_kb;
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    return rk;
+}
+
+/* The store of evicted states is bounded (grains.max_evicted_kb, 1 KiB here:
+ * 16 echo states). New keys, one at a time, each collect the idle ones until
+ * the store is full; the next new key is refused GB_SLOT_EVICTED_FULL (not
+ * lost: refused again, and activated later with a fresh state). Every key
+ * accepted before keeps its state, evicted ones included: each comes back in
+ * exchange for an idle activation, the store at its bound throughout. A
+ * deactivation of an evicted grain frees a place in the store, and the
+ * refused key gets in; every other key still counts on. */
+static void test_activation_store_bound(void **state)
+{
+    (void)state;
+    gb_rk_t *rk = start_one_partition(1);
+    uint64_t corr = 0, n = 0;
+    gb_reply_t r;
+    unsigned char buf[8];
+    for (;; n++) {
+        assert_true(n < 4096);
+        assert_int_equal(gb_rk_send(rk, 100 + n, corr++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        if (r.status == GB_SLOT_EVICTED_FULL)
+            break;
+        if (r.status != GB_SLOT_OK || r.aux != 1)
+            fail_msg("new key %llu: status %u count %u", (unsigned long long)(100 + n), r.status, r.aux);
+    }
+    const uint64_t refused = 100 + n;
+    gb_rk_status_t st;
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.evicted_max_bytes, 1024);
+    assert_true(st.evicted_bytes <= st.evicted_max_bytes);
+    assert_int_equal(st.evicted, 16);
+    assert_int_equal(st.activations + st.evicted, n);
+    assert_int_equal(st.refused, 1);
+    assert_int_equal(st.refused_evicted_full, 1);
+    echo_one(rk, refused, &corr, GB_SLOT_EVICTED_FULL, 0);
+
+    /* Every key keeps its count; the evicted ones come back. */
+    for (uint64_t i = 0; i < n; i++)
+        echo_one(rk, 100 + i, &corr, GB_SLOT_OK, 2);
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.evicted, 16);
+    assert_true(st.evicted_bytes <= st.evicted_max_bytes);
+    assert_true(st.restores >= 16);
+    assert_int_equal(st.refused, 2);
+
+    /* Deactivations, from the first key on, until one finds its grain
+     * evicted: it drops that state from the store (the table still full). */
+    uint64_t d = 0;
+    for (;; d++) {
+        assert_true(d < n);
+        assert_int_equal(gb_rk_send(rk, 100 + d, corr++, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        assert_int_equal(r.status, GB_SLOT_OK);
+        gb_rk_status(rk, &st);
+        if (st.evicted < 16)
+            break;
+    }
+    assert_int_equal(st.evicted, 15);
+    /* Room in the store again: the refused key gets in once a sweep may run. */
+    echo_retry(rk, refused, &corr, 1);
+    for (uint64_t i = d + 1; i < n; i++)
+        echo_one(rk, 100 + i, &corr, GB_SLOT_OK, 3);
+    echo_one(rk, refused, &corr, GB_SLOT_OK, 2);
+    /* The deactivated keys are new keys again, the store full again. */
+    for (uint64_t i = 0; i <= d; i++) {
+        assert_int_equal(gb_rk_send(rk, 100 + i, corr++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        if (!(r.status == GB_SLOT_OK && r.aux == 1) && r.status != GB_SLOT_EVICTED_FULL)
+            fail_msg("deactivated key %llu: status %u count %u", (unsigned long long)(100 + i), r.status, r.aux);
+    }
+    gb_rk_status(rk, &st);
+    assert_true(st.evicted <= 16);
+    assert_true(st.evicted_bytes <= st.evicted_max_bytes);
+    gb_rk_destroy(&rk);
+}
+
+/* DeactivateGrain of an evicted grain drops its state from host memory and
+ * needs no room in the table. Keys A are activated one at a time; with the
+ * grain type paused, new keys B fill the table (their requests in flight, so
+ * none can be collected) and push every A out into the store, until a B is
+ * refused. A deactivation of each A is then answered OK, the table still
+ * full; afterwards each A counts from 1 and each B kept its state. */
+static void test_deactivate_evicted(void **state)
+{
+    (void)state;
+    enum { A = 64 };
+    gb_rk_t *rk = start_one_partition(GB_MAX_EVICTED_KB_DEFAULT);
+    uint64_t corr = 0;
+    for (uint64_t k = 0; k < A; k++)
+        echo_one(rk, 1000 + k, &corr, GB_SLOT_OK, 1);
+    assert_int_equal(gb_rk_deactivate(rk, 5000), GB_OK);
+    gb_rk_status_t st;
+    uint64_t nb = 0;
+    for (;; nb++) {
+        assert_true(nb < 200);
+        assert_int_equal(gb_rk_send(rk, 5000 + nb, corr + nb, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        gb_rk_status(rk, &st);
+        if (st.refused)
+            break;
+    }
+    nb++;
+    assert_int_equal(st.evicted, A);
+    for (uint64_t k = 0; k < A; k++)
+        assert_int_equal(gb_rk_send(rk, 1000 + k, corr + nb + k, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+    gb_rk_status(rk, &st);
+    assert_int_equal(st.refused, 1);
+    assert_int_equal(st.evicted, 0);
+    assert_int_equal(gb_rk_activate(rk, 5000), GB_OK);
+    for (uint64_t i = 0; i < nb + A; i++) {
+        gb_reply_t r;
+        unsigned char buf[8];
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        assert_int_equal(r.corr, corr + i);
+        const uint16_t want = i == nb - 1 ? GB_SLOT_GRAIN_TABLE_FULL : GB_SLOT_OK;
+        if (r.status != want || (i < nb - 1 && r.aux != 1))
+            fail_msg("request %llu (key %llu): status %u count %u, want status %u", (unsigned long long)i,
+                     (unsigned long long)r.key, r.status, r.aux, want);
+    }
+    corr += nb + A;
+    for (uint64_t k = 0; k < A; k++)
+        echo_retry(rk, 1000 + k, &corr, 1);
+    for (uint64_t b = 0; b + 1 < nb; b++)
+        echo_retry(rk, 5000 + b, &corr, 2);
+    gb_rk_destroy(&rk);
+}
+
 #endif

@@ -278,7 +278,7 @@ static void test_grain_merge(void **state)
     gb_config_t c;
     load_ok("grains = (\n"
             "  { type = \"echo\"; slot_size = 128; },\n"
-            "  { type = \"new.type\"; max_grains = 5L; collection_age_s = 0; },\n"
+            "  { type = \"new.type\"; max_grains = 5L; collection_age_s = 0; max_evicted_kb = 1; },\n"
             "  { type = \"pagerank.sender\"; queue_capacity = 2; slot_size = 65536;\n"
             "    messages_per_iteration = 4096; max_grains = 16777216; cpu_threads = 256; }\n"
             ");\n",
@@ -302,6 +302,8 @@ static void test_grain_merge(void **state)
     assert_int_equal(n->cpu_threads, 0);
     assert_int_equal(n->collection_age_s, 0);
     assert_int_equal(e->collection_age_s, 900); /* the default: Orleans' 15 minutes */
+    assert_int_equal(n->max_evicted_kb, 1);
+    assert_int_equal(e->max_evicted_kb, 65536); /* the default: 64 MiB */
     /* upper bounds are inclusive */
     const gb_grain_config_t *s = gb_config_grain(&c, "pagerank.sender");
     assert_int_equal(s->queue_capacity, 2);
@@ -409,6 +411,10 @@ static void test_err_range(void **state)
                  "grains[0].cpu_threads: 257 is out of range (0..256)");
     expect_error("grains = ( { type = \"echo\"; collection_age_s = 1073741825; } );\n", 1,
                  "grains[0].collection_age_s: 1073741825 is out of range (0..1073741824)");
+    expect_error("grains = ( { type = \"echo\"; max_evicted_kb = 0; } );\n", 1,
+                 "grains[0].max_evicted_kb: 0 is out of range (1..67108864)");
+    expect_error("grains = ( { type = \"echo\"; max_evicted_kb = 67108865; } );\n", 1,
+                 "grains[0].max_evicted_kb: 67108865 is out of range (1..67108864)");
     expect_error("grains = ( { type = \"echo\"; max_grains = 16777217; } );\n", 1,
                  "grains[0].max_grains: 16777217 is out of range (1..16777216)");
     expect_error("grains = ( { type = \"echo\"; queue_capacity = 1; } );\n", 1,

@@ -98,6 +98,9 @@ if [ -n "$METRICS" ]; then
 act=$(metric "gpubridge_grain_activations$E")
 [ "$act" != absent ] && [ "$act" -ge 1 ] && [ "$act" -le 40 ] || fail "echo activations: $act"
 [ "$(metric "gpubridge_grain_evictions_total$E")" = 0 ] || fail "evictions with collection_age_s 900"
+[ "$(metric "gpubridge_grain_evicted_max_bytes$E")" = 67108864 ] || fail "evicted store bound: $(metric "gpubridge_grain_evicted_max_bytes$E")"
+eb=$(metric "gpubridge_grain_evicted_bytes$E")
+[ "$eb" != absent ] && [ "$eb" -gt 0 ] && [ "$eb" -le 67108864 ] || fail "evicted store bytes: $eb"
 [ "$(metric "gpubridge_kernel_launches_total$E")" != absent ] || fail "no launches series"
 # Buckets are cumulative: never decreasing, ending at _count.
 $PY - "$T/m.txt" <<'PYEOF' || fail "histogram buckets not cumulative"
