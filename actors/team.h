@@ -26,6 +26,12 @@ typedef struct gb_grain_ctx {
     double *scratch;      /* GPU: 32 doubles of shared memory for reductions */
 } gb_grain_ctx_t;
 
+/* A grain type's handler (gpubridge/grain.h): the host's copy of the GB_HD
+ * function, called through this pointer by the cpu backend. */
+typedef uint16_t (*gb_grain_handler_fn)(const gb_grain_ctx_t *ctx, void *state, uint16_t type,
+                                        const unsigned char *in, uint32_t in_len, unsigned char *out,
+                                        uint32_t out_cap, uint32_t *out_len, uint32_t *aux);
+
 /* Every thread of the team must call these, with the same arguments order. */
 GB_HD void gb_team_sync(const gb_grain_ctx_t *c)
 {
