@@ -33,7 +33,7 @@ typedef struct gb_kstate {
     uint64_t prof_idle, prof_read, prof_dispatch, prof_write, prof_windows, prof_msgs;
     /* The same for windows of 64 requests or more. */
     uint64_t prof_big_read, prof_big_dispatch, prof_big_write, prof_big_windows, prof_big_msgs;
-    uint64_t epoch; /* team kernel: launches completed (see team_kernel.cu) */
+    uint64_t epoch; /* team kernel: launches completed (see team_kernel.cuh) */
     /* Cycles inside handlers on the single-message path, and per launch the
      * SM cycles and global-timer ns the kernel ran (their ratio is the SM
      * clock the profile's cycles were counted at). */
@@ -42,7 +42,7 @@ typedef struct gb_kstate {
     uint64_t prof_big_bid;    /* cycles of their dispatch spent bidding (the rest runs handlers) */
 } gb_kstate_t;
 
-/* Team kernel bookkeeping, in device memory (team_kernel.cu): block 0 copies
+/* Team kernel bookkeeping, in device memory (team_kernel.cuh): block 0 copies
  * requests into the mirror and publishes `pub`; worker block w scans the
  * mirror and handles the requests whose key it owns. */
 typedef struct gb_team_worker {
