@@ -83,8 +83,11 @@ static void concurrent(const char *endpoint)
     int sent[CLIENTS] = {0}, done[CLIENTS] = {0}, inflight[CLIENTS] = {0};
     unsigned char *seen = calloc((size_t)n + 1, 1);
     const int64_t one = 1;
+    gbc_options_t opt;
+    gbc_options_init(&opt);
+    opt.timeout_ms = 60000; /* a slow (sanitized, loaded) bridge still answers */
     for (int k = 0; k < CLIENTS; k++)
-        CHECK(gbc_client_new(&endpoint, 1, NULL, &cl[k]) == GBC_OK, "client %d", k);
+        CHECK(gbc_client_new(&endpoint, 1, &opt, &cl[k]) == GBC_OK, "client %d", k);
     for (int busy = 0, left = n; left > 0 && !fails;) {
         for (int k = 0; k < CLIENTS; k++) {
             while (sent[k] < PER_CLIENT && inflight[k] < WINDOW) {
@@ -131,7 +134,10 @@ int main(int argc, char **argv)
     }
     const char *ep = argv[1];
     gbc_client_t *c = NULL;
-    if (gbc_client_new(&ep, 1, NULL, &c) != GBC_OK) {
+    gbc_options_t opt;
+    gbc_options_init(&opt);
+    opt.timeout_ms = 60000;
+    if (gbc_client_new(&ep, 1, &opt, &c) != GBC_OK) {
         fprintf(stderr, "cannot create a client for %s\n", ep);
         return 1;
     }

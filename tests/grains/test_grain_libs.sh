@@ -5,7 +5,7 @@
 #   test_grain_libs.sh GPUBRIDGE LIBDIR
 set -uo pipefail
 BIN=$1
-LIB=$2
+LIB=$(cd "$2" && pwd)
 GBCTL=$(dirname "$BIN")/../client/gbctl
 T=$(mktemp -d /tmp/gbgl.XXXXXX)
 pid=""
@@ -68,9 +68,14 @@ out=$("$BIN" --config "$T/ok.cfg" --check-config --mode cpu 2>&1) || fail "ok: -
 grep -qF "library = \"$T/libgbt_counter.so\"" <<< "$out" || fail "ok: the library is not listed: $out"
 grep -qE 'type = "test.counter"; queue_capacity = 64;' <<< "$out" || fail "ok: the type is not listed: $out"
 
-# Served in cpu mode, called generically (raw payloads) with gbctl.
+# Served in cpu mode, called generically (raw payloads) with gbctl; the
+# type with the generic settings (no entry of its own).
+cat > "$T/serve.cfg" <<CFG
+endpoints = [ "ipc://$T/sock" ];
+grains = ( { library = "libgbt_counter.so"; } );
+CFG
 if [ -x "$GBCTL" ]; then
-  "$BIN" --config "$T/ok.cfg" --mode cpu > "$T/daemon.log" 2>&1 &
+  "$BIN" --config "$T/serve.cfg" --mode cpu > "$T/daemon.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do [ -S "$T/sock" ] && break; sleep 0.1; done
   E="ipc://$T/sock"
@@ -82,6 +87,13 @@ if [ -x "$GBCTL" ]; then
   grep -qF "test.counter has no message type 9 (Add is 1, Fail is 2)" <<< "$out" || fail "type 9: $out"
   out=$("$GBCTL" -e "$E" limits 2>&1) || fail "limits: $out"
   grep -q "test.counter" <<< "$out" || fail "limits lists no test.counter: $out"
+  # SIGHUP with the file unchanged: nothing to restart for (the library's
+  # type is added to the reloaded config as at start).
+  kill -HUP "$pid"
+  for _ in $(seq 100); do grep -q "reload: .* applied" "$T/daemon.log" && break; sleep 0.1; done
+  grep -q "reload: $T/serve.cfg applied$" "$T/daemon.log" || fail "reload: $(grep reload "$T/daemon.log")"
+  ! grep -q "changed; it takes effect only after a restart" "$T/daemon.log" ||
+    fail "reload of an unchanged file: $(grep reload "$T/daemon.log")"
   kill "$pid"
   wait "$pid" 2>/dev/null
   pid=""
