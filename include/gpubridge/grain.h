@@ -19,7 +19,7 @@
  * One macro then defines the type, in the grain's own translation unit:
  *
  *   static const gb_grain_msg_t my_msgs[] = {{1, "Deposit"}, {2, "Withdraw"}};
- *   GB_DEFINE_GRAIN(my_grain, "my.grain", sizeof(my_state_t), 0, my_on_message, my_msgs, NULL);
+ *   GB_DEFINE_GRAIN(my_grain, "my.grain", sizeof(my_state_t), 0, my_on_message, my_msgs, NULL)
  *
  * Compiled by nvcc (a .cu file, or gpubridge_add_grain_library), it
  * instantiates the type's kernels, each a template specialised on this
