@@ -29,6 +29,10 @@ expect_error() {
   rc=$?
   [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$name: the daemon started (rc $rc)"
   grep -qF "$text" <<< "$out" || fail "$name: start: expected '$text' in: $out"
+  out=$(timeout 20 "$BIN" --config "$T/$name.cfg" --mode cpu --supervise "$@" 2>&1 >/dev/null)
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "$name: the supervisor started (rc $rc)"
+  grep -qF "$text" <<< "$out" || fail "$name: --supervise: expected '$text' in: $out"
 }
 
 expect_error missing $'grains = (\n  { library = "'"$T"'/nope.so"; } );' "cannot load '$T/nope.so'"
