@@ -107,7 +107,7 @@ typedef struct gb_grain_desc {
     uint32_t abi;  /* GB_GRAIN_ABI */
     uint32_t size; /* sizeof(gb_grain_desc_t) */
     const char *name; /* letters, digits, '.', '_', '-'; at most 63 */
-    uint32_t state_size; /* bytes per activation: 8..65536, rounded up to 8 */
+    uint32_t state_size; /* bytes per activation: 1..65536, rounded up to 8 */
     uint32_t flags;      /* GB_GRAIN_TEAM */
     const gb_grain_msg_t *msgs;
     uint32_t n_msgs;
