@@ -100,7 +100,9 @@ if [ -x "$GBCTL" ]; then
     fail "reload of an unchanged file: $(grep reload "$T/daemon.log")"
   kill "$pid"
   wait "$pid" 2>/dev/null
+  rc=$?
   pid=""
+  [ $rc = 0 ] || fail "the daemon exited $rc: $(tail -5 "$T/daemon.log")"
 else
   fail "no gbctl at $GBCTL"
 fi
