@@ -3,7 +3,7 @@
  *
  * Most grains (echo, vecadd) are handled by one thread each: team size 1.
  * Bulk grains (PageRank partitions) are *team* grains: on the GPU one whole
- * thread block runs each message (the team kernel, kernels/team_kernel.cu),
+ * thread block runs each message (the team kernel, kernels/team_kernel.cuh),
  * so a handler splits its loops over `rank`/`size` and meets at
  * gb_team_sync. On the CPU the team is the one calling thread, and the same
  * source runs with size 1 (the primitives below are then no-ops).
@@ -25,6 +25,12 @@ typedef struct gb_grain_ctx {
     uint32_t rank, size;  /* this thread in the team; threads in the team */
     double *scratch;      /* GPU: 32 doubles of shared memory for reductions */
 } gb_grain_ctx_t;
+
+/* A grain type's handler (gpubridge/grain.h): the host's copy of the GB_HD
+ * function, called through this pointer by the cpu backend. */
+typedef uint16_t (*gb_grain_handler_fn)(const gb_grain_ctx_t *ctx, void *state, uint16_t type,
+                                        const unsigned char *in, uint32_t in_len, unsigned char *out,
+                                        uint32_t out_cap, uint32_t *out_len, uint32_t *aux);
 
 /* Every thread of the team must call these, with the same arguments order. */
 GB_HD void gb_team_sync(const gb_grain_ctx_t *c)

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grain.h"
+#include "grain_registry.h"
 #include "log.h"
 #include "ring_kernel.h"
 #include "backend_cuda.h"
@@ -173,13 +173,37 @@ static uint32_t kernel_flags(void)
     return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
+/* Loads the kernels of every registered grain type not loaded yet (see
+ * gb_grain_gpu_t.preload): all before the first of them is resident. */
+static cudaError_t preload_all(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int loaded; /* handles 1..loaded are */
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&lock);
+    for (; loaded < gb_grain_count() && e == cudaSuccess; loaded++) {
+        const gb_grain_desc_t *d = gb_grain_get(loaded + 1);
+        if (d->gpu)
+            e = d->gpu->preload();
+    }
+    pthread_mutex_unlock(&lock);
+    return e;
+}
 
 static gb_err cuda_create(gb_rk_t *rk)
 {
+    const gb_grain_desc_t *desc = gb_grain_get(rk->kind);
+    const gb_grain_gpu_t *gpu = desc ? desc->gpu : NULL;
+    if (!gpu || gpu->abi != GB_GRAIN_ABI) {
+        GB_ERROR("ring kernel '%s': the grain type has no GPU code (its library was built without nvcc); "
+                 "it runs in cpu mode only", rk->type_name);
+        return GB_ERR_NODEV;
+    }
     cuda_backend_t *b = (cuda_backend_t *)calloc(1, sizeof *b);
     if (!b)
         return GB_ERR_NOMEM;
     rk->be = b;
+    b->gpu = gpu;
     pthread_mutex_init(&b->relaunch_lock, NULL);
     b->device = rk->p.device;
     int count = 0;
@@ -196,14 +220,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     uint32_t maxw;
     gb_kstate_t ks0;
     CK(cudaSetDevice(b->device), "cudaSetDevice");
-    {
-        /* Before any of our kernels can be resident (see gbk_preload). */
-        static pthread_once_t once = PTHREAD_ONCE_INIT;
-        static cudaError_t preload_err;
-        struct f { static void run(void) { preload_err = gbk_preload(); } };
-        pthread_once(&once, f::run);
-        CK(preload_err, "loading the ring kernels");
-    }
+    CK(preload_all(), "loading the ring kernels"); /* before any of ours can be resident */
     CK(cudaStreamCreateWithFlags(&b->kstream, cudaStreamNonBlocking), "kernel stream");
     CK(cudaStreamCreateWithFlags(&b->cstream, cudaStreamNonBlocking), "copy stream");
 
@@ -245,7 +262,7 @@ static gb_err cuda_create(gb_rk_t *rk)
      * more grains; every partition gets room for what uneven hashing may
      * send it (gb_grain_partition_entries). */
     if (gb_grain_is_team(rk->kind)) {
-        b->tab.lanes = gbk_team_workers(b->device, rk->geom.slot_size);
+        b->tab.lanes = gpu->team_workers(b->device, rk->geom.slot_size);
         b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     } else {
         uint32_t parts = 1;
@@ -269,7 +286,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     CK(cudaMemcpyAsync(b->kstate, &ks0, sizeof ks0, cudaMemcpyHostToDevice, b->cstream), "kstate init");
     CK(cudaStreamSynchronize(b->cstream), "sync after create");
 
-    maxw = gbk_ring_max_window(b->device, rk->geom.slot_size, gb_grain_is_team(rk->kind));
+    maxw = gpu->max_window(b->device, rk->geom.slot_size);
     b->args.region = b->dev;
     b->args.kstate = b->kstate;
     b->args.tab = b->tab;
@@ -412,7 +429,7 @@ static gb_err cuda_launch(gb_rk_t *rk)
     }
     rk->ctl->launches = 1;
     cuda_control(rk);
-    cudaError_t e = gbk_ring_launch(&b->args, b->kstream);
+    cudaError_t e = b->gpu->launch(&b->args, b->kstream);
     if (e != cudaSuccess) {
         gbi_cuda_fail(rk, e, "launch");
         return GB_ERR_CUDA;

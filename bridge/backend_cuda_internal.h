@@ -14,6 +14,7 @@
 typedef struct cuda_backend {
     struct cuda_backend *next_deferred;
     int device;
+    const gb_grain_gpu_t *gpu; /* the grain type's kernels (ring_kernel.h) */
     int resident;         /* our kernel may still be running on the device */
     gb_placement placement;
     cudaStream_t kstream; /* the ring kernel, and relaunch graphs */

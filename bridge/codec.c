@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "builtin_codecs.h"
 #include "codec_pagerank.h"
 #include "echo.pb-c.h" /* message type numbers */
 #include "grain.h"
+#include "grain_registry.h"
 #include "pb_wire.h"
 #include "vecadd.pb-c.h" /* message type numbers */
 
@@ -133,6 +135,144 @@ static int vecadd_request(uint32_t message_type, const uint8_t *pb, size_t len, 
     return GPUBRIDGE__STATUS__STATUS_OK;
 }
 
+/* ---- the built-in codecs (builtin_codecs.h) ---- */
+
+static int echo_request_key(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
+                            uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    (void)key;
+    return echo_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+static size_t plain_reply_bound(uint32_t rec_len)
+{
+    return (size_t)rec_len + 32; /* tag + length prefixes, and echo's grain_count */
+}
+
+static int echo_reply(const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                      size_t *out_len, uint32_t *message_type)
+{
+    size_t n = hdr->len;
+    if (cap < plain_reply_bound(hdr->len))
+        return -1;
+    if (n)
+        memcpy(out, rec, n);
+    out[n++] = (4u << 3) | 0; /* field 4, varint */
+    n += gb_pb_varint_put(out + n, hdr->aux);
+    *out_len = n;
+    *message_type = GPUBRIDGE__ECHO_MESSAGE_TYPE__ECHO_MESSAGE_TYPE_RESPONSE;
+    return 0;
+}
+
+static int vecadd_request_key(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
+                              uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    (void)key;
+    return vecadd_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+static int vecadd_reply(const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                        size_t *out_len, uint32_t *message_type)
+{
+    /* VectorAddResponse { repeated float result = 1 [packed] }: the
+     * record's floats are the packed field's bytes. */
+    if (cap < plain_reply_bound(hdr->len) || hdr->len % 4)
+        return -1;
+    size_t n = 0;
+    if (hdr->len) {
+        n += gb_pb_key_put(out, 1, GB_PB_LEN);
+        n += gb_pb_varint_put(out + n, hdr->len);
+        memcpy(out + n, rec, hdr->len);
+        n += hdr->len;
+    }
+    *out_len = n;
+    *message_type = GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_RESPONSE;
+    return 0;
+}
+
+static int pr_sender_request(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
+                             uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    return gbi_codec_pr_request(1, key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+static int pr_aggregator_request(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len,
+                                 unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
+                                 size_t errlen)
+{
+    return gbi_codec_pr_request(0, key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+static int pr_sender_reply(const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                           size_t *out_len, uint32_t *message_type)
+{
+    if (cap < gbi_codec_pr_reply_bound(hdr->len))
+        return -1;
+    return gbi_codec_pr_reply(1, hdr, rec, out, cap, out_len, message_type);
+}
+
+static int pr_aggregator_reply(const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                               size_t *out_len, uint32_t *message_type)
+{
+    if (cap < gbi_codec_pr_reply_bound(hdr->len))
+        return -1;
+    return gbi_codec_pr_reply(0, hdr, rec, out, cap, out_len, message_type);
+}
+
+const char *gbi_codec_pr_sender_error(const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    return hdr->status == GB_SLOT_HANDLER_ERROR ? gbi_codec_pr_error(1, hdr, buf, cap) : NULL;
+}
+
+const char *gbi_codec_pr_aggregator_error(const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    return hdr->status == GB_SLOT_HANDLER_ERROR ? gbi_codec_pr_error(0, hdr, buf, cap) : NULL;
+}
+
+const gb_grain_codec_t gbi_codec_echo = {echo_request_key, echo_reply, plain_reply_bound, gbi_codec_echo_limits};
+const gb_grain_codec_t gbi_codec_vecadd = {vecadd_request_key, vecadd_reply, plain_reply_bound,
+                                           gbi_codec_vecadd_limits};
+const gb_grain_codec_t gbi_codec_pr_sender = {pr_sender_request, pr_sender_reply, gbi_codec_pr_reply_bound,
+                                              gbi_codec_pr_sender_limits};
+const gb_grain_codec_t gbi_codec_pr_aggregator = {pr_aggregator_request, pr_aggregator_reply,
+                                                  gbi_codec_pr_reply_bound, gbi_codec_pr_aggregator_limits};
+
+/* ---- any grain type: its codec, or raw payloads ---- */
+
+static const gb_grain_codec_t *codec_of(const gb_grain_desc_t *d)
+{
+    return d && d->hooks ? d->hooks->codec : NULL;
+}
+
+/* Raw payloads: the bytes are the record, the message type the slot's. */
+static int raw_request(const gb_grain_desc_t *d, uint32_t message_type, const uint8_t *pb, size_t len,
+                       unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
+                       size_t errlen)
+{
+    uint32_t i = 0;
+    while (i < d->n_msgs && d->msgs[i].type != message_type)
+        i++;
+    if (i == d->n_msgs) {
+        int n = snprintf(err, errlen, "%s has no message type %u (", d->name, message_type);
+        for (uint32_t k = 0; k < d->n_msgs && n > 0 && (size_t)n < errlen; k++)
+            n += snprintf(err + n, errlen - (size_t)n, "%s%s is %u", k ? ", " : "", d->msgs[k].name,
+                          d->msgs[k].type);
+        if (n > 0 && (size_t)n < errlen)
+            snprintf(err + n, errlen - (size_t)n, ")");
+        return GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE;
+    }
+    if (len > cap) {
+        snprintf(err, errlen, "%s of %zu bytes exceeds the largest %s message (%u bytes; max_message_size "
+                 "bounds it)", d->msgs[i].name, len, d->name, cap);
+        return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
+    }
+    if (len)
+        memcpy(rec, pb, len);
+    *rec_len = (uint32_t)len;
+    *slot_type = (uint16_t)message_type;
+    return GPUBRIDGE__STATUS__STATUS_OK;
+}
+
 int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
                       uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
 {
@@ -141,8 +281,9 @@ int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t
 
 const char *gbi_codec_error(int kind, const gb_slot_hdr_t *hdr, char *buf, size_t cap)
 {
-    if (hdr->status == GB_SLOT_HANDLER_ERROR && (kind == GB_GRAIN_PR_SENDER || kind == GB_GRAIN_PR_AGGREGATOR))
-        return gbi_codec_pr_error(kind == GB_GRAIN_PR_SENDER, hdr, buf, cap);
+    const gb_grain_desc_t *d = gb_grain_get(kind);
+    if (d && d->hooks && d->hooks->error_text)
+        return d->hooks->error_text(hdr, buf, cap);
     return NULL;
 }
 
@@ -150,64 +291,34 @@ int gbi_codec_request_key(int kind, uint64_t key, uint32_t message_type, const u
                           unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
                           size_t errlen)
 {
-    switch (kind) {
-    case GB_GRAIN_ECHO:
-        return echo_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
-    case GB_GRAIN_VECADD:
-        return vecadd_request(message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
-    case GB_GRAIN_PR_SENDER:
-    case GB_GRAIN_PR_AGGREGATOR:
-        return gbi_codec_pr_request(kind == GB_GRAIN_PR_SENDER, key, message_type, pb, len, rec, cap, rec_len,
-                                    slot_type, err, errlen);
-    default:
-        snprintf(err, errlen, "grain type has no codec");
-        return GPUBRIDGE__STATUS__STATUS_INTERNAL;
-    }
+    const gb_grain_desc_t *d = gb_grain_get(kind);
+    const gb_grain_codec_t *c = codec_of(d);
+    if (c && c->request)
+        return c->request(key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+    if (d)
+        return raw_request(d, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+    snprintf(err, errlen, "grain type has no codec");
+    return GPUBRIDGE__STATUS__STATUS_INTERNAL;
 }
 
 size_t gbi_codec_reply_bound(int kind, uint32_t rec_len)
 {
-    if (kind == GB_GRAIN_PR_SENDER || kind == GB_GRAIN_PR_AGGREGATOR)
-        return gbi_codec_pr_reply_bound(rec_len);
-    return (size_t)rec_len + 32; /* tag + length prefixes, and echo's grain_count */
+    const gb_grain_codec_t *c = codec_of(gb_grain_get(kind));
+    return c && c->reply_bound ? c->reply_bound(rec_len) : rec_len;
 }
 
 int gbi_codec_reply(int kind, const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
                     size_t *out_len, uint32_t *message_type)
 {
-    if (cap < gbi_codec_reply_bound(kind, hdr->len))
+    const gb_grain_desc_t *d = gb_grain_get(kind);
+    const gb_grain_codec_t *c = codec_of(d);
+    if (c && c->reply)
+        return c->reply(hdr, rec, out, cap, out_len, message_type);
+    if (!d || cap < hdr->len)
         return -1;
-    switch (kind) {
-    case GB_GRAIN_ECHO: {
-        size_t n = hdr->len;
-        if (n)
-            memcpy(out, rec, n);
-        out[n++] = (4u << 3) | 0; /* field 4, varint */
-        n += gb_pb_varint_put(out + n, hdr->aux);
-        *out_len = n;
-        *message_type = GPUBRIDGE__ECHO_MESSAGE_TYPE__ECHO_MESSAGE_TYPE_RESPONSE;
-        return 0;
-    }
-    case GB_GRAIN_VECADD: {
-        /* VectorAddResponse { repeated float result = 1 [packed] }: the
-         * record's floats are the packed field's bytes. */
-        if (hdr->len % 4)
-            return -1;
-        size_t n = 0;
-        if (hdr->len) {
-            n += gb_pb_key_put(out, 1, GB_PB_LEN);
-            n += gb_pb_varint_put(out + n, hdr->len);
-            memcpy(out + n, rec, hdr->len);
-            n += hdr->len;
-        }
-        *out_len = n;
-        *message_type = GPUBRIDGE__VECTOR_ADD_MESSAGE_TYPE__VECTOR_ADD_MESSAGE_TYPE_RESPONSE;
-        return 0;
-    }
-    case GB_GRAIN_PR_SENDER:
-    case GB_GRAIN_PR_AGGREGATOR:
-        return gbi_codec_pr_reply(kind == GB_GRAIN_PR_SENDER, hdr, rec, out, cap, out_len, message_type);
-    default:
-        return -1;
-    }
+    if (hdr->len)
+        memcpy(out, rec, hdr->len);
+    *out_len = hdr->len;
+    *message_type = hdr->type;
+    return 0;
 }

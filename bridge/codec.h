@@ -8,7 +8,12 @@
 #include <stdint.h>
 
 #include "gpubridge.pb-c.h"
+#include "gpubridge/grain.h"
 #include "ring.h"
+
+/* kind: a grain type's handle (grain_registry.h). Each function goes through
+ * its descriptor's codec; a type without one has raw payloads (the bytes are
+ * the record, the message type the slot's). */
 
 /* Encodes request payload (protobuf bytes of message_type) for grain kind into
  * rec (cap bytes). Returns a Gpubridge__Status (STATUS_OK on success) and, on
@@ -35,12 +40,7 @@ const char *gbi_codec_error(int kind, const gb_slot_hdr_t *hdr, char *buf, size_
 size_t gbi_codec_reply_bound(int kind, uint32_t rec_len);
 
 /* One request message type of a grain type and the most it accepts. */
-typedef struct gbi_msg_limit {
-    uint32_t message_type;
-    const char *name;      /* the request message, e.g. "VectorAddRequest" */
-    uint32_t max_payload;  /* bytes of Envelope.payload */
-    uint32_t max_elements; /* entries of its repeated field; 0: none */
-} gbi_msg_limit_t;
+typedef gb_grain_limit_t gbi_msg_limit_t;
 
 /* The request types of grain kind, into out (max entries); returns how many
  * there are (codec_limits.c). cap: record bytes per slot; large_max: the

@@ -19,7 +19,7 @@ size_t gbi_codec_pr_reply_bound(uint32_t rec_len);
 /* The text of a GB_SLOT_HANDLER_ERROR reply (its aux holds a gb_pr_err),
  * written into buf; NULL when aux names no reason. */
 const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, size_t cap);
-/* The arena's size, for the messages above (the engine sets it). */
+/* The arena's size, for the messages above (its hooks' set_arena). */
 void gbi_codec_pr_set_arena(uint64_t bytes);
 /* Most ranks one RankQuery may ask for with cap payload bytes per slot. */
 size_t gbi_codec_pr_max_query(uint32_t cap);

@@ -112,6 +112,17 @@ const gb_grain_config_t *gb_config_grain(const gb_config_t *cfg, const char *typ
     return NULL;
 }
 
+gb_grain_config_t *gb_config_add_grain(gb_config_t *cfg, const char *type)
+{
+    gb_grain_config_t *g = (gb_grain_config_t *)gb_config_grain(cfg, type);
+    if (g || cfg->n_grains >= GB_MAX_GRAIN_TYPES)
+        return g;
+    g = &cfg->grains[cfg->n_grains++];
+    *g = gbi_generic_grain;
+    gbi_copy_str(g->type, sizeof g->type, type);
+    return g;
+}
+
 /* ------------------------------------------------------------ reporting */
 
 typedef struct gbi_ctx {
@@ -361,7 +372,7 @@ static const char *const gbi_persistent_keys[] = {
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
 static const char *const gbi_placement_keys[] = {"force_fallback", NULL};
 static const char *const gbi_grain_keys[] = {
-    "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
+    "library", "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
     "cpu_threads", "collection_age_s", "max_evicted_kb", NULL};
 static const char *const gbi_host_keys[] = {"pattern", "mode", "device", NULL};
 static const char *const gbi_metrics_keys[] = {"enabled", "listen", NULL};
@@ -423,6 +434,45 @@ static bool gbi_valid_type_name(const char *v)
     return true;
 }
 
+/* The `library` of grains entry g, if any: recorded with where it was given,
+ * relative paths taken from the config file's folder. Returns 1 (given),
+ * 0 (none), or -1 (an error). Whether it loads is checked at start
+ * (grain_libs.c), not here: loading runs the library's code. */
+static int gbi_load_library(gbi_ctx *c, const config_setting_t *g, const char *path, int index, gb_config_t *cfg)
+{
+    const char *v = NULL;
+    char lpath[112];
+    snprintf(lpath, sizeof lpath, "%s.library", path);
+    if (gbi_get_str(c, g, "library", lpath, GB_PATH_LEN, &v) != 0)
+        return -1;
+    if (!v)
+        return 0;
+    const config_setting_t *s = config_setting_get_member(g, "library");
+    if (!*v)
+        return gbi_fail(c, s, "%s: empty path", lpath);
+    if (cfg->n_libs >= GB_MAX_GRAIN_LIBS)
+        return gbi_fail(c, s, "%s: too many grain libraries (at most %d)", lpath, GB_MAX_GRAIN_LIBS);
+    gb_grain_lib_config_t *l = &cfg->libs[cfg->n_libs];
+    const char *file = gbi_setting_file(c, s);
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (v[0] != '/' && slash) {
+        int dir = (int)(slash - file);
+        if ((size_t)dir + 1 + strlen(v) >= sizeof l->path)
+            return gbi_fail(c, s, "%s: '%s' is too long once joined to the config's folder", lpath, v);
+        snprintf(l->path, sizeof l->path, "%.*s/%s", dir, file, v);
+    } else {
+        gbi_copy_str(l->path, sizeof l->path, v);
+    }
+    for (size_t k = 0; k < cfg->n_libs; k++)
+        if (strcmp(cfg->libs[k].path, l->path) == 0)
+            return gbi_fail(c, s, "%s: '%s' is already given by grains[%u]", lpath, v, cfg->libs[k].index);
+    gbi_copy_str(l->file, sizeof l->file, file ? file : "");
+    l->line = (uint32_t)config_setting_source_line(s);
+    l->index = (uint32_t)index;
+    cfg->n_libs++;
+    return 1;
+}
+
 static int gbi_load_grains(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     const config_setting_t *s;
@@ -446,13 +496,18 @@ static int gbi_load_grains(gbi_ctx *c, const config_setting_t *root, gb_config_t
         snprintf(where, sizeof where, "in %s", path);
         if (gbi_check_keys(c, g, where, gbi_grain_keys) != 0)
             return -1;
+        int lib = gbi_load_library(c, g, path, i, cfg);
+        if (lib < 0)
+            return -1;
         const char *type = NULL;
         char tpath[112];
         snprintf(tpath, sizeof tpath, "%s.type", path);
         if (gbi_get_str(c, g, "type", tpath, GB_NAME_LEN, &type) != 0)
             return -1;
+        if (!type && lib)
+            continue; /* a library alone: its types get the generic settings */
         if (!type)
-            return gbi_fail(c, g, "%s: missing required key 'type'", path);
+            return gbi_fail(c, g, "%s: missing required key 'type' (or 'library')", path);
         if (!gbi_valid_type_name(type))
             return gbi_fail(c, config_setting_get_member(g, "type"),
                             "%s: '%s' is not a valid grain type name (letters, digits, '.', "
@@ -871,9 +926,14 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
     fprintf(out, "placement = {\n  force_fallback = %s;\n};\n",
             cfg->force_fallback_placement ? "true" : "false");
     fprintf(out, "grains = (");
+    for (size_t i = 0; i < cfg->n_libs; i++) {
+        fprintf(out, "%s\n  { library = ", i ? "," : "");
+        gbi_print_str(out, cfg->libs[i].path);
+        fprintf(out, "; }");
+    }
     for (size_t i = 0; i < cfg->n_grains; i++) {
         const gb_grain_config_t *g = &cfg->grains[i];
-        fprintf(out, "%s\n  { type = ", i ? "," : "");
+        fprintf(out, "%s\n  { type = ", i || cfg->n_libs ? "," : "");
         gbi_print_str(out, g->type);
         fprintf(out, "; queue_capacity = %" PRIu32 "; slot_size = %" PRIu32
                      "; messages_per_iteration = %" PRIu32 "; max_grains = %" PRIu32

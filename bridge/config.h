@@ -21,6 +21,7 @@ extern "C" {
 
 #define GB_MAX_ENDPOINTS 8
 #define GB_MAX_GRAIN_TYPES 16
+#define GB_MAX_GRAIN_LIBS 8
 #define GB_MAX_HOSTS 16
 #define GB_MAX_CLIENT_KEYS 32
 #define GB_NAME_LEN 64
@@ -55,6 +56,15 @@ typedef struct gb_grain_config {
 /* The default bound of a grain type's store of evicted states: 64 MiB. */
 #define GB_MAX_EVICTED_KB_DEFAULT 65536u
 #define GB_MAX_EVICTED_KB_MAX (64u << 20) /* 64 GiB */
+/* A grain library (a `grains` entry with `library`): a shared object of grain
+ * types built with the grain SDK (gpubridge/grain.h), loaded at start
+ * (grain_libs.h). Where it was given, for error messages. */
+typedef struct gb_grain_lib_config {
+    char path[GB_PATH_LEN]; /* absolute, or relative to the config file's folder when given so */
+    char file[GB_PATH_LEN]; /* the config file that names it */
+    uint32_t line;
+    uint32_t index; /* its entry in the grains list */
+} gb_grain_lib_config_t;
 
 /* A per-host override (the `hosts` list): first entry whose fnmatch(3) pattern
  * matches the hostname wins. */
@@ -103,6 +113,8 @@ typedef struct gb_config {
     bool force_fallback_placement;    /* test switch: act as if mapped pinned memory failed */
     size_t n_grains;
     gb_grain_config_t grains[GB_MAX_GRAIN_TYPES];
+    size_t n_libs;
+    gb_grain_lib_config_t libs[GB_MAX_GRAIN_LIBS];
     size_t n_hosts;
     gb_host_config_t hosts[GB_MAX_HOSTS];
     gb_curve_config_t curve;
@@ -123,6 +135,10 @@ gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cf
 
 /* The grain settings for type, or NULL when the config has no such grain type. */
 const gb_grain_config_t *gb_config_grain(const gb_config_t *cfg, const char *type);
+/* Adds type with the generic settings (a loaded library's type the config
+ * does not list); returns its entry (the existing one when listed), or NULL
+ * when the table is full. */
+gb_grain_config_t *gb_config_add_grain(gb_config_t *cfg, const char *type);
 
 /* With CURVE enabled: reads curve.server_secret_key_file (a regular file owned
  * by this user or root, mode 0600 or stricter) and checks that it is the

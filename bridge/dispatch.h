@@ -5,38 +5,15 @@
 #ifndef GB_DISPATCH_H
 #define GB_DISPATCH_H
 
-#include "grain.h"
 #include "grain_table.h"
 #include "large_payload.h"
 #include "ring.h"
+#include "team.h"
 
-/* The handler on a large request (large_payload.h): its record and its reply
- * are where the descriptor desc says. Not inlined on the GPU: the ring kernel
- * keeps the one-slot path's code and registers, and saves what is live
- * around this call only on the large path. Team grains never come here on
- * the GPU (the team kernel runs them): their handlers are left out. */
+/* What the handler of a large request returned. */
 typedef struct gbi_large_ret {
     uint32_t st, out_len, aux;
 } gbi_large_ret_t;
-#if defined(__CUDACC__)
-static __host__ __device__ __noinline__
-#else
-static inline
-#endif
-gbi_large_ret_t gbi_large_run(int kind, gb_grain_ctx_t ctx, void *state, uint16_t type, const unsigned char *desc)
-{
-    const unsigned char *in;
-    unsigned char *out;
-    uint32_t in_len, out_cap;
-    gbi_large_ret_t r = {GB_SLOT_UNKNOWN_MESSAGE_TYPE, 0, 0};
-    gbi_large_resolve(desc, &in, &in_len, &out, &out_cap);
-#if defined(__CUDA_ARCH__)
-    if (gb_grain_is_team(kind))
-        return r;
-#endif
-    r.st = gb_grain_on_message(kind, &ctx, state, type, in, in_len, out, out_cap, &r.out_len, &r.aux);
-    return r;
-}
 
 /* The step before the handler: checks the header, handles the reserved types,
  * finds or activates the grain. Returns GBI_RUN_HANDLER with *state set, or
@@ -71,20 +48,52 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
     return GBI_RUN_HANDLER;
 }
 
+/* The reply's header, all but seq, once the handler has run (or not). Returns
+ * 1 when the reply is an error (for the errors counter). */
+GB_HD int gbi_dispatch_post(const gb_slot_hdr_t *in, gb_slot_hdr_t *out, uint32_t st, uint32_t out_len,
+                            uint32_t aux)
+{
+    out->key = in->key;
+    out->corr = in->corr;
+    out->type = in->type;
+    out->status = (uint16_t)st;
+    out->len = st == GB_SLOT_OK ? out_len : 0;
+    out->aux = aux;
+    return st != GB_SLOT_OK;
+}
+
+#if defined(__CUDACC__)
+/* The per-type form the kernels use: G is a grain's traits (G::on_message, a
+ * __forceinline__ handler; gpubridge/grain.h makes them), so the handler is
+ * compiled into the kernel with no switch on a kind.
+ *
+ * The large path is not inlined on the GPU: the ring kernel keeps the
+ * one-slot path's code and registers, and saves what is live around this
+ * call only on the large path. */
+template <typename G>
+static __host__ __device__ __noinline__ gbi_large_ret_t gbi_large_run(gb_grain_ctx_t ctx, void *state, uint16_t type,
+                                                                      const unsigned char *desc)
+{
+    const unsigned char *in;
+    unsigned char *out;
+    uint32_t in_len, out_cap;
+    gbi_large_ret_t r = {GB_SLOT_UNKNOWN_MESSAGE_TYPE, 0, 0};
+    gbi_large_resolve(desc, &in, &in_len, &out, &out_cap);
+    r.st = G::on_message(&ctx, state, type, in, in_len, out, out_cap, &r.out_len, &r.aux);
+    return r;
+}
+
 /* Handles request `in` (header + payload, already read) and writes the reply's
  * header (all but seq) into *out and its payload into out_pl (a large
  * request's: where its descriptor says). Returns 1 when the reply is an error
  * (for the errors counter). */
-GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane,
-                           const gb_slot_hdr_t *in, const unsigned char *in_pl,
-                           gb_slot_hdr_t *out, unsigned char *out_pl,
-                           uint32_t pl_cap, uint32_t test_flags)
+template <typename G>
+GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane, const gb_slot_hdr_t *in,
+                           const unsigned char *in_pl, gb_slot_hdr_t *out, unsigned char *out_pl, uint32_t pl_cap,
+                           uint32_t test_flags)
 {
     uint32_t out_len = 0, aux = 0, st;
     void *state = NULL;
-    out->key = in->key;
-    out->corr = in->corr;
-    out->type = in->type;
 #if defined(__CUDA_ARCH__)
     if (tab->entry_size == 32) {
         /* A state of up to 16 bytes comes with the lookup's loads; the
@@ -94,10 +103,10 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, copy);
         if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
             /* On the state in the table: the copy keeps no address. */
-            const gbi_large_ret_t r = gbi_large_run(kind, *ctx, state, in->type, in_pl);
+            const gbi_large_ret_t r = gbi_large_run<G>(*ctx, state, in->type, in_pl);
             st = r.st, out_len = r.out_len, aux = r.aux;
         } else if (st == GBI_RUN_HANDLER) {
-            st = gb_grain_on_message(kind, ctx, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = G::on_message(ctx, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
             *(uint4 *)state = *(const uint4 *)copy;
         }
     } else
@@ -105,16 +114,34 @@ GB_HD int gbi_dispatch_one(int kind, const gb_grain_ctx_t *ctx, gb_grain_table_t
     {
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, NULL);
         if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
-            const gbi_large_ret_t r = gbi_large_run(kind, *ctx, state, in->type, in_pl);
+            const gbi_large_ret_t r = gbi_large_run<G>(*ctx, state, in->type, in_pl);
             st = r.st, out_len = r.out_len, aux = r.aux;
         } else if (st == GBI_RUN_HANDLER) {
-            st = gb_grain_on_message(kind, ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = G::on_message(ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
         }
     }
-    out->status = (uint16_t)st;
-    out->len = st == GB_SLOT_OK ? out_len : 0;
-    out->aux = aux;
-    return st != GB_SLOT_OK;
+    return gbi_dispatch_post(in, out, st, out_len, aux);
+}
+#endif
+
+/* The host's form (the cpu backend): the handler through its descriptor's
+ * function pointer. */
+static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, const gb_grain_ctx_t *ctx, gb_grain_table_t *tab,
+                                      uint32_t lane, const gb_slot_hdr_t *in, const unsigned char *in_pl,
+                                      gb_slot_hdr_t *out, unsigned char *out_pl, uint32_t pl_cap, uint32_t test_flags)
+{
+    uint32_t out_len = 0, aux = 0;
+    void *state = NULL;
+    uint32_t st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, NULL);
+    if (st == GBI_RUN_HANDLER) {
+        const unsigned char *ipl = in_pl;
+        unsigned char *opl = out_pl;
+        uint32_t ilen = in->len, ocap = pl_cap;
+        if (gbi_is_large(in))
+            gbi_large_resolve(in_pl, &ipl, &ilen, &opl, &ocap);
+        st = fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux);
+    }
+    return gbi_dispatch_post(in, out, st, out_len, aux);
 }
 
 #endif

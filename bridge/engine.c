@@ -3,8 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec_pagerank.h"
-#include "grain.h"
+#include "grain_registry.h"
 #include "log.h"
 
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
@@ -23,15 +22,18 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
         e->arena_size = (uint64_t)cfg->arena_mb << 20;
         gb_err aerr = gb_arena_new(mode, device, e->arena_size, &e->arena);
         if (aerr != GB_OK) {
-            GB_ERROR("cannot allocate the %u MiB arena of the PageRank grains: %s (lower arena_mb)", cfg->arena_mb,
+            GB_ERROR("cannot allocate the %u MiB arena of the team grains: %s (lower arena_mb)", cfg->arena_mb,
                      gb_strerror(aerr));
             free(e);
             return aerr;
         }
-        gbi_codec_pr_set_arena(e->arena_size);
-        GB_INFO("PageRank arena: %u MiB (a graph takes 32 bytes a vertex + 8 an edge: about %llu vertices at "
-                "edge factor 16; concurrent jobs share it)", cfg->arena_mb,
-                (unsigned long long)((e->arena_size - GB_PR_TABLE_BYTES) / (32 + 8 * 16)));
+        GB_INFO("team grain arena: %u MiB (PageRank: a graph takes 32 bytes a vertex + 8 an edge; concurrent "
+                "jobs share it)", cfg->arena_mb);
+    }
+    for (int k = 1; e->arena && k <= gb_grain_count(); k++) {
+        const gb_grain_desc_t *d = gb_grain_get(k);
+        if ((d->flags & GB_GRAIN_TEAM) && d->hooks && d->hooks->set_arena)
+            d->hooks->set_arena(e->arena_size);
     }
     for (size_t i = 0; i < cfg->n_grains; i++) {
         gb_engine_type_t *t = &e->types[e->n_types++];

@@ -11,7 +11,7 @@
 
 typedef struct gb_engine_type {
     char name[GB_NAME_LEN];
-    int kind;        /* gb_grain_kind; 0: no handler in this build */
+    int kind;        /* the type's handle (grain_registry.h); 0: no handler in this build */
     gb_rk_t *rk;     /* NULL when kind is 0 */
 } gb_engine_type_t;
 

@@ -92,31 +92,6 @@ void gbi_large_free(gb_rk_t *rk)
 
 uint32_t gb_rk_large_max(const gb_rk_t *rk) { return rk->large ? rk->large->max : 0; }
 
-uint32_t gb_grain_reply_max(int kind, uint16_t type, const void *rec, uint32_t len)
-{
-    const unsigned char *r = rec;
-    switch (kind) {
-    case GB_GRAIN_VECADD: {
-        uint32_t n = 0;
-        if (type != GB_VECADD_MSG_REQUEST || len < GB_VECADD_HDR)
-            return 0;
-        memcpy(&n, r + 4, 4);
-        return n <= (len - GB_VECADD_HDR) / 8 ? 4u * n : 0; /* a bad record gets an error, no payload */
-    }
-    case GB_GRAIN_PR_SENDER:
-    case GB_GRAIN_PR_AGGREGATOR: {
-        uint32_t count = 0;
-        if (type != GB_PR_MSG_RANK_QUERY || len != GB_PR_CHUNK_HDR)
-            return GB_PR_REPLY_LEN;
-        memcpy(&count, r + 8, 4);
-        uint64_t b = 8 + 4ull * count;
-        return b < UINT32_MAX ? (uint32_t)b : UINT32_MAX;
-    }
-    default: /* echo, and any grain whose reply is no larger than its request */
-        return len;
-    }
-}
-
 /* With the producer's credit: a free request slot (as gb_rk_claim checks it). */
 static int slot_free(gb_rk_t *rk)
 {

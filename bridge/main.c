@@ -16,6 +16,7 @@
 #include "config.h"
 #include "detect.h"
 #include "engine.h"
+#include "grain_libs.h"
 #include "server.h"
 #include "supervisor.h"
 #include "error.h"
@@ -249,6 +250,37 @@ static void worker_cleanup(const char *ep, pid_t supervisor)
         GB_INFO("supervisor %d is gone: removed %s", (int)supervisor, path);
 }
 
+/* Loads the config's grain libraries (grain_libs.h), before --check-config
+ * prints and before any process starts serving, so that a bad one stops
+ * either with its FILE:LINE. Whether their types need GPU code depends on
+ * the mode this host would run: detected (CUDA calls), or for a supervisor,
+ * which keeps CUDA out of its process, only a mode given explicitly (its
+ * worker checks again with detection). Returns 0, or -1 once the error is
+ * printed. */
+static int load_grain_libs(gb_config_t *cfg, const gb_mode *mode_override, bool detect)
+{
+    if (cfg->n_libs == 0)
+        return 0;
+    gb_facts_t facts;
+    gb_selection_t sel;
+    char err[768];
+    gb_mode mode = cfg->mode;
+    const char *env = getenv("GPUBRIDGE_MODE");
+    if (mode_override)
+        mode = *mode_override;
+    else if (env && *env && gb_mode_parse(env, &mode) != 0)
+        mode = cfg->mode;
+    if (detect && gb_detect_run(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, &facts, &sel, err,
+                                sizeof err) == GB_OK)
+        mode = sel.mode;
+    const bool gpu = mode == GB_MODE_PERSISTENT || mode == GB_MODE_RELAUNCH;
+    if (gb_grain_libs_load(cfg, gpu, err, sizeof err) != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 /* The daemon: decide the mode, start every grain type's ring kernel, serve
  * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
  * kernels and exit 0. cli->worker_endpoint: set in a supervised worker. */
@@ -335,6 +367,8 @@ int main(int argc, char **argv)
     gb_log_set_level(cfg.log_level);
     gb_log_set_format(cfg.log_format);
     const gb_mode *mode_override = cli.has_mode ? &cli.mode : NULL;
+    if (load_grain_libs(&cfg, mode_override, !(cli.supervise && !cli.worker_endpoint)) != 0)
+        return GBI_EXIT_USAGE;
 
     if (cli.check_config) {
         char err[512];

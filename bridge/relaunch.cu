@@ -100,7 +100,7 @@ static gb_err inline_setup(gb_rk_t *rk)
     const uint32_t S = rk->geom.slot_size;
     uint32_t nmax = gbk_inline_max(S);
     b->inline_max = 0;
-    if (b->args.team_workers || (b->args.flags & GBK_F_NO_INLINE) || nmax == 0)
+    if (b->args.team_workers || !b->gpu->inline_launch || (b->args.flags & GBK_F_NO_INLINE) || nmax == 0)
         return GB_OK;
     if (nmax > b->args.budget)
         nmax = b->args.budget;
@@ -139,7 +139,7 @@ static gb_err inline_setup(gb_rk_t *rk)
     if (e == cudaSuccess && rk->placement != GB_PLACEMENT_DEVICE_MALLOC) {
         e = cudaGraphCreate(&b->igraph, 0);
         if (e == cudaSuccess)
-            e = gbk_inline_add_node(&b->n_ik, b->igraph, &b->inl);
+            e = b->gpu->inline_add_node(&b->n_ik, b->igraph, &b->inl);
         if (e == cudaSuccess && b->dev_outbox)
             e = cudaGraphAddMemcpyNode1D(&n_copy, b->igraph, &b->n_ik, 1, b->host_outbox, b->dev_outbox, ob,
                                          cudaMemcpyDeviceToHost);
@@ -190,7 +190,7 @@ gb_err gbi_relaunch_setup(gb_rk_t *rk)
         return inline_setup(rk); /* issued call by call, see the header comment */
     CK(cudaGraphCreate(&b->graph, 0), "cudaGraphCreate");
     if (rk->placement == GB_PLACEMENT_MAPPED) {
-        CK(gbk_ring_add_node(&n_k, b->graph, NULL, 0, &b->args), "graph kernel node");
+        CK(b->gpu->add_node(&n_k, b->graph, NULL, 0, &b->args), "graph kernel node");
     } else {
         CK(cudaGraphAddMemcpyNode1D(&n_hdr, b->graph, NULL, 0, b->dev, b->lhdr, LHDR_SIZE,
                                     cudaMemcpyHostToDevice),
@@ -198,7 +198,7 @@ gb_err gbi_relaunch_setup(gb_rk_t *rk)
         CK(cudaGraphAddMemcpyNode1D(&b->n_in, b->graph, &n_hdr, 1, b->dev + in_off, rk->region + in_off, S,
                                     cudaMemcpyHostToDevice),
            "graph slots copy");
-        CK(gbk_ring_add_node(&n_k, b->graph, &b->n_in, 1, &b->args), "graph kernel node");
+        CK(b->gpu->add_node(&n_k, b->graph, &b->n_in, 1, &b->args), "graph kernel node");
         CK(cudaGraphAddMemcpyNode1D(&n_kl, b->graph, &n_k, 1, rk->region + kline, b->dev + kline, GB_LINE,
                                     cudaMemcpyDeviceToHost),
            "graph control copy");
@@ -334,7 +334,7 @@ static gb_err launch_once(gb_rk_t *rk)
                 e = cudaMemcpyAsync(b->dev + in_off + off, rk->region + in_off + off, bytes,
                                     cudaMemcpyHostToDevice, b->kstream);
             if (e == cudaSuccess)
-                e = gbk_ring_launch(&b->args, b->kstream);
+                e = b->gpu->launch(&b->args, b->kstream);
             if (e == cudaSuccess)
                 e = cudaMemcpyAsync(rk->region + kline, b->dev + kline, GB_LINE, cudaMemcpyDeviceToHost,
                                     b->kstream);
@@ -392,11 +392,11 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
     cudaError_t e;
     const uint64_t t0 = gb_now_ns();
     if (b->igexec && !(b->args.flags & GBK_F_INLINE_PLAIN)) {
-        e = gbk_inline_set_node(b->igexec, b->n_ik, &b->inl);
+        e = b->gpu->inline_set_node(b->igexec, b->n_ik, &b->inl);
         if (e == cudaSuccess)
             e = cudaGraphLaunch(b->igexec, b->kstream);
     } else {
-        e = gbk_inline_launch(&b->inl, b->kstream);
+        e = b->gpu->inline_launch(&b->inl, b->kstream);
         if (e == cudaSuccess && b->dev_outbox)
             e = cudaMemcpyAsync(b->host_outbox, b->dev_outbox, GBK_INLINE_OUT_SIZE(n, S), cudaMemcpyDeviceToHost,
                                 b->kstream);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "detect.h"
+#include "grain_registry.h"
 #include "log.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -36,6 +37,8 @@ static const restart_key_t g_restart_keys[] = {
     RK("placement.force_fallback", force_fallback_placement),
     RK("grains", grains),
     RK("grains", n_grains),
+    RK("grains", libs),
+    RK("grains", n_libs),
     RK("curve.enabled", curve.enabled),
     RK("curve.server_secret_key_file", curve.server_secret_key_file),
     RK("curve.server_public_key", curve.server_public_key),
@@ -158,6 +161,11 @@ void gb_reload_run(void *ctx, gb_server_t *s)
         gb_server_count_reload(s, 0);
         return;
     }
+    /* The same libraries add the same types (grain_libs.c): as at start. */
+    if (next.n_libs == r->live->n_libs && memcmp(next.libs, r->live->libs, sizeof next.libs) == 0)
+        for (size_t i = 0; i < r->live->n_grains; i++)
+            if (!gb_config_grain(&next, r->live->grains[i].type) && gb_grain_kind_of(r->live->grains[i].type))
+                gb_config_add_grain(&next, r->live->grains[i].type);
     int n = gb_reload_apply(r->live, &next, r->cli_log_level, r->hostname);
     GB_INFO("reload: %s applied%s", r->path, n ? "; some changes need a restart (see above)" : "");
     gb_server_count_reload(s, 1);

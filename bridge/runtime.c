@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "grain.h"
+#include "grain_registry.h"
 #include "log.h"
 #include "test_hooks.h"
 
@@ -44,19 +44,6 @@ const char *gb_rk_state_name(gb_rk_state s)
     case GB_RK_FAILED: return "failed";
     }
     return "?";
-}
-
-int gb_grain_kind_of(const char *type)
-{
-    if (strcmp(type, "echo") == 0)
-        return GB_GRAIN_ECHO;
-    if (strcmp(type, "vecadd") == 0)
-        return GB_GRAIN_VECADD;
-    if (strcmp(type, "pagerank.sender") == 0)
-        return GB_GRAIN_PR_SENDER;
-    if (strcmp(type, "pagerank.aggregator") == 0)
-        return GB_GRAIN_PR_AGGREGATOR;
-    return GB_GRAIN_NONE;
 }
 
 int gb_test_faults_enabled(void)
@@ -148,7 +135,7 @@ gb_err gb_rk_new(const gb_rk_params_t *params, gb_rk_t **out)
         g->messages_per_iteration == 0)
         return GB_ERR_INVALID;
     int kind = gb_grain_kind_of(params->type);
-    if (kind == GB_GRAIN_NONE) {
+    if (kind == 0) {
         GB_ERROR("ring kernel: unknown grain type '%s'", params->type);
         return GB_ERR_UNKNOWN_TYPE;
     }

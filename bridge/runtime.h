@@ -160,7 +160,7 @@ gb_err gb_rk_claim_large(gb_rk_t *rk, uint64_t key, uint64_t corr, uint16_t type
 /* Largest record or reply a message may have (0: no large area). */
 uint32_t gb_rk_large_max(const gb_rk_t *rk);
 /* Upper bound of the reply's payload to request record rec (len bytes) of
- * message type `type` of grain kind `kind` (gb_grain_kind). */
+ * message type `type` of grain type handle `kind` (grain_registry.c). */
 uint32_t gb_grain_reply_max(int kind, uint16_t type, const void *rec, uint32_t len);
 /* Free request slots right now. */
 uint32_t gb_rk_free_slots(const gb_rk_t *rk);
@@ -225,8 +225,8 @@ void gb_arena_free(gb_mode mode, unsigned char *arena);
  * server passes them through. */
 int gb_test_faults_enabled(void);
 
-/* The handler kind (gb_grain_kind) of a grain type name; 0 when this build has
- * no handler for it. */
+/* The handle of a grain type name (grain_registry.h): 1..n for a registered
+ * type, 0 when none has that name. */
 int gb_grain_kind_of(const char *type);
 
 #ifdef __cplusplus

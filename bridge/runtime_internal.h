@@ -50,7 +50,7 @@ typedef struct gbi_backend_ops {
 struct gb_rk {
     gb_rk_params_t p;
     char type_name[GB_NAME_LEN];
-    int kind;              /* gb_grain_kind */
+    int kind;              /* the grain type's handle (grain_registry.h) */
     gb_ring_geom_t geom;
     gb_placement placement;
     gb_rk_state state;

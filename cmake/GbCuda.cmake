@@ -14,6 +14,9 @@ if(NOT GB_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 86-real 89-real 90)
     endif()
+    # The shared CUDA runtime: grain libraries (gpubridge/grain.h) loaded by
+    # the daemon launch on streams the daemon made, which needs one runtime.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(CMAKE_CUDA_STANDARD 17)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bench_floor.h"
+#include "bench_grains.cuh"
 #include "bench_request.h"
 #include "dispatch.h"
 #include "vecadd.h"
@@ -212,7 +213,7 @@ extern "C" int gbk_probe_graph(int device, int copy_slots, int warmup, int iters
     return rc;
 }
 
-__global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int part, int keys, int gap_ns, int iters,
+__global__ void probe_dispatch_kernel(gb_grain_table_t tab, int part, int keys, int gap_ns, int iters,
                                       unsigned long long *cycles, unsigned long long *clk_ns)
 {
     __shared__ __align__(16) unsigned char s_in[64];
@@ -237,7 +238,7 @@ __global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int part, 
         gb_slot_hdr_t oh;
         const long long t0 = clock64();
         if (part == GBK_PROBE_DISPATCH) {
-            gbi_dispatch_one(kind, &ctx, &tab, gb_grain_lane(h->key, 256), h, s_in + GB_SLOT_HDR_SIZE, &oh,
+            gbi_dispatch_one<gbk_bench_vecadd>(&ctx, &tab, gb_grain_lane(h->key, 256), h, s_in + GB_SLOT_HDR_SIZE, &oh,
                              s_out + GB_SLOT_HDR_SIZE, 32, 0);
         } else if (part == GBK_PROBE_LOOKUP) {
             /* the table step alone: lane, probe with the state copy, write-back */
@@ -250,7 +251,7 @@ __global__ void probe_dispatch_kernel(gb_grain_table_t tab, int kind, int part, 
             /* the handler alone, on a state in registers */
             __align__(16) uint64_t copy[2] = {(uint64_t)i, 0};
             uint32_t out_len = 0, aux = 0;
-            oh.status = gb_grain_on_message(kind, &ctx, copy, h->type, s_in + GB_SLOT_HDR_SIZE, h->len,
+            oh.status = gbk_bench_vecadd::on_message(&ctx, copy, h->type, s_in + GB_SLOT_HDR_SIZE, h->len,
                                             s_out + GB_SLOT_HDR_SIZE, 32, &out_len, &aux);
             oh.len = out_len + (uint32_t)copy[0];
         }
@@ -287,7 +288,7 @@ extern "C" int gbk_probe_dispatch(int device, int part, int keys, int gap_ns, in
         cudaMalloc((void **)&clk, 2 * sizeof *clk) != cudaSuccess)
         return -1;
     cudaMemset(tab.entries, 0, bytes);
-    probe_dispatch_kernel<<<1, 32>>>(tab, GB_GRAIN_VECADD, part, keys, gap_ns, iters, cyc, clk);
+    probe_dispatch_kernel<<<1, 32>>>(tab, part, keys, gap_ns, iters, cyc, clk);
     unsigned long long *h = (unsigned long long *)malloc((size_t)iters * sizeof *h), hc[2];
     int rc = h && cudaDeviceSynchronize() == cudaSuccess &&
                      cudaMemcpy(h, cyc, (size_t)iters * sizeof *h, cudaMemcpyDeviceToHost) == cudaSuccess &&

@@ -81,7 +81,7 @@ int gbk_floor_ladder(int device, unsigned feat, int warmup, int iters, double *s
  *      launch (cudaGraphExecKernelNodeSetParams) and echoed;
  *  DISPATCH: the reply comes from gbi_dispatch_one (vecadd, a real table);
  *  BIG: DISPATCH with parameters the size of the inline kernel's (1.2 KiB);
- *  KIND: DISPATCH with the grain kind a run-time value, as in our kernels.
+ *  KIND: DISPATCH with the handler picked by a run-time value (a kernel shared by grain types).
  * The next launch queues behind one not yet ended, as the runtime's do.
  * *launch_us: the mean host time of the node update and launch call;
  * *kernel_us: the kernel's mean time from its start to its stamp. */

@@ -78,15 +78,6 @@ GB_STATIC_ASSERT(sizeof(gbk_inline_t) <= 4096, "kernel parameters stay within 4 
 /* Requests of slot_size bytes an inline launch carries (0: slots too large). */
 static inline uint32_t gbk_inline_max(uint32_t slot_size) { return GBK_INLINE_BYTES / slot_size; }
 
-cudaError_t gbk_inline_preload(void);
-/* Launches m on stream (the parameters are copied at the call). */
-cudaError_t gbk_inline_launch(const gbk_inline_t *m, cudaStream_t stream);
-/* A kernel node of graph running m, and the update of that node in an
- * instantiated graph before a launch (later launches see m; those already
- * issued keep theirs). */
-cudaError_t gbk_inline_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const gbk_inline_t *m);
-cudaError_t gbk_inline_set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const gbk_inline_t *m);
-
 #ifdef __cplusplus
 }
 #endif

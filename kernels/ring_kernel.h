@@ -1,7 +1,10 @@
-/* The generic ring kernel: its arguments and its launcher, callable from C.
- * One kernel serves every grain type (the handler is picked by `kind`) and
- * both GPU modes: persistent (budget 0: loop until told to stop) and relaunch
- * (drain up to `budget` requests, then exit with a reason). */
+/* The ring kernel's arguments, and a grain type's GPU entry points. Each grain
+ * type has its own kernels (ring_kernel.cuh, team_kernel.cuh and
+ * inline_kernel.cuh, templates on the grain's traits, instantiated by
+ * GB_DEFINE_GRAIN in gpubridge/grain.h); the backend reaches them through
+ * the type's gb_grain_gpu_t. They serve both GPU modes: persistent (budget
+ * 0: loop until told to stop) and relaunch (drain up to `budget` requests,
+ * then exit with a reason). */
 #ifndef GB_RING_KERNEL_H
 #define GB_RING_KERNEL_H
 
@@ -30,7 +33,7 @@ typedef struct gb_kstate {
     uint64_t prof_idle, prof_read, prof_dispatch, prof_write, prof_windows, prof_msgs;
     /* The same for windows of 64 requests or more. */
     uint64_t prof_big_read, prof_big_dispatch, prof_big_write, prof_big_windows, prof_big_msgs;
-    uint64_t epoch; /* team kernel: launches completed (see team_kernel.cu) */
+    uint64_t epoch; /* team kernel: launches completed (see team_kernel.cuh) */
     /* Cycles inside handlers on the single-message path, and per launch the
      * SM cycles and global-timer ns the kernel ran (their ratio is the SM
      * clock the profile's cycles were counted at). */
@@ -39,7 +42,7 @@ typedef struct gb_kstate {
     uint64_t prof_big_bid;    /* cycles of their dispatch spent bidding (the rest runs handlers) */
 } gb_kstate_t;
 
-/* Team kernel bookkeeping, in device memory (team_kernel.cu): block 0 copies
+/* Team kernel bookkeeping, in device memory (team_kernel.cuh): block 0 copies
  * requests into the mirror and publishes `pub`; worker block w scans the
  * mirror and handles the requests whose key it owns. */
 typedef struct gb_team_worker {
@@ -65,7 +68,7 @@ typedef struct gb_kargs {
     gb_kstate_t *kstate;    /* device memory */
     gb_grain_table_t tab;   /* device memory */
     gb_ring_geom_t geom;
-    int32_t kind;           /* gb_grain_kind */
+    int32_t kind;           /* the grain type's handle (registry), for diagnostics */
     int32_t staging;        /* 1: region in device memory fed by copies; trust in_head, not stamps */
     uint32_t window;        /* most requests per dispatch window */
     uint32_t idle_spin_polls;
@@ -115,12 +118,6 @@ GB_HD uint32_t gbk_bid_slots(uint32_t window)
     return n;
 }
 
-/* Shared memory the kernel needs for a window (slot copies in and out, and
- * the dispatch bookkeeping). */
-size_t gbk_ring_smem(uint32_t window, uint32_t slot_size);
-/* Largest window that fits the device's shared memory for slot_size, in the
- * ring kernel or (team set) in the team kernel. */
-uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team);
 /* Threads per block of a ring kernel: 512 keep 64 KiB of PCIe reads in
  * flight (a window of 1,024 64-byte slots) within 128 registers a thread. */
 #define GBK_THREADS 512u
@@ -129,35 +126,35 @@ uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team);
 /* Threads of a team kernel's block: the team that runs one message. More
  * warps per SM hide the latency of PageRank's gathers. */
 #define GBK_TEAM_THREADS 512u
-/* Launches one block of GBK_THREADS threads on stream (the team kernel,
- * 1 + team_workers blocks, when args->team_workers is set). */
-cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream);
-/* Adds the same launch as a kernel node of graph (relaunch mode). */
-cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                              size_t ndeps, const gb_kargs_t *args);
 
-/* Loads every ring kernel's code now. With CUDA's lazy module loading (the
- * default), the first launch of a kernel loads its module, which waits for
- * the device to be idle: behind a resident persistent kernel it would wait
- * forever. Called before the first ring kernel is created. */
-cudaError_t gbk_preload(void);
+struct gbk_inline;
 
-/* Shared by the launchers: opts func in to smem bytes of dynamic shared
- * memory when past the default 48 KiB, and adds a kernel node of
- * blocks x threads to graph (relaunch mode). */
-cudaError_t gbk_allow_smem(const void *func, size_t smem);
-cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
-                         const void *func, unsigned blocks, unsigned threads, size_t smem, const gb_kargs_t *args);
-
-/* team_kernel.cu */
-cudaError_t gbk_team_preload(void);
-size_t gbk_team_smem(uint32_t slot_size);
-/* Worker blocks for a team kernel on device: all of them, and those of a
- * second team kernel, must be resident at once (workers wait on each other). */
-uint32_t gbk_team_workers(int device, uint32_t slot_size);
-cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream);
-cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
-                              const gb_kargs_t *args);
+/* A grain type's kernels, as the backend calls them (grain_kernels.cuh fills
+ * it in). Team grain types (team = 1) run the team kernel, 1 + team_workers
+ * blocks, and have no inline launch (the inline entries are NULL). */
+typedef struct gb_grain_gpu {
+    uint32_t abi; /* GB_GRAIN_ABI */
+    uint32_t team;
+    /* Loads the type's kernels now. With CUDA's lazy module loading (the
+     * default), the first launch of a kernel loads its module, which waits
+     * for the device to be idle: behind a resident persistent kernel it
+     * would wait forever. Called before the first ring kernel is created. */
+    cudaError_t (*preload)(void);
+    /* Largest window that fits the device's shared memory for slot_size. */
+    uint32_t (*max_window)(int device, uint32_t slot_size);
+    /* Team grains: worker blocks of the team kernel on device (all of them,
+     * and those of a second team kernel, must be resident at once). */
+    uint32_t (*team_workers)(int device, uint32_t slot_size);
+    /* Launches the ring (or team) kernel on stream; or adds that launch as
+     * a kernel node of graph (relaunch mode). */
+    cudaError_t (*launch)(const gb_kargs_t *args, cudaStream_t stream);
+    cudaError_t (*add_node)(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                            const gb_kargs_t *args);
+    /* The inline launch (inline_kernel.h): launch, node, node update. */
+    cudaError_t (*inline_launch)(const struct gbk_inline *m, cudaStream_t stream);
+    cudaError_t (*inline_add_node)(cudaGraphNode_t *node, cudaGraph_t graph, const struct gbk_inline *m);
+    cudaError_t (*inline_set_node)(cudaGraphExec_t exec, cudaGraphNode_t node, const struct gbk_inline *m);
+} gb_grain_gpu_t;
 
 #ifdef __cplusplus
 }

@@ -731,6 +731,39 @@ static void test_print_roundtrip(void **state)
     assert_memory_equal(&fromfile, &c, sizeof c);
 }
 
+/* Grain libraries (grains_libs.c loads them): where each was given, paths
+ * relative to the config file's folder, a library alone or with its type's
+ * settings; the errors. */
+static void test_grain_libraries(void **state)
+{
+    (void)state;
+    gb_config_t c;
+    char err[512] = "";
+    gb_config_defaults(&c);
+    const size_t n = c.n_grains;
+    assert_int_equal(gb_config_load_string("grains = (\n  { library = \"/opt/libx.so\"; },\n"
+                                           "  { library = \"liby.so\"; type = \"y.t\"; slot_size = 128; } );\n",
+                                           "/etc/gb/main.cfg", &c, err, sizeof err),
+                     GB_OK);
+    assert_int_equal(c.n_libs, 2);
+    assert_string_equal(c.libs[0].path, "/opt/libx.so");
+    assert_string_equal(c.libs[0].file, "/etc/gb/main.cfg");
+    assert_int_equal(c.libs[0].line, 2);
+    assert_int_equal(c.libs[0].index, 0);
+    assert_string_equal(c.libs[1].path, "/etc/gb/liby.so");
+    assert_int_equal(c.libs[1].line, 3);
+    assert_int_equal(c.libs[1].index, 1);
+    assert_int_equal(c.n_grains, n + 1); /* the library alone adds no type */
+    assert_int_equal(gb_config_grain(&c, "y.t")->slot_size, 128);
+    assert_int_equal(gb_config_add_grain(&c, "z.t")->slot_size, 256); /* a loaded type: generic settings */
+    assert_int_equal(c.n_grains, n + 2);
+    expect_error("grains = ( { library = \"\"; } );\n", 1, "grains[0].library: empty path");
+    expect_error("grains = ( { library = 5; } );\n", 1, "grains[0].library");
+    expect_error("grains = ( { library = \"/a.so\"; },\n { library = \"/a.so\"; } );\n", 2,
+                 "grains[1].library: '/a.so' is already given by grains[0]");
+    expect_error("grains = ( { slot_size = 64; } );\n", 1, "missing required key 'type' (or 'library')");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -755,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_err_curve),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_print_roundtrip),
+        cmocka_unit_test(test_grain_libraries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

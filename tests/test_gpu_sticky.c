@@ -5,7 +5,7 @@
  *   test_gpu_sticky                 echo on a ring kernel, persistent
  *   test_gpu_sticky team-relaunch   pagerank.aggregator on a team kernel,
  *                                   relaunched: the test flags must reach
- *                                   its worker blocks (team_kernel.cu hands
+ *                                   its worker blocks (team_kernel.cuh hands
  *                                   them over in device memory) */
 #include "gpu_skip.h"
 #include "runtime_cases.h"

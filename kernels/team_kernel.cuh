@@ -26,12 +26,18 @@
  * them, then bumps the epoch. A late-starting worker still sees its own
  * launch's epoch, because block 0 bumps it only after every worker has left.
  * All blocks must be resident at once (block 0 waits on workers): W is the
- * SM count and a block needs far less than an SM. */
+ * SM count and a block needs far less than an SM.
+ *
+ * A template on the grain type's traits G, as the ring kernel; only the
+ * workers' handler call depends on it. */
+#ifndef GB_TEAM_KERNEL_CUH
+#define GB_TEAM_KERNEL_CUH
+
 #include <cuda_runtime.h>
 
 #include "dispatch.h"
 #include "ldst.cuh"
-#include "ring_kernel.h"
+#include "ring_kernel.cuh"
 
 /* A START (every iteration's message to every partition) is copied with its
  * header in the reader's first round; a longer one costs each slot a PCIe
@@ -253,6 +259,7 @@ static __device__ void team_reader(const gb_kargs_t &a)
 }
 
 /* Runs the request at mirror position pos on this block (it owns the key). */
+template <typename G>
 static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos, uint32_t test,
                                    unsigned long long *processed, unsigned long long *errors)
 {
@@ -285,7 +292,7 @@ static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos
         uint32_t ilen = h->len, ocap = cap_pl;
         if (gbi_is_large(h)) /* payload and reply out of line (large_payload.h) */
             gbi_large_resolve(ipl, &ipl, &ilen, &opl, &ocap);
-        st = gb_grain_on_message(a.kind, &ctx, s_state, h->type, ipl, ilen, opl, ocap, &out_len, &aux);
+        st = G::on_message(&ctx, s_state, h->type, ipl, ilen, opl, ocap, &out_len, &aux);
     }
     __syncthreads();
     if (tid == 0) {
@@ -316,7 +323,7 @@ static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos
     }
 }
 
-static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
+template <typename G> static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
 {
     const uint32_t tid = threadIdx.x, W = a.team_workers, mask = a.geom.cap - 1;
     gb_team_state_t *T = a.team;
@@ -369,7 +376,7 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
             __syncthreads();
             for (uint32_t k = 0; k < chunk; k++)
                 if (s_own[k])
-                    team_handle(a, w, pos + k, test, &processed, &errors);
+                    team_handle<G>(a, w, pos + k, test, &processed, &errors);
             __syncthreads(); /* s_own is rewritten next chunk */
             pos += chunk;
         }
@@ -384,30 +391,25 @@ static __device__ void team_worker(const gb_kargs_t &a, uint32_t w)
     }
 }
 
-__global__ void __launch_bounds__(GBK_TEAM_THREADS, 2) gbk_team_kernel(gb_kargs_t a)
+template <typename G> __global__ void __launch_bounds__(GBK_TEAM_THREADS, 2) gbk_team_kernel(gb_kargs_t a)
 {
     if (blockIdx.x == 0)
         team_reader(a);
     else
-        team_worker(a, blockIdx.x - 1);
+        team_worker<G>(a, blockIdx.x - 1);
 }
 
-extern "C" size_t gbk_team_smem(uint32_t slot_size) { return 2 * (size_t)slot_size; }
+static inline size_t gbk_team_smem(uint32_t slot_size) { return 2 * (size_t)slot_size; }
 
-extern "C" cudaError_t gbk_team_preload(void)
-{
-    cudaFuncAttributes fa;
-    return cudaFuncGetAttributes(&fa, gbk_team_kernel);
-}
-
-extern "C" uint32_t gbk_team_workers(int device, uint32_t slot_size)
+template <typename G> static uint32_t gbk_team_workers(int device, uint32_t slot_size)
 {
     int sms = 0, per_sm = 0;
     size_t smem = gbk_team_smem(slot_size);
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 2)
         return 1;
-    gbk_allow_smem((const void *)gbk_team_kernel, smem);
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gbk_team_kernel, GBK_TEAM_THREADS, smem) != cudaSuccess)
+    gbk_allow_smem((const void *)gbk_team_kernel<G>, smem);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gbk_team_kernel<G>, GBK_TEAM_THREADS, smem) !=
+        cudaSuccess)
         per_sm = 1;
     cudaGetLastError();
     /* Every block must be resident at once, for this kernel and for the other
@@ -418,19 +420,22 @@ extern "C" uint32_t gbk_team_workers(int device, uint32_t slot_size)
     return w >= 1 ? (uint32_t)w : 1;
 }
 
-extern "C" cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream)
+template <typename G> static cudaError_t gbk_team_launch(const gb_kargs_t *args, cudaStream_t stream)
 {
     const size_t smem = gbk_team_smem(args->geom.slot_size);
-    cudaError_t err = gbk_allow_smem((const void *)gbk_team_kernel, smem);
+    cudaError_t err = gbk_allow_smem((const void *)gbk_team_kernel<G>, smem);
     if (err != cudaSuccess)
         return err;
-    gbk_team_kernel<<<1 + args->team_workers, GBK_TEAM_THREADS, smem, stream>>>(*args);
+    gbk_team_kernel<G><<<1 + args->team_workers, GBK_TEAM_THREADS, smem, stream>>>(*args);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                                         size_t ndeps, const gb_kargs_t *args)
+template <typename G>
+static cudaError_t gbk_team_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                     size_t ndeps, const gb_kargs_t *args)
 {
-    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_team_kernel, 1 + args->team_workers,
+    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_team_kernel<G>, 1 + args->team_workers,
                         GBK_TEAM_THREADS, gbk_team_smem(args->geom.slot_size), args);
 }
+
+#endif

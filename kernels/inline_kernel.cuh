@@ -1,14 +1,18 @@
 /* The inline kernel (see inline_kernel.h): one warp handles the requests its
- * launch carries in its parameters, and writes their replies. */
+ * launch carries in its parameters, and writes their replies. A template on
+ * the grain type's traits, as the ring kernel. */
+#ifndef GB_INLINE_KERNEL_CUH
+#define GB_INLINE_KERNEL_CUH
+
 #include <cuda_runtime.h>
 
 #include "dispatch.h"
 #include "inline_kernel.h"
 #include "ldst.cuh"
 
-#define FULL_MASK 0xffffffffu
 
 /* One warp handles the requests in `in` and writes their replies. */
+template <typename G>
 static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned char *outbox, const gbk_inbox_t *in)
 {
     __shared__ uint4 s_in4[GBK_INLINE_BYTES / 16], s_out4[GBK_INLINE_BYTES / 16];
@@ -42,7 +46,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
         if (lane == 0) {
             const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)in->slots;
             gb_slot_hdr_t oh;
-            bad = gbi_dispatch_one(a.kind, &ctx, &tab, gb_grain_lane(h->key, tab.lanes), h,
+            bad = gbi_dispatch_one<G>(&ctx, &tab, gb_grain_lane(h->key, tab.lanes), h,
                                    in->slots + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
                                    S - GB_SLOT_HDR_SIZE, test_flags);
             oh.seq = outbox ? gb_stamp(from) : gb_stamp(from - g.cap);
@@ -62,7 +66,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
          * __syncwarp. */
         bool pending = lane < n;
         const uint64_t key = pending ? ((const gb_slot_hdr_t *)(s_in + lane * S))->key : 0;
-        for (uint32_t left = __ballot_sync(FULL_MASK, pending); left; left = __ballot_sync(FULL_MASK, pending)) {
+        for (uint32_t left = __ballot_sync(0xffffffffu, pending); left; left = __ballot_sync(0xffffffffu, pending)) {
             bool run = pending;
             for (uint32_t j = 0; j < lane && run; j++)
                 if ((left >> j & 1u) && ((const gb_slot_hdr_t *)(s_in + j * S))->key == key)
@@ -70,7 +74,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
             if (run) {
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + lane * S);
                 gb_slot_hdr_t oh;
-                bad = gbi_dispatch_one(a.kind, &ctx, &tab, gb_grain_lane(key, tab.lanes), h,
+                bad = gbi_dispatch_one<G>(&ctx, &tab, gb_grain_lane(key, tab.lanes), h,
                                        s_in + lane * S + GB_SLOT_HDR_SIZE, &oh, s_out + lane * S + GB_SLOT_HDR_SIZE,
                                        S - GB_SLOT_HDR_SIZE, test_flags);
                 /* Mapped: "not yet" until the stamp store below. Staging: the
@@ -83,7 +87,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
         }
     }
     const long long clk2 = clock64();
-    const uint32_t nbad = __popc(__ballot_sync(FULL_MASK, bad != 0));
+    const uint32_t nbad = __popc(__ballot_sync(0xffffffffu, bad != 0));
     gb_kstate_t ks; /* lane 0's counters after this launch */
     ks.processed = processed + n;
     ks.errors = errors + nbad;
@@ -158,27 +162,22 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
 
 /* __grid_constant__: the requests are read from the parameter bank where the
  * launch put them, with no copy to local memory. */
+template <typename G>
 __global__ void __launch_bounds__(GBK_INLINE_THREADS) gbk_inline_kernel(const __grid_constant__ gbk_inline_t m)
 {
-    inline_run(m.a, m.outbox, &m.in);
+    inline_run<G>(m.a, m.outbox, &m.in);
 }
 
-extern "C" cudaError_t gbk_inline_preload(void)
+template <typename G> static cudaError_t gbk_inline_launch(const gbk_inline_t *m, cudaStream_t stream)
 {
-    cudaFuncAttributes fa;
-    return cudaFuncGetAttributes(&fa, gbk_inline_kernel);
-}
-
-extern "C" cudaError_t gbk_inline_launch(const gbk_inline_t *m, cudaStream_t stream)
-{
-    gbk_inline_kernel<<<1, GBK_INLINE_THREADS, 0, stream>>>(*m);
+    gbk_inline_kernel<G><<<1, GBK_INLINE_THREADS, 0, stream>>>(*m);
     return cudaGetLastError();
 }
 
-static cudaKernelNodeParams node_params(void **kp)
+static inline cudaKernelNodeParams gbk_inline_node_params(const void *func, void **kp)
 {
     cudaKernelNodeParams p = {};
-    p.func = (void *)gbk_inline_kernel;
+    p.func = (void *)func;
     p.gridDim = dim3(1, 1, 1);
     p.blockDim = dim3(GBK_INLINE_THREADS, 1, 1);
     p.sharedMemBytes = 0;
@@ -186,16 +185,20 @@ static cudaKernelNodeParams node_params(void **kp)
     return p;
 }
 
-extern "C" cudaError_t gbk_inline_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const gbk_inline_t *m)
+template <typename G>
+static cudaError_t gbk_inline_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const gbk_inline_t *m)
 {
     void *kp[1] = {(void *)m};
-    cudaKernelNodeParams p = node_params(kp);
+    cudaKernelNodeParams p = gbk_inline_node_params((const void *)gbk_inline_kernel<G>, kp);
     return cudaGraphAddKernelNode(node, graph, NULL, 0, &p);
 }
 
-extern "C" cudaError_t gbk_inline_set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const gbk_inline_t *m)
+template <typename G>
+static cudaError_t gbk_inline_set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const gbk_inline_t *m)
 {
     void *kp[1] = {(void *)m};
-    cudaKernelNodeParams p = node_params(kp);
+    cudaKernelNodeParams p = gbk_inline_node_params((const void *)gbk_inline_kernel<G>, kp);
     return cudaGraphExecKernelNodeSetParams(exec, node, &p);
 }
+
+#endif

@@ -1,4 +1,6 @@
 /* The ring kernel: one block whose threads are the grain type's owner lanes.
+ * A template on the grain type's traits G (gpubridge/grain.h): each grain
+ * type gets its own kernel, its handler compiled in.
  *
  * Poll phase (mapped placement, nothing known to be pending): warp 0 alone
  * polls, the other warps wait at a barrier. One PCIe round reads the next
@@ -26,6 +28,9 @@
  * Idle: spin `idle_spin_polls` polls, then __nanosleep with a doubling
  * back-off up to `idle_backoff_max_ns`. A relaunched kernel (budget > 0)
  * exits instead of idling, and as soon as in_head shows nothing more. */
+#ifndef GB_RING_KERNEL_CUH
+#define GB_RING_KERNEL_CUH
+
 #include <cuda_runtime.h>
 
 #include "dispatch.h"
@@ -83,6 +88,7 @@ typedef struct gbk_progress {
  * kernel must exit: returns GB_EXIT_NONE or the exit reason. Only lane 0's
  * *ks and P.beat are kept (as thread 0's are in the window phase); the
  * positions are the same in every lane. */
+template <typename G>
 static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ctl, gb_ring_indices_t *idx,
                                               const unsigned char *in, unsigned char *out, unsigned char *s_in,
                                               unsigned char *s_out, uint32_t nthreads, gbk_progress_t &P,
@@ -147,7 +153,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
                 const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
                 gb_slot_hdr_t oh;
                 const long long h0 = clock64();
-                int bad = gbi_dispatch_one(a.kind, &ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h,
+                int bad = gbi_dispatch_one<G>(&ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h,
                                            s_in + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE,
                                            S - GB_SLOT_HDR_SIZE, test);
                 ks->prof_handler += (uint64_t)(clock64() - h0);
@@ -225,7 +231,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
 /* One block per ring kernel (the 1): ptxas may give a thread all 128
  * registers, which keeps the hot loop, large-message call (dispatch.h)
  * included, free of spills. */
-__global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
+template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
 {
     const uint32_t tid = threadIdx.x, nthreads = blockDim.x;
     const gb_ring_geom_t g = a.geom;
@@ -273,7 +279,7 @@ __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
         if (!a.staging && !(a.flags & GBK_F_NO_FAST) && P.known_head <= P.tail) {
             /* Poll phase (warp 0), see the header comment. */
             if (tid < 32) {
-                int why = poll_phase(a, ctl, idx, in, out, s_in, s_out, nthreads, P, &ks);
+                int why = poll_phase<G>(a, ctl, idx, in, out, s_in, s_out, nthreads, P, &ks);
                 if (tid == 0) {
                     s_head = P.tail;
                     s_known = P.known_head;
@@ -474,7 +480,7 @@ __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
                 pending &= ~(1u << j);
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(s_in + (size_t)i * SP);
                 gb_slot_hdr_t oh;
-                bad += gbi_dispatch_one(a.kind, &ctx, &tab, s_lane[i], h, s_in + (size_t)i * SP + GB_SLOT_HDR_SIZE,
+                bad += gbi_dispatch_one<G>(&ctx, &tab, s_lane[i], h, s_in + (size_t)i * SP + GB_SLOT_HDR_SIZE,
                                         &oh, s_out + (size_t)i * SP + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE,
                                         s_test);
                 oh.seq = gb_stamp(P.tail + i - g.cap); /* "not yet" until step C's stamp store */
@@ -555,22 +561,15 @@ __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
     }
 }
 
-extern "C" cudaError_t gbk_preload(void)
-{
-    cudaFuncAttributes fa;
-    cudaError_t e = cudaFuncGetAttributes(&fa, gbk_ring_kernel);
-    if (e == cudaSuccess)
-        e = gbk_team_preload();
-    return e == cudaSuccess ? gbk_inline_preload() : e;
-}
-
-extern "C" size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
+static inline size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
 {
     return (size_t)window * gbk_smem_pitch(slot_size) * 2 + (size_t)window * 2 * sizeof(uint16_t) +
            (size_t)gbk_bid_slots(window) * sizeof(uint32_t);
 }
 
-extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team)
+/* Largest window that fits the device's shared memory for slot_size in
+ * kernel func (the ring kernel) or, with team set, in a team kernel. */
+static inline uint32_t gbk_max_window(int device, uint32_t slot_size, int team, const void *func)
 {
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
@@ -578,7 +577,7 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
     /* Static __shared__ variables: a few words in either kernel. */
     size_t stat = 1024;
     cudaFuncAttributes fa;
-    if (!team && cudaFuncGetAttributes(&fa, (const void *)gbk_ring_kernel) == cudaSuccess)
+    if (!team && cudaFuncGetAttributes(&fa, func) == cudaSuccess)
         stat = fa.sharedSizeBytes + 64;
     size_t budget = (size_t)optin > stat + 4096 ? (size_t)optin - stat : 4096;
     /* Ring kernel: per request two slot copies, two uint16 and up to four bid entries. */
@@ -586,7 +585,7 @@ extern "C" uint32_t gbk_ring_max_window(int device, uint32_t slot_size, int team
     return w ? w : 1;
 }
 
-extern "C" cudaError_t gbk_allow_smem(const void *func, size_t smem)
+static inline cudaError_t gbk_allow_smem(const void *func, size_t smem)
 {
     /* Without the opt-in, dynamic shared memory is capped at 48 KiB minus the
      * kernel's static shared memory, not at 48 KiB. */
@@ -599,9 +598,9 @@ extern "C" cudaError_t gbk_allow_smem(const void *func, size_t smem)
     return cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 }
 
-extern "C" cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                                    size_t ndeps, const void *func, unsigned blocks, unsigned threads, size_t smem,
-                                    const gb_kargs_t *args)
+static inline cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                       size_t ndeps, const void *func, unsigned blocks, unsigned threads, size_t smem,
+                                       const gb_kargs_t *args)
 {
     cudaError_t err = gbk_allow_smem(func, smem);
     if (err != cudaSuccess)
@@ -617,23 +616,22 @@ extern "C" cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph, co
     return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
 }
 
-extern "C" cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream)
+template <typename G> static cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream)
 {
-    if (args->team_workers)
-        return gbk_team_launch(args, stream);
     const size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
-    cudaError_t err = gbk_allow_smem((const void *)gbk_ring_kernel, smem);
+    cudaError_t err = gbk_allow_smem((const void *)gbk_ring_kernel<G>, smem);
     if (err != cudaSuccess)
         return err;
-    gbk_ring_kernel<<<1, GBK_THREADS, smem, stream>>>(*args);
+    gbk_ring_kernel<G><<<1, GBK_THREADS, smem, stream>>>(*args);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                                         size_t ndeps, const gb_kargs_t *args)
+template <typename G>
+static cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                     size_t ndeps, const gb_kargs_t *args)
 {
-    if (args->team_workers)
-        return gbk_team_add_node(node, graph, deps, ndeps, args);
-    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_ring_kernel, 1, GBK_THREADS,
+    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_ring_kernel<G>, 1, GBK_THREADS,
                         gbk_ring_smem(args->window, args->geom.slot_size), args);
 }
+
+#endif

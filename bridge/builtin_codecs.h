@@ -1,0 +1,28 @@
+/* The built-in grain types' host hooks (codec.c, codec_limits.c), which
+ * their grain definitions (actors/ *_grain.c) name. */
+#ifndef GB_BUILTIN_CODECS_H
+#define GB_BUILTIN_CODECS_H
+
+#include "gpubridge/grain.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+extern const gb_grain_codec_t gbi_codec_echo, gbi_codec_vecadd, gbi_codec_pr_sender, gbi_codec_pr_aggregator;
+size_t gbi_codec_echo_limits(uint32_t rec_cap, uint32_t payload_max, gb_grain_limit_t *out, size_t max);
+size_t gbi_codec_vecadd_limits(uint32_t rec_cap, uint32_t payload_max, gb_grain_limit_t *out, size_t max);
+size_t gbi_codec_pr_sender_limits(uint32_t rec_cap, uint32_t payload_max, gb_grain_limit_t *out, size_t max);
+size_t gbi_codec_pr_aggregator_limits(uint32_t rec_cap, uint32_t payload_max, gb_grain_limit_t *out, size_t max);
+const char *gbi_codec_pr_sender_error(const gb_slot_hdr_t *hdr, char *buf, size_t cap);
+const char *gbi_codec_pr_aggregator_error(const gb_slot_hdr_t *hdr, char *buf, size_t cap);
+/* The largest replies (gb_grain_hooks_t.reply_max). */
+uint32_t gbi_vecadd_reply_max(uint16_t type, const void *rec, uint32_t len);
+uint32_t gbi_pr_reply_max(uint16_t type, const void *rec, uint32_t len);
+/* The PageRank arena's size, for the codec's checks (the engine sets it). */
+void gbi_codec_pr_set_arena(uint64_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+/* Grain libraries: shared objects of grain types built against the installed
+ * grain SDK (gpubridge/grain.h, gpubridge_add_grain_library), named by the
+ * config's `grains = ( { library = "..."; } )` entries. */
+#ifndef GB_GRAIN_LIBS_H
+#define GB_GRAIN_LIBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Loads every library cfg names (dlopen; they stay loaded for the process),
+ * checks its grain ABI, registers its grain types (grain_registry.h) and adds
+ * each one the config does not list to cfg->grains with the generic
+ * settings. gpu: the mode runs ring kernels, so every type needs GPU code.
+ * On the first problem returns GB_ERR_CONFIG with "FILE:LINE:
+ * grains[i].library: what is wrong" in err: a missing or unloadable library,
+ * one without the entry point, a wrong ABI, a duplicate type name, a type
+ * without GPU code on a GPU mode, too many types. */
+gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

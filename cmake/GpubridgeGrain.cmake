@@ -1,0 +1,31 @@
+# gpubridge_add_grain_library(TARGET [CPU_ONLY] SOURCES...): a grain library
+# (a shared object of grain types defined with GB_DEFINE_GRAIN from
+# <gpubridge/grain.h>) that the gpubridge daemon loads from its config:
+#   grains = ( { library = "/path/libTARGET.so"; } );
+# With CUDA enabled in the project (project(... LANGUAGES C CUDA) or
+# enable_language(CUDA)) the sources compile with nvcc: each grain type gets
+# its ring kernels, for GPUBRIDGE_CUDA_ARCHITECTURES (default: those gpubridge
+# was built for; set it to change them, e.g. -DGPUBRIDGE_CUDA_ARCHITECTURES=90), linked to the
+# shared CUDA runtime the daemon uses. Without CUDA, or with CPU_ONLY, the
+# library serves cpu mode only (the daemon refuses it on a GPU mode).
+function(gpubridge_add_grain_library target)
+  cmake_parse_arguments(G "CPU_ONLY" "" "SOURCES" ${ARGN})
+  set(srcs ${G_SOURCES} ${G_UNPARSED_ARGUMENTS})
+  add_library(${target} MODULE ${srcs})
+  target_link_libraries(${target} PRIVATE gpubridge::grain)
+  # Only the entry point gb_grain_library is exported (it says so itself).
+  set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
+                                             POSITION_INDEPENDENT_CODE ON)
+  get_property(langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(G_CPU_ONLY OR NOT "CUDA" IN_LIST langs)
+    message(STATUS "gpubridge: grain library ${target} without GPU code (cpu mode only)")
+    return()
+  endif()
+  foreach(s ${srcs})
+    if(s MATCHES "\\.(c|cu)$")
+      set_source_files_properties(${s} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CUDA)
+    endif()
+  endforeach()
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${GPUBRIDGE_CUDA_ARCHITECTURES}" CUDA_STANDARD 17
+                                             CUDA_STANDARD_REQUIRED ON CUDA_RUNTIME_LIBRARY Shared)
+endfunction()
