@@ -6,6 +6,12 @@
 #include "builtin_codecs.h"
 #include "pagerank.h"
 
+/* A START (every iteration's message to every partition) is copied with its
+ * header in the team kernel reader's first round (GB_SNAPSHOT bytes); a
+ * longer one costs each slot a PCIe round trip in the reader, one slot after
+ * another. */
+GB_STATIC_ASSERT(GB_SLOT_HDR_SIZE + GB_PR_START_LEN <= GB_SNAPSHOT, "a START fits the reader's first round");
+
 GB_HD uint16_t gb_pr_sender_handler(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in,
                                     uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len,
                                     uint32_t *aux)

@@ -39,11 +39,6 @@
 #include "ldst.cuh"
 #include "ring_kernel.cuh"
 
-/* A START (every iteration's message to every partition) is copied with its
- * header in the reader's first round; a longer one costs each slot a PCIe
- * round trip in the reader, one slot after another. */
-static_assert(GB_SLOT_HDR_SIZE + GB_PR_START_LEN <= GB_SNAPSHOT, "a START fits the reader's first round");
-
 extern __shared__ uint4 gbk_team_dsmem[];
 
 
