@@ -525,8 +525,10 @@ void gb_server_destroy(gb_server_t **ps)
     if (s->sock)
         zmq_close(s->sock);
     gbi_curve_stop(s);
-    if (s->zctx)
-        zmq_ctx_term(s->zctx);
+    /* A signal (a second SIGTERM) interrupts the term while the socket
+     * lingers; restarted, or the I/O threads would be left unjoined. */
+    while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
+        ;
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
         free(s->rings[i].pending);
     gbi_clients_fini(s);

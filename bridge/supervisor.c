@@ -1089,8 +1089,9 @@ static void close_all(gbi_sup_t *s)
         gbi_curve_stop(s->curve);
         free(s->curve);
     }
-    if (s->zctx)
-        zmq_ctx_term(s->zctx);
+    /* Restarted when a signal interrupts it (see gb_server_destroy). */
+    while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
+        ;
     remove_worker_side(s);
 }
 
