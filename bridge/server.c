@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "log.h"
 #include "server_metrics.h"
+#include "test_hooks.h"
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 
@@ -446,6 +447,8 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         return GB_ERR_NOMEM;
     s->cfg = cfg;
     s->test_faults = gb_test_faults_enabled();
+    const char *spin = gb_test_hook(GB_HOOK_TEST_SPIN);
+    s->test_spin = spin && strcmp(spin, "1") == 0;
     s->engine = engine;
     s->facts = facts;
     s->sel = sel;
