@@ -28,6 +28,8 @@
 /* How long a reply may take. A sanitized bridge on a loaded machine is many
  * times slower; the waits end as soon as the replies are in. */
 #define REPLY_MS (SANITIZED ? 30000 : 5000)
+/* How long a stop (drain, answers, exit) may take. */
+#define STOP_MS (20000 * E2E_SLOW)
 
 /* Replies seen per correlation id, and frame-level refusals (id 0). */
 typedef struct tally {
@@ -292,7 +294,7 @@ static void test_oversized_frames(void **state)
     free(t.seen);
     zmq_close(c);
     zmq_close(ctl);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
     assert_true(log_contains(&g_b, "over max_message_size"));
 }
 
@@ -388,7 +390,7 @@ static void test_paused_flood(void **state)
     zmq_close(ctl);
     zmq_close(flood);
     zmq_close(other);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
 /* Item 3: a client sends 2 M requests and reads none of the replies: the
@@ -433,7 +435,7 @@ static void test_unread_replies(void **state)
      * again when the worker exits. */
     const uint64_t replies = t.replies;
     zmq_close(other);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
     tally_until(&t, c, all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 1000);
     assert_int_equal(t.dup, 0);
     const char *supervised = getenv("GB_E2E_SUPERVISE");
@@ -510,7 +512,7 @@ static void test_unread_replies_answered_once(void **state)
     assert_true(t.frame_busy > 0); /* the bound was passed */
     const uint64_t replies = t.replies;
     zmq_close(other);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
     tally_until(&t, c, all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 1000);
     assert_int_equal(t.dup, 0);
     assert_int_equal(t.replies, replies);
@@ -566,7 +568,7 @@ static void test_unread_authority_refusals(void **state)
     assert_true(t.ok <= PAIRS); /* no deactivate was served */
     free(t.seen);
     zmq_close(c);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
 /* A batch frame of n RankQuery requests for ranks 0..count-1 of job's
@@ -674,7 +676,7 @@ static void test_unread_large_replies(void **state)
     free(t.seen);
     zmq_close(c);
     zmq_close(other);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
 /* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
@@ -699,6 +701,7 @@ static void test_error_amplification(void **state)
         fr[len++] = 0x00;
     }
     assert_true(len <= (1u << 20));
+    const uint64_t t0 = e2e_ms();
     send_raw(c, fr, len);
     free(fr);
     tally_t t;
@@ -707,15 +710,16 @@ static void test_error_amplification(void **state)
      * else comes. */
     want_t first = {1, 1, 0}, w = {UINT64_MAX, 0, UINT64_MAX};
     tally_until(&t, c, all_answered, &first, REPLY_MS);
+    const uint64_t t1 = e2e_ms();
     tally_until(&t, c, all_answered, &w, 5000);
-    print_message("%llu replies, %zu bytes, for a frame of %d empty envelopes\n", (unsigned long long)t.replies,
-                  t.bytes, N);
+    print_message("%llu replies, %zu bytes, for a frame of %d empty envelopes (the first after %llu ms)\n",
+                  (unsigned long long)t.replies, t.bytes, N, (unsigned long long)(t1 - t0));
     assert_true(t.replies >= 1);
     assert_true(t.bytes < (256u << 10));
     still_serves(c);
     free(t.seen);
     zmq_close(c);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
 /* Item 4: requests that arrive during the shutdown drain are read and
@@ -750,7 +754,7 @@ static void test_drain_refuses_late_requests(void **state)
     assert_true(t.shutting_down >= LATE);
     free(t.seen);
     zmq_close(c);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
     assert_true(log_contains(&g_b, "after 3000 ms"));
 }
 
