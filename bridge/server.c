@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "log.h"
 #include "server_metrics.h"
+#include "test_hooks.h"
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 
@@ -465,6 +466,8 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         return GB_ERR_NOMEM;
     s->cfg = cfg;
     s->test_faults = gb_test_faults_enabled();
+    const char *spin = gb_test_hook(GB_HOOK_TEST_SPIN);
+    s->test_spin = spin && strcmp(spin, "1") == 0;
     s->engine = engine;
     s->facts = facts;
     s->sel = sel;
@@ -544,8 +547,10 @@ void gb_server_destroy(gb_server_t **ps)
     if (s->sock)
         zmq_close(s->sock);
     gbi_curve_stop(s);
-    if (s->zctx)
-        zmq_ctx_term(s->zctx);
+    /* A signal (a second SIGTERM) interrupts the term while the socket
+     * lingers; restarted, or the I/O threads would be left unjoined. */
+    while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
+        ;
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
         free(s->rings[i].pending);
     gbi_clients_fini(s);

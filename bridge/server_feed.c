@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "codec.h"
 #include "log.h"
 #include "server_internal.h"
@@ -117,6 +118,17 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
     return ret;
 }
 
+/* Test hook (GPUBRIDGE_TEST_SPIN=1): the loop runs without reading, as a
+ * worker spinning in a driver call would, so that the supervisor's heartbeat
+ * must find it. Bounded, so that a test whose kill path is broken ends. */
+static void test_spin(void)
+{
+    GB_WARN("test hook: the server loop spins for 60 s without reading");
+    volatile uint64_t turns = 0;
+    for (uint64_t end = gb_now_ns() + 60000000000ull; gb_now_ns() < end;)
+        turns++;
+}
+
 static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const gbi_env_t *env)
 {
     char err[256], name[100];
@@ -159,6 +171,8 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk), large_max = gb_rk_large_max(t->rk);
     uint16_t slot_type = 0;
     int status;
+    if (s->test_spin && env->message_type == GBI_MSG_TEST_SPIN)
+        test_spin();
     if (s->test_faults && env->message_type == GB_MSG_TEST_FAULT) {
         /* Test hook (GPUBRIDGE_TEST_FAULTS=1): the kernel writes through a bad
          * pointer, a sticky CUDA error; supervision tests recover from it. */

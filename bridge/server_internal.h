@@ -27,6 +27,7 @@ _Static_assert(GB_MAX_GRAIN_TYPES <= 32, "gb_server.unpublished is a 32-bit mask
 #define GBI_RCVHWM 256             /* ZeroMQ: frames not yet read, per client */
 #define GBI_FRAME_ERR_BUDGET (64u << 10) /* error replies of one frame with their texts */
 #define GBI_CLIENT_MIN (8u << 20)  /* per-client bound on held frames + unsent replies */
+#define GBI_MSG_TEST_SPIN 0xFF7E   /* test hook: the server loop spins (GPUBRIDGE_TEST_SPIN=1) */
 #define GBI_CLIENT_BUCKETS 256
 
 /* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
@@ -132,6 +133,7 @@ struct gb_server {
     int exit_on_gpu_failure; /* supervised worker: a failed kernel ends the process (gb_server_run) */
     int gpu_failed;
     int test_faults; /* GPUBRIDGE_TEST_FAULTS=1: message type GB_MSG_TEST_FAULT reaches the kernel */
+    int test_spin;   /* GPUBRIDGE_TEST_SPIN=1: message type GBI_MSG_TEST_SPIN spins this loop */
     int refusing;        /* envelopes still to feed get SHUTTING_DOWN */
     int peer_admin;      /* the frame being fed comes from a peer with control authority */
     uint64_t frames_in, requests, replies, error_replies;

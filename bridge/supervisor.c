@@ -56,6 +56,7 @@
 #include "log.h"
 #include "pb_reply.h"
 #include "server_internal.h"
+#include "test_hooks.h"
 
 #define MAX_PEERS 1024
 #define ID_MAX 256
@@ -93,6 +94,7 @@ typedef struct gbi_sup {
     void *hb;
     uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
     uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
+    uint64_t hb_timeout_ms; /* GB_SUP_HEARTBEAT_TIMEOUT_MS (shorter with a test hook) */
     bool hung; /* the worker was killed for not answering */
     bool up;   /* the current worker has answered something */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
@@ -122,8 +124,9 @@ typedef struct gbi_sup {
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
-/* A worker that runs without answering is killed after this long all the same. */
-#define GB_SUP_HUNG_RUNNING_MS (3 * GB_SUP_HEARTBEAT_TIMEOUT_MS)
+/* A worker that runs without answering is killed after this many heartbeat
+ * timeouts all the same. */
+#define HUNG_RUNNING_TIMEOUTS 3
 /* A routing id no client can have: ZeroMQ's own ids are 5 bytes, and ids
  * that clients set cannot start with a zero byte. */
 static const char HB_ID[] = "\0gb-supervisor-heartbeat";
@@ -491,7 +494,7 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
     char why[220];
     if (s->hung)
         snprintf(why, sizeof why, "the GPU worker stopped answering (no heartbeat for %d ms) and was killed; the "
-                 "request may not have been processed", GB_SUP_HEARTBEAT_TIMEOUT_MS);
+                 "request may not have been processed", (int)s->hb_timeout_ms);
     else if (WIFSIGNALED(status))
         snprintf(why, sizeof why, "the GPU worker was killed by signal %d before answering; the request may not "
                  "have been processed", WTERMSIG(status));
@@ -810,6 +813,8 @@ static void hb_recv(gbi_sup_t *s)
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
+        if (!s->hb_ok_ns)
+            GB_INFO("supervisor: worker %d answers its heartbeat", (int)s->worker);
         s->hb_ok_ns = gb_now_ns();
         s->up = true;
     }
@@ -842,12 +847,25 @@ static bool worker_state(pid_t pid, uint64_t *run_ns)
     return stopped;
 }
 
+/* GB_SUP_HEARTBEAT_TIMEOUT_MS, or a test's GPUBRIDGE_TEST_HEARTBEAT_MS (at
+ * least two heartbeat intervals: a running worker gets one of grace). */
+static uint64_t hb_timeout_ms(void)
+{
+    const char *v = gb_test_hook(GB_HOOK_HEARTBEAT_MS);
+    char *end;
+    unsigned long long ms = v ? strtoull(v, &end, 10) : 0;
+    if (!v || *end || ms < 2 * HB_INTERVAL_NS / 1000000)
+        return GB_SUP_HEARTBEAT_TIMEOUT_MS;
+    GB_WARN("supervisor: test hook: heartbeat timeout %llu ms", ms);
+    return ms;
+}
+
 /* Sends the heartbeat when due; kills a worker that has not answered in time
  * (its start, CUDA and kernels included, gets GB_SUP_START_TIMEOUT_MS). One
  * that is stopped, or blocked without running (a driver call), is killed
  * after GB_SUP_HEARTBEAT_TIMEOUT_MS. One whose main thread still runs gets a
  * grace while it does (a long burst of work between two reads), but at most
- * GB_SUP_HUNG_RUNNING_MS in all: a thread spinning in a CUDA
+ * HUNG_RUNNING_TIMEOUTS times that in all: a thread spinning in a CUDA
  * synchronisation runs without ever answering. */
 static void hb_check(gbi_sup_t *s, uint64_t now)
 {
@@ -864,10 +882,10 @@ static void hb_check(gbi_sup_t *s, uint64_t now)
     }
     uint64_t since = s->hb_ok_ns ? s->hb_ok_ns : s->started_ns;
     const bool capped = s->hb_ok_ns && now > s->hb_ok_ns &&
-                        now - s->hb_ok_ns > (uint64_t)GB_SUP_HUNG_RUNNING_MS * 1000000ull;
+                        now - s->hb_ok_ns > HUNG_RUNNING_TIMEOUTS * s->hb_timeout_ms * 1000000ull;
     if (s->hb_ok_ns && s->ran_ns > since + HB_INTERVAL_NS && !capped)
         since = s->ran_ns - HB_INTERVAL_NS; /* running: a second's grace per look */
-    const uint64_t limit_ms = s->hb_ok_ns ? GB_SUP_HEARTBEAT_TIMEOUT_MS : GB_SUP_START_TIMEOUT_MS;
+    const uint64_t limit_ms = s->hb_ok_ns ? s->hb_timeout_ms : GB_SUP_START_TIMEOUT_MS;
     if (now < since || now - since <= limit_ms * 1000000ull) /* now: taken before a spawn */
         return;
     GB_ERROR("supervisor: worker %d has not answered for %llu ms (%s); killing it and starting another",
@@ -1089,8 +1107,9 @@ static void close_all(gbi_sup_t *s)
         gbi_curve_stop(s->curve);
         free(s->curve);
     }
-    if (s->zctx)
-        zmq_ctx_term(s->zctx);
+    /* Restarted when a signal interrupts it (see gb_server_destroy). */
+    while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
+        ;
     remove_worker_side(s);
 }
 
@@ -1101,6 +1120,7 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
     s.reload = reload;
+    s.hb_timeout_ms = hb_timeout_ms();
     s.peers = calloc(MAX_PEERS, sizeof *s.peers);
     s.items = calloc(MAX_PEERS + 2, sizeof *s.items);
     s.owner = calloc(MAX_PEERS + 2, sizeof *s.owner);

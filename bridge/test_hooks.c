@@ -10,7 +10,7 @@
 
 static const char *const g_hooks[] = {
     "GPUBRIDGE_TEST_FAULTS", "GPUBRIDGE_KERNEL_FLAGS", "GPUBRIDGE_FORCE_MALLOC_STAGING",
-    "GPUBRIDGE_FORCE_FALLBACK"};
+    "GPUBRIDGE_FORCE_FALLBACK", "GPUBRIDGE_TEST_SPIN", "GPUBRIDGE_TEST_HEARTBEAT_MS"};
 
 const char *gb_test_hook(gb_hook hook)
 {
@@ -26,7 +26,11 @@ const char *gb_test_hooks_usage(void)
            "  GPUBRIDGE_TEST_FAULTS=1           message type 0xFF7F faults the GPU kernel\n"
            "  GPUBRIDGE_KERNEL_FLAGS=N          ring kernel switches (bench_ring variants)\n"
            "  GPUBRIDGE_FORCE_MALLOC_STAGING=1  staging ring in malloc'd host memory\n"
-           "  GPUBRIDGE_FORCE_FALLBACK=1        act as if mapped pinned memory failed\n";
+           "  GPUBRIDGE_FORCE_FALLBACK=1        act as if mapped pinned memory failed\n"
+           "  GPUBRIDGE_TEST_SPIN=1             message type 0xFF7E makes the server loop spin\n"
+           "                                    (60 s) without reading: a hung worker\n"
+           "  GPUBRIDGE_TEST_HEARTBEAT_MS=N     --supervise: kill a worker silent for N ms\n"
+           "                                    (3N while it runs) instead of 10 s (30 s)\n";
 }
 #else
 const char *gb_test_hook(gb_hook hook)

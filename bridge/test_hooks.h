@@ -8,7 +8,9 @@
  *   GPUBRIDGE_TEST_FAULTS=1           message type 0xFF7F faults the kernel
  *   GPUBRIDGE_KERNEL_FLAGS=N          ring kernel switches (GBK_F_*, bench_ring)
  *   GPUBRIDGE_FORCE_MALLOC_STAGING=1  staging ring in malloc'd, not pinned, memory
- *   GPUBRIDGE_FORCE_FALLBACK=1        act as if mapped pinned memory failed */
+ *   GPUBRIDGE_FORCE_FALLBACK=1        act as if mapped pinned memory failed
+ *   GPUBRIDGE_TEST_SPIN=1             message type 0xFF7E spins the server loop
+ *   GPUBRIDGE_TEST_HEARTBEAT_MS=N     the supervisor's heartbeat timeout */
 #ifndef GB_TEST_HOOKS_H
 #define GB_TEST_HOOKS_H
 
@@ -22,6 +24,8 @@ typedef enum gb_hook {
     GB_HOOK_KERNEL_FLAGS,
     GB_HOOK_FORCE_MALLOC_STAGING,
     GB_HOOK_FORCE_FALLBACK,
+    GB_HOOK_TEST_SPIN,
+    GB_HOOK_HEARTBEAT_MS,
 } gb_hook;
 
 /* The hook's environment value in a test build; NULL when unset or in the

@@ -269,8 +269,10 @@ void gbc_client_destroy(gbc_client_t **p)
     gbc_client_t *c = *p;
     for (size_t i = 0; c->eps && i < c->n; i++)
         gbci_endpoint_close(&c->eps[i]);
-    if (c->ctx)
-        zmq_ctx_term(c->ctx);
+    /* A signal in the caller interrupts the term (EINTR): restarted, or
+     * ZeroMQ's threads would be left behind. */
+    while (c->ctx && zmq_ctx_term(c->ctx) != 0 && zmq_errno() == EINTR)
+        ;
     free(c->eps);
     free(c->items);
     gbci_idset_free(&c->ids);

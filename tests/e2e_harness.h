@@ -40,6 +40,14 @@ typedef struct bridge {
     char log[320];
 } bridge_t;
 
+/* Waits for the bridge are this many times longer in a sanitized build: a
+ * sanitized bridge on a loaded machine is several times slower. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define E2E_SLOW 3
+#else
+#define E2E_SLOW 1
+#endif
+
 static void *g_zctx;
 static const char *g_extra_endpoint; /* set: bridge_start binds it as well */
 
@@ -143,7 +151,7 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     e2e_live(pid, 1);
     char sock[300];
     snprintf(sock, sizeof sock, "%s/bridge.sock", b->dir);
-    uint64_t end = e2e_ms() + 20000;
+    uint64_t end = e2e_ms() + 20000 * E2E_SLOW;
     while (e2e_ms() < end) {
         struct stat sb;
         if (stat(sock, &sb) == 0)
@@ -156,8 +164,33 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
         }
         usleep(10000);
     }
-    fail_msg("bridge did not start within 20 s (log: %s)", b->log);
+    fail_msg("bridge did not start within %d s (log: %s)", 20 * E2E_SLOW, b->log);
     return -1;
+}
+
+/* A bridge that exited with an error: its log goes with its temporary
+ * folder, so the part that says why is printed here. From the first
+ * sanitizer report on (a race makes the exit status 66), else the end. */
+static void bridge_print_log(const bridge_t *b)
+{
+    FILE *f = fopen(b->log, "r");
+    if (!f)
+        return;
+    char line[1024];
+    long lines = 0, from = -1, n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (from < 0 && strstr(line, "Sanitizer"))
+            from = lines;
+        lines++;
+    }
+    if (from < 0)
+        from = lines > 30 ? lines - 30 : 0;
+    rewind(f);
+    fprintf(stderr, "--- %s, from line %ld of %ld:\n", b->log, from + 1, lines);
+    while (fgets(line, sizeof line, f) && n < from + 300)
+        if (n++ >= from)
+            fputs(line, stderr);
+    fclose(f);
 }
 
 /* Sends sig and waits for the exit; returns the exit status (-1: timeout). */
@@ -172,6 +205,8 @@ static int bridge_stop(bridge_t *b, int sig, int timeout_ms)
         if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
             e2e_live(b->pid, 0);
             b->pid = 0;
+            if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+                bridge_print_log(b);
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         if (e2e_ms() > end) {
@@ -304,7 +339,7 @@ static void call_vecadd(void *s, uint64_t corr, uint64_t key, int op, const floa
     size_t len = pack_vecadd(buf, op, a, b, n);
     send_env(s, make_env(corr, "vecadd", key, 1, buf, len));
     Gpubridge__ServerFrame *f;
-    Gpubridge__Reply *r = recv_reply(s, &f, 10000);
+    Gpubridge__Reply *r = recv_reply(s, &f, 10000 * E2E_SLOW);
     assert_int_equal(r->correlation_id, corr);
     if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
         fail_msg("vecadd: status %d: %s", r->status, r->error);
@@ -350,7 +385,7 @@ static int control_simple(void *s, uint64_t corr, int op, const char *type)
         c.terminate = &t;
     send_env(s, make_control(corr, &c));
     Gpubridge__ServerFrame *f;
-    Gpubridge__Reply *r = recv_reply(s, &f, 10000);
+    Gpubridge__Reply *r = recv_reply(s, &f, 10000 * E2E_SLOW);
     assert_int_equal(r->correlation_id, corr);
     int st = r->status;
     gpubridge__server_frame__free_unpacked(f, NULL);
