@@ -190,6 +190,18 @@ static cudaError_t preload_all(void)
     return e;
 }
 
+/* Registered grain types that run a one-block ring kernel on the GPU: the
+ * team kernels leave an SM for each (built-in and loaded ones alike). */
+static uint32_t ring_kernel_types(void)
+{
+    uint32_t n = 0;
+    for (int h = 1; h <= gb_grain_count(); h++) {
+        const gb_grain_desc_t *d = gb_grain_get(h);
+        n += d && d->gpu && !d->gpu->team;
+    }
+    return n;
+}
+
 static gb_err cuda_create(gb_rk_t *rk)
 {
     const gb_grain_desc_t *desc = gb_grain_get(rk->kind);
@@ -262,7 +274,7 @@ static gb_err cuda_create(gb_rk_t *rk)
      * more grains; every partition gets room for what uneven hashing may
      * send it (gb_grain_partition_entries). */
     if (gb_grain_is_team(rk->kind)) {
-        b->tab.lanes = gpu->team_workers(b->device, rk->geom.slot_size);
+        b->tab.lanes = gpu->team_workers(b->device, rk->geom.slot_size, ring_kernel_types());
         b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     } else {
         uint32_t parts = 1;

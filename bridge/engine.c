@@ -6,6 +6,47 @@
 #include "grain_registry.h"
 #include "log.h"
 
+/* Creates and launches the ring kernel of grain type t (config entry i). */
+static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, gb_mode mode, int device, gb_engine_type_t *t,
+                         size_t i)
+{
+    snprintf(t->name, sizeof t->name, "%s", cfg->grains[i].type);
+    t->kind = gb_grain_kind_of(t->name);
+    if (!t->kind) {
+        GB_INFO("grain type '%s': no handler in this build; requests to it are refused", t->name);
+        return GB_OK;
+    }
+    if (gb_grain_is_team(t->kind) && !e->arena) {
+        GB_INFO("grain type '%s': arena_mb is 0, so it has no memory; requests to it are refused", t->name);
+        t->kind = 0;
+        return GB_OK;
+    }
+    gb_rk_params_t p;
+    gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);
+    p.device = device;
+    if (gb_test_faults_enabled())
+        p.test_flags |= GB_TEST_ALLOW_FAULT;
+    if (gb_grain_is_team(t->kind)) {
+        p.arena = e->arena;
+        p.arena_size = e->arena_size;
+    }
+    if (err == GB_OK)
+        err = gb_rk_new(&p, &t->rk);
+    if (err == GB_OK)
+        err = gb_rk_launch(t->rk);
+    if (err != GB_OK) {
+        GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode: %s", t->name,
+                 gb_mode_name(mode), gb_strerror(err));
+        return err;
+    }
+    gb_rk_status_t st;
+    gb_rk_status(t->rk, &st);
+    GB_INFO("grain type '%s': ring kernel running (%s, %s placement, %u slots of %u bytes)%s%s", t->name,
+            gb_mode_name(st.mode), gb_placement_name(st.placement), st.capacity, st.slot_size,
+            st.fallback_reason[0] ? "; fell back: " : "", st.fallback_reason);
+    return GB_OK;
+}
+
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
 {
     *out = NULL;
@@ -35,43 +76,22 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
         if ((d->flags & GB_GRAIN_TEAM) && d->hooks && d->hooks->set_arena)
             d->hooks->set_arena(e->arena_size);
     }
-    for (size_t i = 0; i < cfg->n_grains; i++) {
-        gb_engine_type_t *t = &e->types[e->n_types++];
-        snprintf(t->name, sizeof t->name, "%s", cfg->grains[i].type);
-        t->kind = gb_grain_kind_of(t->name);
-        if (!t->kind) {
-            GB_INFO("grain type '%s': no handler in this build; requests to it are refused", t->name);
-            continue;
+    /* One-block ring kernels first, team kernels last: persistent team
+     * kernels are sized to leave an SM for each ring kernel type
+     * (gbk_team_workers), and a ring kernel launched after them could find
+     * no SM with room. The types keep the config's order. */
+    e->n_types = cfg->n_grains;
+    for (int team = 0; team <= 1; team++) {
+        for (size_t i = 0; i < cfg->n_grains; i++) {
+            const int kind = gb_grain_kind_of(cfg->grains[i].type);
+            if ((kind != 0 && gb_grain_is_team(kind)) != team)
+                continue;
+            gb_err err = start_type(e, cfg, mode, device, &e->types[i], i);
+            if (err != GB_OK) {
+                gb_engine_destroy(&e, 2000);
+                return err;
+            }
         }
-        if (gb_grain_is_team(t->kind) && !e->arena) {
-            GB_INFO("grain type '%s': arena_mb is 0, so it has no memory; requests to it are refused", t->name);
-            t->kind = 0;
-            continue;
-        }
-        gb_rk_params_t p;
-        gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);
-        p.device = device;
-        if (gb_test_faults_enabled())
-            p.test_flags |= GB_TEST_ALLOW_FAULT;
-        if (gb_grain_is_team(t->kind)) {
-            p.arena = e->arena;
-            p.arena_size = e->arena_size;
-        }
-        if (err == GB_OK)
-            err = gb_rk_new(&p, &t->rk);
-        if (err == GB_OK)
-            err = gb_rk_launch(t->rk);
-        if (err != GB_OK) {
-            GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode: %s", t->name,
-                     gb_mode_name(mode), gb_strerror(err));
-            gb_engine_destroy(&e, 2000);
-            return err;
-        }
-        gb_rk_status_t st;
-        gb_rk_status(t->rk, &st);
-        GB_INFO("grain type '%s': ring kernel running (%s, %s placement, %u slots of %u bytes)%s%s", t->name,
-                gb_mode_name(st.mode), gb_placement_name(st.placement), st.capacity, st.slot_size,
-                st.fallback_reason[0] ? "; fell back: " : "", st.fallback_reason);
     }
     *out = e;
     return GB_OK;

@@ -33,11 +33,11 @@ template <typename G> static uint32_t gbk_grain_max_window(int device, uint32_t 
         return gbk_max_window(device, slot_size, 0, (const void *)gbk_ring_kernel<G>);
 }
 
-template <typename G> static uint32_t gbk_grain_team_workers(int device, uint32_t slot_size)
+template <typename G> static uint32_t gbk_grain_team_workers(int device, uint32_t slot_size, uint32_t ring_kernels)
 {
     if constexpr (G::team)
-        return gbk_team_workers<G>(device, slot_size);
-    (void)device, (void)slot_size;
+        return gbk_team_workers<G>(device, slot_size, ring_kernels);
+    (void)device, (void)slot_size, (void)ring_kernels;
     return 0;
 }
 

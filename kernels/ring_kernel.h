@@ -143,8 +143,9 @@ typedef struct gb_grain_gpu {
     /* Largest window that fits the device's shared memory for slot_size. */
     uint32_t (*max_window)(int device, uint32_t slot_size);
     /* Team grains: worker blocks of the team kernel on device (all of them,
-     * and those of a second team kernel, must be resident at once). */
-    uint32_t (*team_workers)(int device, uint32_t slot_size);
+     * and those of a second team kernel, must be resident at once, beside
+     * ring_kernels one-block ring kernels). */
+    uint32_t (*team_workers)(int device, uint32_t slot_size, uint32_t ring_kernels);
     /* Launches the ring (or team) kernel on stream; or adds that launch as
      * a kernel node of graph (relaunch mode). */
     cudaError_t (*launch)(const gb_kargs_t *args, cudaStream_t stream);

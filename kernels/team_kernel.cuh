@@ -396,7 +396,7 @@ template <typename G> __global__ void __launch_bounds__(GBK_TEAM_THREADS, 2) gbk
 
 static inline size_t gbk_team_smem(uint32_t slot_size) { return 2 * (size_t)slot_size; }
 
-template <typename G> static uint32_t gbk_team_workers(int device, uint32_t slot_size)
+template <typename G> static uint32_t gbk_team_workers(int device, uint32_t slot_size, uint32_t ring_kernels)
 {
     int sms = 0, per_sm = 0;
     size_t smem = gbk_team_smem(slot_size);
@@ -409,8 +409,10 @@ template <typename G> static uint32_t gbk_team_workers(int device, uint32_t slot
     cudaGetLastError();
     /* Every block must be resident at once, for this kernel and for the other
      * team kernel of the family, with room left for the one-block ring
-     * kernels (two SMs' worth of slack). */
-    long fit = ((long)per_sm * sms - 2 * per_sm) / 2 - 1;
+     * kernels: an SM's worth of slack for each (at least two), or a
+     * persistent ring kernel started after the team kernels finds no SM. */
+    const long slack = ring_kernels > 2 ? ring_kernels : 2;
+    long fit = ((long)per_sm * sms - slack * per_sm) / 2 - 1;
     long w = sms - 1 < fit ? sms - 1 : fit;
     return w >= 1 ? (uint32_t)w : 1;
 }
