@@ -40,7 +40,9 @@ first.vecadd(key=7, op="add", a=[1, 2, 3], b=[10, 20, 30])
 ctx = zmq.Context()
 socks = []
 for i in range(400):
-    s = ctx.socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0); s.connect(ep); socks.append(s)
+    s = ctx.socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RECONNECT_IVL, 1000)  # those refused retry, gently
+    s.connect(ep); socks.append(s)
 open(os.path.join(t, "flooding"), "w").close()
 while not os.path.exists(os.path.join(t, "release")):
     if os.path.exists(os.path.join(t, "ask")):
@@ -66,7 +68,8 @@ grep -q "descriptors nearly exhausted" "$T/bridge.log" || fail "no warning near 
 grep "descriptors" "$T/bridge.log" | head -3
 
 # Not spinning on accept(): CPU time of the bridge (and its worker) over 2 s
-# at the limit. A spin takes most of a core; refusing reconnects, next to none.
+# at the limit. A spin takes most of a core (a good share of one on a busy
+# machine); refusing the idle clients' reconnects, next to none.
 cpu() {
     local sum=0 p
     for p in $B $(pgrep -P $B); do
@@ -77,7 +80,7 @@ cpu() {
 c0=$(cpu); sleep 2; c1=$(cpu)
 ticks=$((c1 - c0)) hz=$(getconf CLK_TCK)
 echo "bridge CPU while at the limit: $ticks ticks in 2 s (CLK_TCK $hz)"
-[ $ticks -lt $hz ] || fail "the bridge spins at the descriptor limit ($ticks ticks in 2 s)"
+[ $ticks -lt $((hz / 2)) ] || fail "the bridge spins at the descriptor limit ($ticks ticks in 2 s)"
 
 # A new connection is refused: reset or closed, neither left hanging nor served.
 /usr/bin/python3 - "$PORT" > "$T/refused.out" 2>&1 <<'PY'
