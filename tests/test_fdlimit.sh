@@ -38,6 +38,7 @@ g.load_protos(gen)
 first = g.Client(ep, timeout_ms=30000)
 first.vecadd(key=7, op="add", a=[1, 2, 3], b=[10, 20, 30])
 ctx = zmq.Context()
+ctx.set(zmq.MAX_SOCKETS, 4096)
 socks = []
 for i in range(400):
     s = ctx.socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)
@@ -96,6 +97,10 @@ except socket.timeout:
 PY
 cat "$T/refused.out"
 grep -q "^refused" "$T/refused.out" || fail "a new connection at the limit is not refused"
+# The C client says so (the reset comes before or during ZeroMQ's handshake).
+"$BUILD/client/gbctl" --endpoint "$EP" --timeout 2000 list > "$T/g.out" 2>&1 && fail "a new client is served at the limit"
+cat "$T/g.out"
+grep -Eq "reset before the ZeroMQ handshake|not connected" "$T/g.out" || fail "no clear error for a refused client"
 
 # The client connected before the flood is still served.
 touch "$T/ask"
