@@ -64,7 +64,7 @@ PY
 FLOOD=$!
 for _ in $(seq 300); do [ -e "$T/flooding" ] && break; sleep 0.1; done
 [ -e "$T/flooding" ] || fail "the idle clients did not start"
-for _ in $(seq 100); do grep -q "descriptors nearly exhausted" "$T/bridge.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "descriptors nearly exhausted" "$T/bridge.log" && break; sleep 0.1; done
 grep -q "descriptors nearly exhausted" "$T/bridge.log" || fail "no warning near the descriptor limit"
 grep "descriptors" "$T/bridge.log" | head -3
 
@@ -136,7 +136,7 @@ ok=0
 for _ in $(seq 100); do up && { ok=1; break; }; sleep 0.1; done
 [ $ok = 1 ] || fail "new clients not served after the idle ones closed"
 "$BUILD/client/gbctl" --endpoint "$EP" send vecadd 7 add 1,2,3 10,20,30 > "$T/v.out" 2>&1 || { cat "$T/v.out"; fail "vecadd fails after"; }
-for _ in $(seq 100); do grep -q "taken again" "$T/bridge.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "taken again" "$T/bridge.log" && break; sleep 0.1; done
 grep -q "taken again" "$T/bridge.log" || fail "no log line when connections are taken again"
 kill -TERM $B; wait $B || fail "exit $?"
 B=""
