@@ -1,11 +1,21 @@
-/* Descriptors: every connection takes one (about three under --supervise),
- * and at the limit (EMFILE) libzmq's listener retries accept() in a loop:
- * new clients starve and the process spins. The guard watches how many are
- * in use, warns as they near the limit, and near it holds off new TCP
- * connections (a drop-all socket filter on the listening sockets: the
- * kernel ignores new handshakes, clients retry; those already queued are
- * accepted and closed with a descriptor kept in reserve) until enough close.
- * Connections already made are untouched. ipc endpoints are not guarded. */
+/* Descriptors: every connection takes one (about three under --supervise).
+ * At the limit (EMFILE) libzmq's listener would retry accept() in a loop:
+ * the connection stays queued, the listening socket stays readable, the
+ * process spins and new clients starve. So libzmq never gets there:
+ *
+ * - accept() and accept4() are wrapped (fdguard.c defines them; the daemon's
+ *   own definition comes before libc's for libzmq too). A connection accepted
+ *   into one of the top `headroom` descriptors is closed at once with a reset
+ *   and libzmq is told ECONNABORTED, which it skips: the queue drains, the
+ *   client sees the connection refused and reconnects later. Descriptors are
+ *   handed out lowest first, so that one test, made at every accept, keeps
+ *   connections out of the headroom whatever the rate they come at.
+ * - The headroom is left for what else needs descriptors (the supervisor's
+ *   connection to the worker for each active client, libzmq's own, logs).
+ * - gb_fdguard_check, called from the main loop, logs: a warning at 75% use,
+ *   one when connections start being refused, one when they are taken again.
+ *
+ * Connections already made are untouched; ipc endpoints are guarded alike. */
 #ifndef GB_FDGUARD_H
 #define GB_FDGUARD_H
 
@@ -13,23 +23,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_FDGUARD_MAX 16
-#define GB_FDGUARD_RESERVE 4
-
 typedef struct gb_fdguard {
-    int listeners[GB_FDGUARD_MAX]; /* TCP listening sockets of this process */
-    size_t n;
-    int reserve[GB_FDGUARD_RESERVE]; /* descriptors kept free to accept and close what is queued; -1: none */
-    int limit, warn_at, refuse_at, resume_at;
+    int limit;     /* the soft limit, RLIMIT_NOFILE */
+    int headroom;  /* top descriptors connections never take */
+    int warn_at, resume_at;
     bool warned, refusing;
-    uint64_t next_ns, next_count_ns;
-    const char *who; /* for the log: "bridge", "supervisor" */
+    uint64_t next_ns;
+    uint64_t refused_seen; /* connections refused, at the last check */
+    const char *who;       /* for the log: "bridge", "supervisor" */
 } gb_fdguard_t;
 
-/* Call after the endpoints are bound: finds the TCP listening sockets. */
+/* Reads the limit and turns the guard on for this process (one per process). */
 void gb_fdguard_init(gb_fdguard_t *g, const char *who);
 /* Call often (it does its work at most every 100 ms). */
 void gb_fdguard_check(gb_fdguard_t *g, uint64_t now_ns);
+/* Whether n more descriptors may be opened for other things than accepted
+ * connections (the supervisor's DEALER towards the worker takes two):
+ * they may use half of the headroom. */
+bool gb_fdguard_room(const gb_fdguard_t *g, int n);
+/* Connections refused so far in this process. */
+uint64_t gb_fdguard_refused(void);
 /* Descriptors this process has open. */
 int gb_fd_count(void);
 

@@ -519,6 +519,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         gb_server_destroy(&s);
         return GB_ERR_IO;
     }
+    gb_fdguard_init(&s->fdg, "bridge"); /* before the binds: it guards every accept */
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
         if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
             snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
@@ -527,7 +528,6 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         }
         GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
     }
-    gb_fdguard_init(&s->fdg, "bridge");
     *out = s;
     return GB_OK;
 }

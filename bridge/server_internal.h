@@ -125,7 +125,7 @@ struct gb_server {
     size_t frame_err_bytes;
     int frame_corr0;
     uint64_t too_large_logged_ns, too_large_unlogged;
-    gb_fdguard_t fdg;    /* descriptors near the limit: hold off new connections */
+    gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
     gbi_held_t *resuming; /* the held frame being fed, if any */
     uint32_t unpublished; /* rings[i] has requests claimed, not yet published (bit i) */

@@ -112,7 +112,7 @@ typedef struct gbi_sup {
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
-    gb_fdguard_t fdg;    /* descriptors near the limit: hold off new connections */
+    gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
@@ -394,6 +394,10 @@ static void *dealer_of(gbi_sup_t *s, peer_t *p)
 {
     if (p->dealer)
         return p->dealer;
+    if (!gb_fdguard_room(&s->fdg, 2)) { /* its eventfd and its connection */
+        errno = EMFILE;
+        return NULL;
+    }
     void *d = zmq_socket(s->zctx, ZMQ_DEALER);
     int linger = 0, hwm = DEALER_HWM, rhwm = GBI_SNDHWM; /* replies: a client that does not read stops them */
     if (!d)
@@ -939,13 +943,13 @@ static gb_err open_front(gbi_sup_t *s)
             return GB_ERR_CONFIG;
         }
     }
+    gb_fdguard_init(&s->fdg, "supervisor"); /* before the binds: it guards every accept */
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
         if (zmq_bind(s->router, cfg->endpoints[i]) != 0) {
             GB_ERROR("supervisor: cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(zmq_errno()));
             return GB_ERR_IO;
         }
     }
-    gb_fdguard_init(&s->fdg, "supervisor");
     return GB_OK;
 }
 

@@ -111,6 +111,7 @@ typedef struct gbci_endpoint {
     bool ever_connected;
     bool handshake_failed;
     int handshake_event; /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* */
+    int handshake_errno; /* its value: for NO_DETAIL, the error that ended the connection */
 } gbci_endpoint_t;
 
 struct gbc_client {

@@ -93,8 +93,11 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
         }
         /* Frame 1: uint16 event + uint32 value; frame 2: the address. */
         uint16_t ev = 0;
-        if (zmq_msg_size(&m) >= 2)
+        uint32_t value = 0;
+        if (zmq_msg_size(&m) >= 6) {
             memcpy(&ev, zmq_msg_data(&m), 2);
+            memcpy(&value, (const char *)zmq_msg_data(&m) + 2, 4);
+        }
         while (zmq_msg_more(&m) && zmq_msg_recv(&m, ep->mon, 0) >= 0) {
         }
         zmq_msg_close(&m);
@@ -112,6 +115,7 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
             ep->connected = false;
             ep->handshake_failed = true;
             ep->handshake_event = ev;
+            ep->handshake_errno = (int)value;
             break;
         default:
             break;
@@ -123,6 +127,10 @@ gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
 {
     gbci_endpoint_t *ep = &c->eps[i];
     gbci_monitor_drain(ep);
+    if (!ep->connected && ep->handshake_failed && ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
+        ep->handshake_errno == ECONNRESET)
+        return gbci_fail(GBC_ERR_CONNECT, "%s: the connection was reset before the ZeroMQ handshake (a bridge "
+                         "near its descriptor limit refuses new connections so; the client retries)", ep->addr);
     if (!ep->connected && ep->handshake_failed) {
         const char *why = ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                               ? "the bridge refused this client's key"
