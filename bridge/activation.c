@@ -186,17 +186,23 @@ gb_err gbi_act_new(gb_rk_t *rk, gbi_act_t **out)
         fly <<= 1;
     a->age_ns = (uint64_t)rk->p.grain.collection_age_s * 1000000000ull;
     a->backoff_ns = RETRY_MIN_NS;
-    /* The spill store holds at most max_evicted_kb of memory: that many
-     * entries, filled to at most half, so that its tombstones (one per key
-     * that comes back) make it rehash in place only once per quarter of its
-     * entries. */
+    /* The spill store holds at most max_evicted_kb of memory, its rehashes
+     * included (they hold the old entries and the new at once): half of it
+     * in entries, filled to at most half, so that its tombstones (one per
+     * key that comes back) make it rehash in place only once per quarter of
+     * its entries. */
     const uint64_t kb = rk->p.grain.max_evicted_kb ? rk->p.grain.max_evicted_kb : GB_MAX_EVICTED_KB_DEFAULT;
     const uint64_t esize = (sizeof(amap_entry_t) + g->state_size + 7) & ~7ull;
-    uint64_t max = kb * 1024 / esize;
+    uint64_t max = kb * 1024 / (2 * esize);
     if (max > UINT32_MAX)
         max = UINT32_MAX;
-    if (max == 0)
-        max = 1;
+    if (max < 8) {
+        GB_ERROR("grain type '%s': grains.max_evicted_kb = %llu KiB holds fewer than 4 evicted states of %u "
+                 "bytes; give it at least %llu", rk->type_name, (unsigned long long)kb, g->state_size,
+                 (unsigned long long)((16 * esize + 1023) / 1024));
+        gbi_act_destroy(&a);
+        return GB_ERR_CONFIG;
+    }
     a->spill_lim = (size_t)(max / 2);
     a->st.spill_max_bytes = kb * 1024;
     a->count = calloc(g->lanes, sizeof *a->count);

@@ -274,7 +274,8 @@ static gb_err cuda_create(gb_rk_t *rk)
      * more grains; every partition gets room for what uneven hashing may
      * send it (gb_grain_partition_entries). */
     if (gb_grain_is_team(rk->kind)) {
-        b->tab.lanes = gpu->team_workers(b->device, rk->geom.slot_size, ring_kernel_types());
+        const uint32_t rings = rk->p.ring_kernels ? rk->p.ring_kernels : ring_kernel_types();
+        b->tab.lanes = gpu->team_workers(b->device, rk->geom.slot_size, rings);
         b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     } else {
         uint32_t parts = 1;

@@ -29,6 +29,10 @@ static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, gb_mode mode, i
     if (gb_grain_is_team(t->kind)) {
         p.arena = e->arena;
         p.arena_size = e->arena_size;
+        for (size_t j = 0; j < cfg->n_grains; j++) { /* the ring kernels it runs beside */
+            const int k = gb_grain_kind_of(cfg->grains[j].type);
+            p.ring_kernels += k != 0 && !gb_grain_is_team(k);
+        }
     }
     if (err == GB_OK)
         err = gb_rk_new(&p, &t->rk);

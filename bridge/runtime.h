@@ -43,6 +43,10 @@ typedef struct gb_rk_params {
      * (it must outlive the ring kernel). NULL for other grains. */
     unsigned char *arena;
     uint64_t arena_size;
+    /* Team grains on a GPU: the one-block ring kernels the team kernel leaves
+     * an SM for (the engine counts its configured types); 0: every
+     * registered grain type with a ring kernel. */
+    uint32_t ring_kernels;
     /* Largest record (and largest reply) of a message, which goes out of line
      * when it does not fit a slot (large_payload.h); the engine sets it to
      * max_message_size. 0: GB_LARGE_DEFAULT_MAX. At most GB_LARGE_MAX_CAP. */

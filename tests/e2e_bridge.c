@@ -829,7 +829,7 @@ static int deactivate_grain(void *s, uint64_t corr, const char *type, uint64_t k
     return st;
 }
 
-/* The store of evicted states through the daemon (max_evicted_kb = 1: 16
+/* The store of evicted states through the daemon (max_evicted_kb = 2: 16
  * echo states). New keys until one is refused STATUS_BUSY with an error that
  * names the bound; every key accepted before keeps its count, evicted ones
  * included; DeactivateGrain of every key, evicted ones included, answers OK
@@ -839,7 +839,7 @@ static void test_evicted_store_bound(void **state)
     (void)state;
     bridge_t b;
     assert_int_equal(bridge_start(&b, "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 64;\n"
-                                      "  max_grains = 4; collection_age_s = 0; max_evicted_kb = 1; } );\n"),
+                                      "  max_grains = 4; collection_age_s = 0; max_evicted_kb = 2; } );\n"),
                      0);
     void *c = client_open(b.endpoint);
     uint64_t corr = 1, count = 0, n = 0;
@@ -851,7 +851,7 @@ static void test_evicted_store_bound(void **state)
         assert_true(n < 4096);
     }
     assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_BUSY);
-    if (!strstr(err, "max_evicted_kb = 1 KiB") || !strstr(err, "16 evicted grains"))
+    if (!strstr(err, "max_evicted_kb = 2 KiB") || !strstr(err, "16 evicted grains"))
         fail_msg("the error does not name the bound: %s", err);
     const uint64_t refused = 100 + n;
     assert_true(n > 16);

@@ -202,8 +202,8 @@ static gb_rk_t *start_one_partition(uint32_t max_evicted_kb)
     return rk;
 }
 
-/* The store of evicted states is bounded (grains.max_evicted_kb, 1 KiB here:
- * 16 echo states). New keys, one at a time, each collect the idle ones until
+/* The store of evicted states is bounded (grains.max_evicted_kb, 2 KiB here:
+ * 16 echo states, rehashes included). New keys, one at a time, each collect the idle ones until
  * the store is full; the next new key is refused GB_SLOT_EVICTED_FULL (not
  * lost: refused again, and activated later with a fresh state). Every key
  * accepted before keeps its state, evicted ones included: each comes back in
@@ -213,7 +213,7 @@ static gb_rk_t *start_one_partition(uint32_t max_evicted_kb)
 static void test_activation_store_bound(void **state)
 {
     (void)state;
-    gb_rk_t *rk = start_one_partition(1);
+    gb_rk_t *rk = start_one_partition(2);
     uint64_t corr = 0, n = 0;
     gb_reply_t r;
     unsigned char buf[8];
@@ -229,7 +229,7 @@ static void test_activation_store_bound(void **state)
     const uint64_t refused = 100 + n;
     gb_rk_status_t st;
     gb_rk_status(rk, &st);
-    assert_int_equal(st.evicted_max_bytes, 1024);
+    assert_int_equal(st.evicted_max_bytes, 2048);
     assert_true(st.evicted_bytes <= st.evicted_max_bytes);
     assert_int_equal(st.evicted, 16);
     assert_int_equal(st.activations + st.evicted, n);
