@@ -25,7 +25,11 @@
  * The front proxies frames unchanged: one DEALER per client towards the
  * worker, with the client's routing id as its own, so the worker sees each
  * client as itself. It decodes each ClientFrame only to note the correlation
- * ids that expect a reply, and each ServerFrame to strike them. When the
+ * ids that expect a reply, and each ServerFrame to strike them. Each frame
+ * goes with a tag, noted with its ids, so that a frame the worker refuses
+ * whole (not decoded: no ids in its reply) is struck by its tag
+ * (server_internal.h, GBI_TAG_LEN). Frames over max_message_size are
+ * answered here and not passed on. When the
  * worker dies, whatever it had not answered is answered here with
  * STATUS_GPU_ERROR, the DEALERs are closed (their queued requests were just
  * answered), and a new worker starts; requests that arrive meanwhile wait in
@@ -123,9 +127,9 @@ typedef struct gbi_sup {
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
-/* A client whose replies wait: bytes of its frames still forwarded, well
- * below the worker's own per-client bound (GBI_CLIENT_MIN), so that the
- * worker does not refuse frames whose ids are noted here. */
+/* A client whose replies wait: bytes of its frames still forwarded; past
+ * that they are refused here rather than queued towards a worker that would
+ * refuse them (its own per-client bound, GBI_CLIENT_MIN) and noted here. */
 #define STALL_FWD_MAX (1u << 20)
 #define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker is up */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */

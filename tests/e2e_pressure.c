@@ -293,6 +293,82 @@ static void test_oversized_frames(void **state)
     assert_true(log_contains(&g_b, "over max_message_size"));
 }
 
+static int supervised(void)
+{
+    const char *v = getenv("GB_E2E_SUPERVISE");
+    return v && *v == '1';
+}
+
+/* The supervisor's worker (its one child), or 0. */
+static pid_t worker_of(const bridge_t *b)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)b->pid, (int)b->pid);
+    FILE *f = fopen(path, "r");
+    int child = 0;
+    if (f && fscanf(f, "%d", &child) != 1)
+        child = 0;
+    if (f)
+        fclose(f);
+    return (pid_t)child;
+}
+
+/* Item 1 under --supervise: the supervisor answers frames over
+ * max_message_size itself, with the bridge's TOO_LARGE reply; it does not
+ * pass them on. So the answer comes while the worker is stopped, and the
+ * worker's Telemetry counts them once it runs again. */
+static void test_supervisor_refuses_too_large(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"), 0);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c); /* the worker is up */
+    const pid_t w = worker_of(&g_b);
+    assert_true(w > 0);
+    assert_int_equal(kill(w, SIGSTOP), 0);
+    size_t sizes[3] = {65537, 1u << 20, 48u << 20};
+    for (int i = 0; i < 3; i++) {
+        uint8_t *junk = calloc(1, sizes[i]);
+        send_raw(c, junk, sizes[i]);
+        free(junk);
+    }
+    Gpubridge__ServerFrame *f[3];
+    for (int i = 0; i < 3; i++) {
+        f[i] = recv_frame(c, 5000); /* well within the heartbeat's 10 s */
+        if (!f[i])
+            kill(w, SIGCONT);
+        assert_non_null(f[i]);
+    }
+    assert_int_equal(kill(w, SIGCONT), 0);
+    for (int i = 0; i < 3; i++) {
+        size_t n;
+        char want[96];
+        Gpubridge__Reply **rs = frame_replies(f[i], &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(rs[0]->correlation_id, 0);
+        assert_int_equal(rs[0]->status, GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
+        snprintf(want, sizeof want, "frame of %zu bytes exceeds max_message_size (65536)", sizes[i]);
+        assert_string_equal(rs[0]->error, want);
+        gpubridge__server_frame__free_unpacked(f[i], NULL);
+    }
+    still_serves(c);
+    uint64_t counted = 0;
+    for (int i = 0; i < 100 && counted < 3; i++) { /* the count reaches the worker with a heartbeat */
+        Gpubridge__Telemetry *tm = telemetry(c, 100 + (uint64_t)i, "echo");
+        counted = tm->frames_too_large;
+        gpubridge__telemetry__free_unpacked(tm, NULL);
+        if (counted < 3)
+            usleep(50000);
+    }
+    assert_int_equal(counted, 3);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_true(log_contains(&g_b, "supervisor: refused 1 frame(s) over max_message_size"));
+    assert_false(log_contains(&g_b, "killing it")); /* no heartbeat was missed */
+}
+
 /* Sends frames without blocking for up to ms; returns how many went. */
 static size_t send_for(void *s, const uint8_t *fr, size_t len, size_t max_frames, int ms)
 {
@@ -763,6 +839,71 @@ static void test_refused_frames_answered_once(void **state)
     zmq_close(c);
 }
 
+/* A TCP port of 127.0.0.1 held by a listening socket (*fd; the caller
+ * closes it). */
+static int busy_port(int *fd)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    *fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(*fd >= 0);
+    assert_int_equal(bind(*fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(*fd, 1), 0);
+    assert_int_equal(getsockname(*fd, (struct sockaddr *)&a, &l), 0);
+    return ntohs(a.sin_port);
+}
+
+/* Item 3 under --supervise: while no worker is up, what the supervisor
+ * passes on waits in its own memory, so each client has a budget (4 MiB of
+ * frames); past it, its frames are refused BUSY. The worker here never comes
+ * up (its metrics port is taken, so each one exits at start). A client sends
+ * 64 frames of about 1 MB: 4 wait (and get STATUS_GPU_ERROR when a worker
+ * exits), 60 are refused, and the supervisor does not grow by 64 MB. */
+static void test_no_worker_budget(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    int fd;
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "metrics = { enabled = true; listen = \"127.0.0.1:%d\"; };\n", busy_port(&fd));
+    int rc = bridge_start(&g_b, cfg);
+    if (rc != 0) {
+        close(fd);
+        skip(); /* built without libmicrohttpd: no metrics endpoint */
+    }
+    for (uint64_t end = e2e_ms() + 60000; !log_contains(&g_b, "before answering") && e2e_ms() < end;)
+        usleep(20000);
+    assert_true(log_contains(&g_b, "before answering")); /* the first worker has failed */
+    void *c = client_open(g_b.endpoint);
+    long rss0 = rss_kib(g_b.pid);
+    enum { N = 64, DATA = 1000000 };
+    for (uint64_t k = 1; k <= N; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(k, 1, DATA, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    tally_t t;
+    tally_init(&t, N);
+    want_t w = {N, 1, 0};
+    tally_until(&t, c, all_answered, &w, 20000); /* the waiting ones: when the next worker exits */
+    long rss1 = rss_kib(g_b.pid);
+    print_message("no worker: supervisor RSS %ld KiB -> %ld KiB (+%ld KiB) for %d MB sent\n", rss0, rss1,
+                  rss1 - rss0, N * DATA / 1000000);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.frame_busy, N - 4);
+    assert_int_equal(t.other, 4); /* STATUS_GPU_ERROR */
+    assert_true(rss1 - rss0 < RSS_BOUND_KIB(24 * 1024));
+    free(t.seen);
+    zmq_close(c);
+    close(fd);
+    assert_true(bridge_stop(&g_b, SIGTERM, 20000) >= 0);
+}
+
 /* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
  * error reply each (29 MB); the bridge keeps serving. */
 static void test_error_amplification(void **state)
@@ -846,6 +987,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
         cmocka_unit_test_teardown(test_unread_replies_answered_once, stop_bridge),
         cmocka_unit_test_teardown(test_refused_frames_answered_once, stop_bridge),
+        cmocka_unit_test_teardown(test_supervisor_refuses_too_large, stop_bridge),
+        cmocka_unit_test_teardown(test_no_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
