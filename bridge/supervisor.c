@@ -106,6 +106,7 @@ typedef struct gbi_sup {
     uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
     bool hung; /* the worker was killed for not answering */
     bool up;   /* the current worker has answered something */
+    uint64_t alive_ns; /* when it last answered anything (heartbeat or reply) */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
     peer_t *peers;
     size_t n_peers;
@@ -131,7 +132,8 @@ typedef struct gbi_sup {
  * that they are refused here rather than queued towards a worker that would
  * refuse them (its own per-client bound, GBI_CLIENT_MIN) and noted here. */
 #define STALL_FWD_MAX (1u << 20)
-#define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker is up */
+#define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker reads them */
+#define LATE_NS (3000000000ull) /* a worker silent this long (3 heartbeats) may not be reading: DOWN_FWD_MAX */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
@@ -541,6 +543,7 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
         }
         s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
         s->up = s->worker > 0;
+        s->alive_ns = gb_now_ns();
         if (to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m)) != 0 && (p->out_msg = malloc(sizeof *p->out_msg))) {
             zmq_msg_init(p->out_msg);
             zmq_msg_move(p->out_msg, &m); /* sent by peer_flush when the client reads */
@@ -710,17 +713,17 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         return 1;
     }
-    if (s->up) {
+    if (s->up && gb_now_ns() - s->alive_ns < LATE_NS) {
         p->down_fwd = 0;
     } else if (!s->closing && (p->down_fwd += zmq_msg_size(&m)) > DOWN_FWD_MAX) {
-        /* No worker serves (it is restarting): what is forwarded waits in
-         * this process, so each client gets a byte budget, not DEALER_HWM
-         * frames of up to the hard cap each. */
+        /* No worker reads (it is restarting, or its heartbeat is late): what
+         * is forwarded waits in this process, so each client gets a byte
+         * budget, not DEALER_HWM frames of up to the hard cap each. */
         p->down_fwd -= zmq_msg_size(&m);
         s->replies_own++;
         refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
-                     "frame refused: the GPU worker is restarting and this client's frames waiting for it passed "
-                     "the supervisor's bound; retry later");
+                     "frame refused: the GPU worker is restarting or not answering, and this client's frames "
+                     "waiting for it passed the supervisor's bound; retry later");
         zmq_msg_close(&m);
         return 1;
     }
@@ -875,7 +878,7 @@ static void hb_recv(gbi_sup_t *s)
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
-        s->hb_ok_ns = gb_now_ns();
+        s->hb_ok_ns = s->alive_ns = gb_now_ns();
         s->up = true;
     }
     zmq_msg_close(&m);

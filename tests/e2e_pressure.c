@@ -904,6 +904,52 @@ static void test_no_worker_budget(void **state)
     assert_true(bridge_stop(&g_b, SIGTERM, 20000) >= 0);
 }
 
+/* Item 3 under --supervise: a worker that stops answering (SIGSTOP here)
+ * does not read what the supervisor passes on either, so the same budget
+ * holds once its heartbeat is late: of 64 frames of about 1 MB, 4 wait and
+ * are served when it runs again, 60 are refused BUSY, and the supervisor
+ * does not grow by 64 MB. */
+static void test_stopped_worker_budget(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c);
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    long rss0 = rss_kib(g_b.pid);
+    assert_int_equal(kill(wk, SIGSTOP), 0);
+    sleep(4); /* its heartbeat is late */
+    enum { N = 64, DATA = 1000000 };
+    for (uint64_t k = 1; k <= N; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(k, 1, DATA, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    tally_t t;
+    tally_init(&t, N);
+    want_t w60 = {0, 0, N - 4};
+    tally_until(&t, c, all_answered, &w60, 3000); /* the refusals, while it is stopped */
+    long rss1 = rss_kib(g_b.pid);
+    kill(wk, SIGCONT);
+    print_message("stopped worker: supervisor RSS %ld KiB -> %ld KiB (+%ld KiB) for %d MB sent\n", rss0, rss1,
+                  rss1 - rss0, N * DATA / 1000000);
+    assert_int_equal(t.frame_busy, N - 4);
+    want_t w = {N, 1, 0};
+    tally_until(&t, c, all_answered, &w, 5000);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.ok, 4);
+    assert_true(rss1 - rss0 < RSS_BOUND_KIB(24 * 1024));
+    still_serves(c);
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_false(log_contains(&g_b, "killing it")); /* it was stopped for less than the heartbeat's 10 s */
+}
+
 /* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
  * error reply each (29 MB); the bridge keeps serving. */
 static void test_error_amplification(void **state)
@@ -989,6 +1035,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_refused_frames_answered_once, stop_bridge),
         cmocka_unit_test_teardown(test_supervisor_refuses_too_large, stop_bridge),
         cmocka_unit_test_teardown(test_no_worker_budget, stop_bridge),
+        cmocka_unit_test_teardown(test_stopped_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
