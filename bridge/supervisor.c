@@ -135,6 +135,9 @@ typedef struct gbi_sup {
 #define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker reads them */
 #define LATE_NS (3000000000ull) /* a worker silent this long (3 heartbeats) may not be reading: DOWN_FWD_MAX */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
+/* Requests of one client waiting for replies (its noted ids: 4 MiB at most,
+ * with the set's room); past it, its frames are refused, unless none waits. */
+#define PEER_IDS_MAX 65536
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
 /* A worker that runs without answering is killed after this long all the same. */
@@ -238,14 +241,22 @@ static uint64_t set_del_tags(peer_t *p, uint64_t first, uint64_t last)
 
 /* ---- frames -------------------------------------------------------------- */
 
-static void note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len, uint64_t tag)
+/* Notes the ids of the frame's requests that expect a reply. -1 (nothing
+ * noted): they would take p past PEER_IDS_MAX waiting, and some already do. */
+static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len, uint64_t tag)
 {
     char err[160];
+    size_t k = 0;
     if (gbi_frame_decode(&s->scratch, buf, len, err, sizeof err) != 0)
-        return; /* the worker answers undecodable frames (correlation id 0) */
+        return 0; /* the worker answers undecodable frames (correlation id 0) */
+    for (size_t i = 0; i < s->scratch.n; i++)
+        k += s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY;
+    if (p->n && p->n + k > PEER_IDS_MAX)
+        return -1;
     for (size_t i = 0; i < s->scratch.n; i++)
         if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
             set_add(p, s->scratch.envs[i].corr, tag);
+    return 0;
 }
 
 /* Strikes the frame's replies off p's pending set; returns how many it held. */
@@ -297,10 +308,12 @@ static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
 
 static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p->refused_owed; }
 
-/* Answers every id p still waits for with STATUS_GPU_ERROR. */
+/* Answers every id p still waits for with status; the texts of the first
+ * 64 KiB only, as the bridge does for one frame's errors (a client that does
+ * not read may have PEER_IDS_MAX waiting). */
 static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *why)
 {
-    size_t done = 0;
+    size_t done = 0, text = 0;
     while (p->n > 0) {
         enum { CHUNK = 256 };
         Gpubridge__Reply rs[CHUNK], *rp[CHUNK];
@@ -312,7 +325,8 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
             gpubridge__reply__init(&rs[k]);
             rs[k].correlation_id = v;
             rs[k].status = status;
-            rs[k].error = (char *)why;
+            rs[k].error = (char *)(text < GBI_FRAME_ERR_BUDGET ? why : "");
+            text += strlen(why);
             rp[k] = &rs[k];
             p->ids[j].id = ~0ull;
             p->n--;
@@ -739,7 +753,16 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         return 1;
     }
-    note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m), ++p->tag);
+    if (note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m), p->tag + 1) != 0) {
+        s->replies_own++;
+        refuse_frame(s, p, s->closing ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
+                     s->closing ? "the bridge is shutting down; the frame was not processed"
+                                : "frame refused: its client has as many requests waiting for replies as the "
+                                  "supervisor keeps (65,536); read replies, then resend");
+        zmq_msg_close(&m);
+        return 1;
+    }
+    p->tag++;
     if (s->closing) {
         zmq_msg_close(&m); /* its ids are answered SHUTTING_DOWN with the rest */
         return 1;

@@ -951,6 +951,87 @@ static void test_stopped_worker_budget(void **state)
     assert_false(log_contains(&g_b, "killing it")); /* it was stopped for less than the heartbeat's 10 s */
 }
 
+/* A batch frame of n envelopes that hold a correlation id only (first..),
+ * about 7 bytes each: each is answered with an error (malloc'd). */
+static uint8_t *ids_only_batch(uint64_t first, size_t n, size_t *len)
+{
+    uint8_t *fr = malloc(n * 16 + 16), *body = malloc(n * 16);
+    size_t b = 0, l = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t env[12];
+        size_t e = 0;
+        env[e++] = 0x08; /* Envelope.correlation_id */
+        for (uint64_t v = first + i;; v >>= 7) {
+            env[e++] = (uint8_t)(v > 0x7f ? (v & 0x7f) | 0x80 : v);
+            if (v <= 0x7f)
+                break;
+        }
+        body[b++] = 0x0a; /* Batch.envelopes */
+        body[b++] = (uint8_t)e;
+        memcpy(body + b, env, e);
+        b += e;
+    }
+    fr[l++] = 0x12; /* ClientFrame.batch */
+    for (size_t v = b;; v >>= 7) {
+        fr[l++] = (uint8_t)(v > 0x7f ? (v & 0x7f) | 0x80 : v);
+        if (v <= 0x7f)
+            break;
+    }
+    memcpy(fr + l, body, b);
+    free(body);
+    *len = l + b;
+    return fr;
+}
+
+/* Item 3 under --supervise: the supervisor notes every correlation id it
+ * passes on until its reply comes. A client that does not read and sends
+ * frames of many small requests (here 200 frames of 20,000 ids) would have
+ * it note millions of them; past its bound (65,536 waiting per client) its
+ * frames are refused BUSY instead, and the supervisor stays small. Once it
+ * reads, each request has one reply or its frame one refusal. */
+static void test_pending_ids_bound(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0, rcvhwm = 1;
+    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    still_serves(c);
+    long rss0 = rss_kib(g_b.pid), peak = rss0;
+    enum { PER = 20000, FRAMES = 200 };
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = ids_only_batch(1 + k * PER, PER, &len);
+        send_raw(c, fr, len);
+        free(fr);
+        long r = rss_kib(g_b.pid);
+        peak = r > peak ? r : peak;
+    }
+    for (int i = 0; i < 20; i++) {
+        usleep(100000);
+        long r = rss_kib(g_b.pid);
+        peak = r > peak ? r : peak;
+    }
+    print_message("%d requests, replies unread: supervisor RSS %ld KiB -> %ld KiB at most (+%ld KiB)\n", PER * FRAMES,
+                  rss0, peak, peak - rss0);
+    tally_t t;
+    tally_init(&t, (uint64_t)PER * FRAMES);
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &w, 10000);
+    expect_all_answered(&t, &w);
+    assert_true(t.frame_busy > 0);
+    assert_true(peak - rss0 < RSS_BOUND_KIB(48 * 1024));
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
 /* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
  * error reply each (29 MB); the bridge keeps serving. */
 static void test_error_amplification(void **state)
@@ -1037,6 +1118,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_supervisor_refuses_too_large, stop_bridge),
         cmocka_unit_test_teardown(test_no_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_budget, stop_bridge),
+        cmocka_unit_test_teardown(test_pending_ids_bound, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
