@@ -658,6 +658,60 @@ static int unstall(gbi_sup_t *s)
     return 1;
 }
 
+/* A client frame the supervisor answers itself, not passing it on: from a
+ * client that leaves its replies unread, too large, past the budget while no
+ * worker reads, refused control, or past the waiting requests' bound.
+ * Returns 1 when it was; else its ids are noted (tag p->tag + 1). */
+static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
+{
+    if (!peer_stalled(p))
+        p->stall_fwd = 0;
+    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(m)) > STALL_FWD_MAX) {
+        /* It leaves its replies unread: refused here (one BUSY each, sent
+         * once it reads), neither forwarded nor noted, rather than queued
+         * towards a worker that would refuse it past its own bound. */
+        p->refused_owed++;
+        return 1;
+    }
+    if (zmq_msg_size(m) > s->cfg->max_message_size) {
+        refuse_too_large(s, p, zmq_msg_size(m));
+        return 1;
+    }
+    if (s->up && gb_now_ns() - s->alive_ns < LATE_NS) {
+        p->down_fwd = 0;
+    } else if (!s->closing && (p->down_fwd += zmq_msg_size(m)) > DOWN_FWD_MAX) {
+        /* No worker reads (it is restarting, or its heartbeat is late): what
+         * is forwarded waits in this process, so each client gets a byte
+         * budget, not DEALER_HWM frames of up to the hard cap each. */
+        p->down_fwd -= zmq_msg_size(m);
+        s->replies_own++;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                     "frame refused: the GPU worker is restarting or not answering, and this client's frames "
+                     "waiting for it passed the supervisor's bound; retry later");
+        return 1;
+    }
+    /* The worker sees only this process: control authority is checked here. */
+    size_t nlen = 0, nrep = 0;
+    uint8_t *no = gb_authority_peer(s->cfg, m)
+                      ? NULL
+                      : gb_authority_refusal(zmq_msg_data(m), zmq_msg_size(m), &nlen, &nrep);
+    if (no) {
+        s->replies_own += nrep;
+        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
+        free(no);
+        return 1;
+    }
+    if (note_requests(s, p, zmq_msg_data(m), zmq_msg_size(m), p->tag + 1) != 0) {
+        s->replies_own++;
+        refuse_frame(s, p, s->closing ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
+                     s->closing ? "the bridge is shutting down; the frame was not processed"
+                                : "frame refused: its client has as many requests waiting for replies as the "
+                                  "supervisor keeps (65,536); read replies, then resend");
+        return 1;
+    }
+    return 0;
+}
+
 /* Reads one client frame from the ROUTER and forwards it. Returns 0 when
  * nothing was there. */
 static int from_client(gbi_sup_t *s)
@@ -712,53 +766,7 @@ static int from_client(gbi_sup_t *s)
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
-    if (!peer_stalled(p))
-        p->stall_fwd = 0;
-    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(&m)) > STALL_FWD_MAX) {
-        /* It leaves its replies unread: refused here (one BUSY each, sent
-         * once it reads), neither forwarded nor noted, rather than queued
-         * towards a worker that would refuse it past its own bound. */
-        p->refused_owed++;
-        zmq_msg_close(&m);
-        return 1;
-    }
-    if (zmq_msg_size(&m) > s->cfg->max_message_size) {
-        refuse_too_large(s, p, zmq_msg_size(&m));
-        zmq_msg_close(&m);
-        return 1;
-    }
-    if (s->up && gb_now_ns() - s->alive_ns < LATE_NS) {
-        p->down_fwd = 0;
-    } else if (!s->closing && (p->down_fwd += zmq_msg_size(&m)) > DOWN_FWD_MAX) {
-        /* No worker reads (it is restarting, or its heartbeat is late): what
-         * is forwarded waits in this process, so each client gets a byte
-         * budget, not DEALER_HWM frames of up to the hard cap each. */
-        p->down_fwd -= zmq_msg_size(&m);
-        s->replies_own++;
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
-                     "frame refused: the GPU worker is restarting or not answering, and this client's frames "
-                     "waiting for it passed the supervisor's bound; retry later");
-        zmq_msg_close(&m);
-        return 1;
-    }
-    /* The worker sees only this process: control authority is checked here. */
-    size_t nlen = 0, nrep = 0;
-    uint8_t *no = gb_authority_peer(s->cfg, &m)
-                      ? NULL
-                      : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen, &nrep);
-    if (no) {
-        s->replies_own += nrep;
-        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
-        free(no);
-        zmq_msg_close(&m);
-        return 1;
-    }
-    if (note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m), p->tag + 1) != 0) {
-        s->replies_own++;
-        refuse_frame(s, p, s->closing ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
-                     s->closing ? "the bridge is shutting down; the frame was not processed"
-                                : "frame refused: its client has as many requests waiting for replies as the "
-                                  "supervisor keeps (65,536); read replies, then resend");
+    if (answered_here(s, p, &m)) {
         zmq_msg_close(&m);
         return 1;
     }
