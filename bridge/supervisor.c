@@ -652,8 +652,12 @@ static int unstall(gbi_sup_t *s)
     gbi_put_u64(tag, s->stall_tag);
     if (zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return 0;
-    /* The pipe took the first part: it takes the next. */
-    zmq_msg_send(&s->stall_msg, d, 0);
+    /* The pipe took the first part, so it takes the next, unless the
+     * worker's connection went meanwhile: then ZeroMQ drops the message,
+     * and its ids are answered when the worker is reaped. Never a blocking
+     * send: the worker is reaped and restarted by this loop. */
+    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0)
+        zmq_msg_close(&s->stall_msg);
     s->stall_peer = NULL;
     return 1;
 }
