@@ -249,8 +249,9 @@ static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len
     size_t k = 0;
     if (gbi_frame_decode(&s->scratch, buf, len, err, sizeof err) != 0)
         return 0; /* the worker answers undecodable frames (correlation id 0) */
-    for (size_t i = 0; i < s->scratch.n; i++)
-        k += s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY;
+    for (size_t i = 0; i < s->scratch.n; i++) /* those set_add keeps */
+        k += s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY && s->scratch.envs[i].corr != 0 &&
+             s->scratch.envs[i].corr != ~0ull;
     if (p->n && p->n + k > PEER_IDS_MAX)
         return -1;
     for (size_t i = 0; i < s->scratch.n; i++)
