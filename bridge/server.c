@@ -36,16 +36,49 @@ static void refuse_too_large(gb_server_t *s, const uint8_t *id, uint8_t id_len, 
     gbi_reply(s, id, id_len, delim, 0, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, err, 0, NULL, 0);
 }
 
+/* Keeps the tag of a refused frame in c's runs (see GBI_TAG_LEN). While the
+ * runs are full every frame is refused, so the last one grows. */
+static void refuse_tagged(gbi_client_t *c, uint64_t tag)
+{
+    uint8_t n = c->n_runs;
+    if (n && (c->run_last[n - 1] + 1 == tag || n == GBI_REFUSED_RUNS)) {
+        c->run_last[n - 1] = tag;
+        return;
+    }
+    c->run_first[n] = c->run_last[n] = tag;
+    c->n_runs++;
+}
+
+/* A tagged frame from c: a tag that does not follow the last one comes from
+ * a new connection of the supervisor's, which dropped the old one only with
+ * no correlation id waiting, so the old runs stand for frames without ids:
+ * they are owed plain BUSY replies. */
+static void tag_seen(gbi_client_t *c, uint64_t tag)
+{
+    if (c->last_tag && tag != c->last_tag + 1) {
+        for (uint8_t i = 0; i < c->n_runs; i++)
+            c->refused_owed += c->run_last[i] - c->run_first[i] + 1;
+        c->n_runs = 0;
+    }
+    c->last_tag = tag;
+}
+
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size)
 {
     s->frames_in++;
     /* A client that leaves its replies unread past its bound: its frames are
      * not decoded; each gets one BUSY reply, sent once it reads again (a
-     * count here, so that its memory stays bounded however long it sends). */
+     * count here, so that its memory stays bounded however long it sends;
+     * from the supervisor, a run of tags). */
     gbi_client_t *c = gbi_client_find(s, id, id_len);
-    if (c && c->out_mem > s->client_limit) {
-        c->refused_owed++;
+    if (c && s->frame_tag)
+        tag_seen(c, s->frame_tag);
+    if (c && (c->out_mem > s->client_limit || (s->frame_tag && c->n_runs == GBI_REFUSED_RUNS))) {
+        if (s->frame_tag)
+            refuse_tagged(c, s->frame_tag);
+        else
+            c->refused_owed++;
         s->frames_refused_unread++;
         return;
     }
@@ -74,6 +107,7 @@ static int read_one(gb_server_t *s)
     uint8_t id[GBI_ID_MAX];
     size_t id_len = 0;
     int parts = 0, more = 0, delim = 0, bad = 0;
+    uint64_t tag = 0, count, unused;
     zmq_msg_t body;
     zmq_msg_init(&body);
     zmq_msg_init(&part);
@@ -97,6 +131,11 @@ static int read_one(gb_server_t *s)
             parts = 0;
             continue;
         }
+        if (s->tagged && !tag && parts == 1 && zmq_msg_size(&part) == GBI_TAG_LEN && more) {
+            tag = gbi_get_u64(zmq_msg_data(&part)); /* from the supervisor: the frame's tag */
+            parts = 0;
+            continue;
+        }
         if (parts == 1)
             zmq_msg_move(&body, &part);
         else
@@ -107,9 +146,14 @@ static int read_one(gb_server_t *s)
         s->frames_in++;
         gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                   "a request is one message part holding an encoded ClientFrame", 0, NULL, 0);
+    } else if (s->tagged && !tag &&
+               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_TOO_LARGE, &count, &unused)) {
+        s->frames_too_large += count; /* refused by the supervisor, counted here (Telemetry) */
     } else {
         s->peer_admin = gb_authority_peer(s->cfg, &body);
+        s->frame_tag = tag;
         gbi_handle_frame(s, id, (uint8_t)id_len, (uint8_t)delim, zmq_msg_data(&body), zmq_msg_size(&body));
+        s->frame_tag = 0;
     }
     zmq_msg_close(&body);
     return 1;
@@ -446,7 +490,11 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     return s->gpu_failed ? GB_ERR_CUDA : GB_OK;
 }
 
-void gb_server_exit_on_gpu_failure(gb_server_t *s, int on) { s->exit_on_gpu_failure = on; }
+void gb_server_exit_on_gpu_failure(gb_server_t *s, int on)
+{
+    s->exit_on_gpu_failure = on;
+    s->tagged = on; /* only the supervisor's worker does: its frames come from the supervisor */
+}
 
 void gb_server_on_reload(gb_server_t *s, volatile sig_atomic_t *flag,
                          void (*fn)(void *ctx, gb_server_t *s), void *ctx)

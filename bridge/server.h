@@ -37,6 +37,8 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
  * returns GB_ERR_CUDA. */
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
 
+/* The supervisor's worker: a failed kernel ends the process, and frames
+ * come tagged from the supervisor (server_internal.h, GBI_TAG_LEN). */
 void gb_server_exit_on_gpu_failure(gb_server_t *s, int on);
 
 /* Counts for the metrics endpoint m (published about every 100 ms). */

@@ -30,6 +30,57 @@ _Static_assert(GB_MAX_GRAIN_TYPES <= 32, "gb_server.unpublished is a 32-bit mask
 #define GBI_MSG_TEST_SPIN 0xFF7E   /* test hook: the server loop spins (GPUBRIDGE_TEST_SPIN=1) */
 #define GBI_CLIENT_BUCKETS 256
 
+/* Between the supervisor and its worker (supervisor.c). Each client frame
+ * goes to the worker after a part of GBI_TAG_LEN bytes, its tag: a number
+ * the supervisor counts up per client connection, kept with the frame's
+ * correlation ids. A frame the worker refuses whole (its client left its
+ * replies unread) is not decoded, so the worker names it by its tag
+ * instead: it keeps the refused tags as runs and, where it would send the
+ * frames' BUSY replies, sends one note per run, [GBI_NOTE_REFUSED][first
+ * tag][last tag]. The supervisor strikes those frames' ids and sends the
+ * BUSY replies itself (one per frame, correlation id 0). The other way,
+ * [GBI_NOTE_TOO_LARGE][count] tells the worker to count frames the
+ * supervisor refused as too large (Telemetry.frames_too_large). A note
+ * starts with a zero byte, which no encoded ServerFrame or ClientFrame does
+ * (field number 0); numbers are little-endian. */
+#define GBI_TAG_LEN 8
+#define GBI_NOTE_LEN 18
+#define GBI_NOTE_REFUSED 'R'
+#define GBI_NOTE_TOO_LARGE 'L'
+#define GBI_REFUSED_RUNS 4 /* runs a worker keeps per client; when full, it refuses on (one run grows) */
+
+static inline void gbi_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t gbi_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* A note of kind k with a and b; 1 when buf (len bytes) is one, filling a, b. */
+static inline void gbi_note_make(uint8_t note[GBI_NOTE_LEN], char k, uint64_t a, uint64_t b)
+{
+    note[0] = 0;
+    note[1] = (uint8_t)k;
+    gbi_put_u64(note + 2, a);
+    gbi_put_u64(note + 10, b);
+}
+
+static inline int gbi_note_read(const uint8_t *buf, size_t len, char k, uint64_t *a, uint64_t *b)
+{
+    if (len != GBI_NOTE_LEN || buf[0] != 0 || buf[1] != (uint8_t)k)
+        return 0;
+    *a = gbi_get_u64(buf + 2);
+    *b = gbi_get_u64(buf + 10);
+    return 1;
+}
+
 /* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
 typedef struct gbi_pending {
     uint64_t corr;
@@ -93,6 +144,12 @@ typedef struct gbi_client {
     size_t out_mem;                 /* memory of its unsent reply frames */
     gbi_outq_t *out_head, *out_tail;
     uint64_t refused_owed;          /* frames refused while it did not read: BUSY replies still to send */
+    /* Supervised worker: tagged frames refused while it did not read, as
+     * runs of tags [first, last], noted to the supervisor instead of BUSY
+     * replies; and the last tag seen from it. */
+    uint64_t run_first[GBI_REFUSED_RUNS], run_last[GBI_REFUSED_RUNS];
+    uint8_t n_runs;
+    uint64_t last_tag;
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
@@ -131,6 +188,8 @@ struct gb_server {
     uint32_t unpublished; /* rings[i] has requests claimed, not yet published (bit i) */
     int shutting_down;   /* no more reading from the socket */
     int exit_on_gpu_failure; /* supervised worker: a failed kernel ends the process (gb_server_run) */
+    int tagged;          /* supervised worker: frames come tagged, notes go both ways (GBI_TAG_LEN) */
+    uint64_t frame_tag;  /* the tag of the frame being handled; 0: none */
     int gpu_failed;
     int test_faults; /* GPUBRIDGE_TEST_FAULTS=1: message type GB_MSG_TEST_FAULT reaches the kernel */
     int test_spin;   /* GPUBRIDGE_TEST_SPIN=1: message type GBI_MSG_TEST_SPIN spins this loop */

@@ -104,7 +104,7 @@ static void client_free(gb_server_t *s, gbi_client_t *c)
 
 void gbi_client_release(gb_server_t *s, gbi_client_t *c)
 {
-    if (c && !c->held_mem && !c->out_head && !c->refused_owed)
+    if (c && !c->held_mem && !c->out_head && !c->refused_owed && !c->n_runs)
         client_free(s, c);
 }
 
@@ -168,12 +168,28 @@ static int client_drain(gb_server_t *s, gbi_client_t *c, int *sent)
     return 1;
 }
 
+/* The supervisor's worker: notes for c's runs of refused tags, in order,
+ * while its queue takes them. */
+static void send_runs(gb_server_t *s, gbi_client_t *c, int *sent)
+{
+    uint8_t note[GBI_NOTE_LEN], i = 0;
+    for (; i < c->n_runs; i++) {
+        gbi_note_make(note, GBI_NOTE_REFUSED, c->run_first[i], c->run_last[i]);
+        if (send_frame(s, c->id, c->id_len, 0, note, sizeof note) != 0)
+            break;
+        (*sent)++;
+    }
+    memmove(c->run_first, c->run_first + i, (c->n_runs - i) * sizeof c->run_first[0]);
+    memmove(c->run_last, c->run_last + i, (c->n_runs - i) * sizeof c->run_last[0]);
+    c->n_runs -= i;
+}
+
 int gbi_send_backlog(gb_server_t *s)
 {
     int sent = 0;
     for (gbi_client_t *c = s->clients, *next; c; c = next) {
         next = c->next;
-        if (!c->out_head && !c->refused_owed)
+        if (!c->out_head && !c->refused_owed && !c->n_runs)
             continue;
         gbi_flush(s); /* the outbox may hold c's replies: they go first */
         while (client_drain(s, c, &sent) && c->refused_owed) {
@@ -187,6 +203,8 @@ int gbi_send_backlog(gb_server_t *s)
                           0, NULL, 0);
             gbi_flush(s);
         }
+        if (!c->out_head && !c->refused_owed && c->n_runs)
+            send_runs(s, c, &sent);
         next = c->next;
         gbi_client_release(s, c);
     }

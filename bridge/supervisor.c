@@ -25,7 +25,11 @@
  * The front proxies frames unchanged: one DEALER per client towards the
  * worker, with the client's routing id as its own, so the worker sees each
  * client as itself. It decodes each ClientFrame only to note the correlation
- * ids that expect a reply, and each ServerFrame to strike them. When the
+ * ids that expect a reply, and each ServerFrame to strike them. Each frame
+ * goes with a tag, noted with its ids, so that a frame the worker refuses
+ * whole (not decoded: no ids in its reply) is struck by its tag
+ * (server_internal.h, GBI_TAG_LEN). Frames over max_message_size are
+ * answered here and not passed on. When the
  * worker dies, whatever it had not answered is answered here with
  * STATUS_GPU_ERROR, the DEALERs are closed (their queued requests were just
  * answered), and a new worker starts; requests that arrive meanwhile wait in
@@ -61,14 +65,21 @@
 #define MAX_PEERS 1024
 #define ID_MAX 256
 
+/* A correlation id awaiting a reply, and the tag of the frame that brought it. */
+typedef struct pending {
+    uint64_t id; /* 0: empty slot, ~0: deleted */
+    uint64_t tag;
+} pending_t;
+
 typedef struct peer {
     uint8_t id[ID_MAX];
     size_t id_len;
     uint8_t delim;  /* the client frames with an empty delimiter (REQ style) */
     void *dealer;   /* towards the worker; NULL until the next request */
     uint64_t last_ns; /* last frame either way: idle peers with nothing pending are dropped */
-    uint64_t *ids;  /* correlation ids awaiting a reply (open addressing; 0 = empty, ~0 = deleted) */
+    pending_t *ids; /* correlation ids awaiting a reply (open addressing) */
     size_t cap, n, used;
+    uint64_t tag;   /* of the last frame forwarded (GBI_TAG_LEN) */
     /* Replies the client's queue would not take yet (it reads slowly): the
      * worker's (one; its DEALER is not read meanwhile, and the client's new
      * frames are refused here) and the supervisor's own, in bytes. */
@@ -97,6 +108,7 @@ typedef struct gbi_sup {
     uint64_t hb_timeout_ms; /* GB_SUP_HEARTBEAT_TIMEOUT_MS (shorter with a test hook) */
     bool hung; /* the worker was killed for not answering */
     bool up;   /* the current worker has answered something */
+    uint64_t alive_ns; /* when it last answered anything (heartbeat or reply) */
     gb_server_t *curve; /* the CURVE/ZAP state (curve.c works on a gb_server_t) */
     peer_t *peers;
     size_t n_peers;
@@ -107,7 +119,9 @@ typedef struct gbi_sup {
      * so ZeroMQ pushes back on the clients. */
     peer_t *stall_peer;
     zmq_msg_t stall_msg;
-    uint8_t stall_delim;
+    uint64_t stall_tag;
+    uint64_t conns; /* peers made so far: each one's tags start at conns << 32 */
+    uint64_t too_large_logged_ns, too_large_unlogged, too_large_uncounted, too_large;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
@@ -116,12 +130,16 @@ typedef struct gbi_sup {
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
-/* A client whose replies wait: bytes of its frames still forwarded, well
- * below the worker's own per-client bound (GBI_CLIENT_MIN), so that the
- * worker does not refuse frames whose ids are noted here. */
+/* A client whose replies wait: bytes of its frames still forwarded; past
+ * that they are refused here rather than queued towards a worker that would
+ * refuse them (its own per-client bound, GBI_CLIENT_MIN) and noted here. */
 #define STALL_FWD_MAX (1u << 20)
-#define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker is up */
+#define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker reads them */
+#define LATE_NS (3000000000ull) /* a worker silent this long (3 heartbeats) may not be reading: DOWN_FWD_MAX */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
+/* Requests of one client waiting for replies (its noted ids: 4 MiB at most,
+ * with the set's room); past it, its frames are refused, unless none waits. */
+#define PEER_IDS_MAX 65536
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
 /* A worker that runs without answering is killed after this many heartbeat
@@ -144,21 +162,21 @@ static uint64_t mix(uint64_t k)
 /* Rehashes into newcap slots (a power of two), dropping the tombstones. */
 static int set_rehash(peer_t *p, size_t newcap)
 {
-    uint64_t *old = p->ids;
+    pending_t *old = p->ids;
     size_t oc = p->cap;
-    uint64_t *ids = calloc(newcap, sizeof *ids);
+    pending_t *ids = calloc(newcap, sizeof *ids);
     if (!ids)
         return -1;
     p->ids = ids;
     p->cap = newcap;
     p->n = p->used = 0;
     for (size_t i = 0; i < oc; i++) {
-        uint64_t v = old[i];
+        uint64_t v = old[i].id;
         if (v && v != ~0ull) {
             size_t j = mix(v) & (newcap - 1);
-            while (p->ids[j])
+            while (p->ids[j].id)
                 j = (j + 1) & (newcap - 1);
-            p->ids[j] = v;
+            p->ids[j] = old[i];
             p->n++;
             p->used++;
         }
@@ -167,7 +185,7 @@ static int set_rehash(peer_t *p, size_t newcap)
     return 0;
 }
 
-static void set_add(peer_t *p, uint64_t id)
+static void set_add(peer_t *p, uint64_t id, uint64_t tag)
 {
     if (id == 0 || id == ~0ull)
         return; /* unanswerable ids: the worker answers them itself, if at all */
@@ -179,17 +197,17 @@ static void set_add(peer_t *p, uint64_t id)
             return;
     }
     size_t j = mix(id) & (p->cap - 1), slot = SIZE_MAX;
-    for (; p->ids[j]; j = (j + 1) & (p->cap - 1)) {
-        if (p->ids[j] == id)
+    for (; p->ids[j].id; j = (j + 1) & (p->cap - 1)) {
+        if (p->ids[j].id == id)
             return; /* already waiting (a client reusing an id) */
-        if (p->ids[j] == ~0ull && slot == SIZE_MAX)
+        if (p->ids[j].id == ~0ull && slot == SIZE_MAX)
             slot = j;
     }
     if (slot == SIZE_MAX) {
         slot = j;
         p->used++;
     }
-    p->ids[slot] = id;
+    p->ids[slot] = (pending_t){id, tag};
     p->n++;
 }
 
@@ -198,9 +216,9 @@ static void set_del(peer_t *p, uint64_t id)
     if (!p->cap || id == 0)
         return;
     size_t j = mix(id) & (p->cap - 1);
-    while (p->ids[j]) {
-        if (p->ids[j] == id) {
-            p->ids[j] = ~0ull;
+    while (p->ids[j].id) {
+        if (p->ids[j].id == id) {
+            p->ids[j].id = ~0ull;
             p->n--;
             return;
         }
@@ -208,16 +226,41 @@ static void set_del(peer_t *p, uint64_t id)
     }
 }
 
+/* Strikes the ids of the frames tagged first..last (the worker refused them
+ * whole); returns how many frames that was. */
+static uint64_t set_del_tags(peer_t *p, uint64_t first, uint64_t last)
+{
+    if (last < first || last > p->tag)
+        return 0; /* not ours: this connection never sent those */
+    for (size_t j = 0; j < p->cap && p->n; j++) {
+        uint64_t v = p->ids[j].id;
+        if (v && v != ~0ull && p->ids[j].tag >= first && p->ids[j].tag <= last) {
+            p->ids[j].id = ~0ull;
+            p->n--;
+        }
+    }
+    return last - first + 1;
+}
+
 /* ---- frames -------------------------------------------------------------- */
 
-static void note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len)
+/* Notes the ids of the frame's requests that expect a reply. -1 (nothing
+ * noted): they would take p past PEER_IDS_MAX waiting, and some already do. */
+static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len, uint64_t tag)
 {
     char err[160];
+    size_t k = 0;
     if (gbi_frame_decode(&s->scratch, buf, len, err, sizeof err) != 0)
-        return; /* the worker answers undecodable frames (correlation id 0) */
+        return 0; /* the worker answers undecodable frames (correlation id 0) */
+    for (size_t i = 0; i < s->scratch.n; i++) /* those set_add keeps */
+        k += s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY && s->scratch.envs[i].corr != 0 &&
+             s->scratch.envs[i].corr != ~0ull;
+    if (p->n && p->n + k > PEER_IDS_MAX)
+        return -1;
     for (size_t i = 0; i < s->scratch.n; i++)
         if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
-            set_add(p, s->scratch.envs[i].corr);
+            set_add(p, s->scratch.envs[i].corr, tag);
+    return 0;
 }
 
 /* Strikes the frame's replies off p's pending set; returns how many it held. */
@@ -269,24 +312,27 @@ static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
 
 static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p->refused_owed; }
 
-/* Answers every id p still waits for with STATUS_GPU_ERROR. */
+/* Answers every id p still waits for with status; the texts of the first
+ * 64 KiB only, as the bridge does for one frame's errors (a client that does
+ * not read may have PEER_IDS_MAX waiting). */
 static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *why)
 {
-    size_t done = 0;
+    size_t done = 0, text = 0;
     while (p->n > 0) {
         enum { CHUNK = 256 };
         Gpubridge__Reply rs[CHUNK], *rp[CHUNK];
         size_t k = 0;
         for (size_t j = 0; j < p->cap && k < CHUNK; j++) {
-            uint64_t v = p->ids[j];
+            uint64_t v = p->ids[j].id;
             if (!v || v == ~0ull)
                 continue;
             gpubridge__reply__init(&rs[k]);
             rs[k].correlation_id = v;
             rs[k].status = status;
-            rs[k].error = (char *)why;
+            rs[k].error = (char *)(text < GBI_FRAME_ERR_BUDGET ? why : "");
+            text += strlen(why);
             rp[k] = &rs[k];
-            p->ids[j] = ~0ull;
+            p->ids[j].id = ~0ull;
             p->n--;
             k++;
         }
@@ -387,6 +433,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
     memset(p, 0, sizeof *p);
     memcpy(p->id, id, len);
     p->id_len = len;
+    p->tag = ++s->conns << 32; /* a new connection's tags never follow an old one's */
     return p;
 }
 
@@ -435,6 +482,37 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
     }
 }
 
+/* Tells the worker how many frames were refused as too large here, for its
+ * Telemetry (on the heartbeat's connection; kept while there is none). */
+static void too_large_count(gbi_sup_t *s)
+{
+    uint8_t note[GBI_NOTE_LEN];
+    gbi_note_make(note, GBI_NOTE_TOO_LARGE, s->too_large_uncounted, 0);
+    if (s->too_large_uncounted && s->hb && zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
+        s->too_large_uncounted = 0;
+}
+
+/* A frame over max_message_size: not forwarded; one TOO_LARGE reply
+ * (correlation id 0), as the bridge gives, logged at most once a second. */
+static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
+{
+    char why[160];
+    const uint64_t now = gb_now_ns();
+    s->too_large++;
+    s->too_large_unlogged++;
+    s->too_large_uncounted++;
+    if (now - s->too_large_logged_ns >= 1000000000ull) {
+        GB_WARN("supervisor: refused %llu frame(s) over max_message_size (%u bytes); the last of %zu bytes",
+                (unsigned long long)s->too_large_unlogged, s->cfg->max_message_size, size);
+        s->too_large_logged_ns = now;
+        s->too_large_unlogged = 0;
+    }
+    too_large_count(s);
+    snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u)", size, s->cfg->max_message_size);
+    s->replies_own++;
+    refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
+}
+
 /* Sends what p has waiting, while its queue takes it: the supervisor's own
  * replies, the BUSY replies owed, then the held worker reply. Returns 1 once
  * nothing waits. */
@@ -477,8 +555,17 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
     while (p->dealer && n < 1024 && peer_flush(s, p) && zmq_msg_recv(&m, p->dealer, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m))
             continue; /* the delimiter: to_client adds it back */
+        uint64_t first, last;
+        if (gbi_note_read(zmq_msg_data(&m), zmq_msg_size(&m), GBI_NOTE_REFUSED, &first, &last)) {
+            /* Frames the worker refused whole: their ids get no reply from
+             * it; the client gets one BUSY per frame, as from the bridge. */
+            p->refused_owed += set_del_tags(p, first, last);
+            n++;
+            continue;
+        }
         s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
         s->up = s->worker > 0;
+        s->alive_ns = gb_now_ns();
         if (to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m)) != 0 && (p->out_msg = malloc(sizeof *p->out_msg))) {
             zmq_msg_init(p->out_msg);
             zmq_msg_move(p->out_msg, &m); /* sent by peer_flush when the client reads */
@@ -568,19 +655,73 @@ static int unstall(gbi_sup_t *s)
                        "the supervisor cannot take more connections now (out of descriptors); retry later");
         return 1;
     }
-    if (s->stall_delim && zmq_send(d, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+    /* [tag][frame]: the client's delimiter stays here (to_client adds it). */
+    uint8_t tag[GBI_TAG_LEN];
+    gbi_put_u64(tag, s->stall_tag);
+    if (zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return 0;
-    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
-        if (s->stall_delim) {
-            /* the delimiter went out alone: finish the message blocking (the
-             * pipe took one part, it takes the next) */
-            zmq_msg_send(&s->stall_msg, d, 0);
-        } else {
-            return 0;
-        }
-    }
+    /* The pipe took the first part, so it takes the next, unless the
+     * worker's connection went meanwhile: then ZeroMQ drops the message,
+     * and its ids are answered when the worker is reaped. Never a blocking
+     * send: the worker is reaped and restarted by this loop. */
+    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0)
+        zmq_msg_close(&s->stall_msg);
     s->stall_peer = NULL;
     return 1;
+}
+
+/* A client frame the supervisor answers itself, not passing it on: from a
+ * client that leaves its replies unread, too large, past the budget while no
+ * worker reads, refused control, or past the waiting requests' bound.
+ * Returns 1 when it was; else its ids are noted (tag p->tag + 1). */
+static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
+{
+    if (!peer_stalled(p))
+        p->stall_fwd = 0;
+    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(m)) > STALL_FWD_MAX) {
+        /* It leaves its replies unread: refused here (one BUSY each, sent
+         * once it reads), neither forwarded nor noted, rather than queued
+         * towards a worker that would refuse it past its own bound. */
+        p->refused_owed++;
+        return 1;
+    }
+    if (zmq_msg_size(m) > s->cfg->max_message_size) {
+        refuse_too_large(s, p, zmq_msg_size(m));
+        return 1;
+    }
+    if (s->up && gb_now_ns() - s->alive_ns < LATE_NS) {
+        p->down_fwd = 0;
+    } else if (!s->closing && (p->down_fwd += zmq_msg_size(m)) > DOWN_FWD_MAX) {
+        /* No worker reads (it is restarting, or its heartbeat is late): what
+         * is forwarded waits in this process, so each client gets a byte
+         * budget, not DEALER_HWM frames of up to the hard cap each. */
+        p->down_fwd -= zmq_msg_size(m);
+        s->replies_own++;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                     "frame refused: the GPU worker is restarting or not answering, and this client's frames "
+                     "waiting for it passed the supervisor's bound; retry later");
+        return 1;
+    }
+    /* The worker sees only this process: control authority is checked here. */
+    size_t nlen = 0, nrep = 0;
+    uint8_t *no = gb_authority_peer(s->cfg, m)
+                      ? NULL
+                      : gb_authority_refusal(zmq_msg_data(m), zmq_msg_size(m), &nlen, &nrep);
+    if (no) {
+        s->replies_own += nrep;
+        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
+        free(no);
+        return 1;
+    }
+    if (note_requests(s, p, zmq_msg_data(m), zmq_msg_size(m), p->tag + 1) != 0) {
+        s->replies_own++;
+        refuse_frame(s, p, s->closing ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
+                     s->closing ? "the bridge is shutting down; the frame was not processed"
+                                : "frame refused: its client has as many requests waiting for replies as the "
+                                  "supervisor keeps (65,536); read replies, then resend");
+        return 1;
+    }
+    return 0;
 }
 
 /* Reads one client frame from the ROUTER and forwards it. Returns 0 when
@@ -637,55 +778,17 @@ static int from_client(gbi_sup_t *s)
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
-    if (!peer_stalled(p))
-        p->stall_fwd = 0;
-    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(&m)) > STALL_FWD_MAX) {
-        /* It leaves its replies unread: refused here (one BUSY each, sent
-         * once it reads), neither forwarded nor noted. Forwarded, the worker
-         * would refuse it past its own bound with one BUSY of correlation id
-         * 0, which strikes none of the ids noted here: they would be
-         * answered a second time when the worker goes. */
-        p->refused_owed++;
+    if (answered_here(s, p, &m)) {
         zmq_msg_close(&m);
         return 1;
     }
-    if (s->up) {
-        p->down_fwd = 0;
-    } else if (!s->closing && (p->down_fwd += zmq_msg_size(&m)) > DOWN_FWD_MAX) {
-        /* No worker serves (it is restarting): what is forwarded waits in
-         * this process, so each client gets a byte budget, not DEALER_HWM
-         * frames of up to the hard cap each. */
-        p->down_fwd -= zmq_msg_size(&m);
-        s->replies_own++;
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
-                     "frame refused: the GPU worker is restarting and this client's frames waiting for it passed "
-                     "the supervisor's bound; retry later");
-        zmq_msg_close(&m);
-        return 1;
-    }
-    /* A frame over max_message_size goes to the worker undecoded: it answers
-     * it with one TOO_LARGE (correlation id 0) and counts it. */
-    int fits = zmq_msg_size(&m) <= s->cfg->max_message_size;
-    /* The worker sees only this process: control authority is checked here. */
-    size_t nlen = 0, nrep = 0;
-    uint8_t *no = !fits || gb_authority_peer(s->cfg, &m)
-                      ? NULL
-                      : gb_authority_refusal(zmq_msg_data(&m), zmq_msg_size(&m), &nlen, &nrep);
-    if (no) {
-        s->replies_own += nrep;
-        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
-        free(no);
-        zmq_msg_close(&m);
-        return 1;
-    }
-    if (fits)
-        note_requests(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
+    p->tag++;
     if (s->closing) {
         zmq_msg_close(&m); /* its ids are answered SHUTTING_DOWN with the rest */
         return 1;
     }
     s->stall_peer = p;
-    s->stall_delim = delim;
+    s->stall_tag = p->tag;
     zmq_msg_init(&s->stall_msg);
     zmq_msg_move(&s->stall_msg, &m); /* unstall sends (and so releases) it */
     zmq_msg_close(&m);
@@ -809,6 +912,7 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
         zmq_send(s->hb, buf, len, ZMQ_DONTWAIT); /* a full pipe: the worker is not reading anyway */
     }
     s->hb_sent_ns = now;
+    too_large_count(s);
 }
 
 /* Any reply on the heartbeat's DEALER shows the worker's loop is turning. */
@@ -819,7 +923,7 @@ static void hb_recv(gbi_sup_t *s)
     while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
         if (!s->hb_ok_ns)
             GB_INFO("supervisor: worker %d answers its heartbeat", (int)s->worker);
-        s->hb_ok_ns = gb_now_ns();
+        s->hb_ok_ns = s->alive_ns = gb_now_ns();
         s->up = true;
     }
     zmq_msg_close(&m);
@@ -1147,9 +1251,10 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     close_all(&s);
     /* After close_all: it answers the requests still waiting at the end. */
     if (served)
-        GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here); %llu "
-                "restart(s) of the worker", (unsigned long long)(s.replies_fwd + s.replies_own),
-                (unsigned long long)s.replies_fwd, (unsigned long long)s.replies_own,
+        GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here, %llu of "
+                "them frames too large); %llu restart(s) of the worker",
+                (unsigned long long)(s.replies_fwd + s.replies_own), (unsigned long long)s.replies_fwd,
+                (unsigned long long)s.replies_own, (unsigned long long)s.too_large,
                 (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
     return err;
 }
