@@ -50,7 +50,7 @@ for _ in $(seq 600); do
 done
 fails=0
 [ "$n" -gt 1100 ] || { echo "FAIL: the bridge holds only $n descriptors"; fails=1; }
-code=$(curl -s -o "$T/scrape" -w '%{http_code}' --max-time 30 "$ADDR")
+code=$(curl -sS -o "$T/scrape" -w '%{http_code}' --max-time 30 "$ADDR")
 echo "bridge descriptors: $n; scrape: HTTP $code"
 [ "$code" = 200 ] && grep -q "^gpubridge_" "$T/scrape" || { echo "FAIL: a scrape past descriptor 1023 is not served"; fails=1; }
 touch "$T/release"
