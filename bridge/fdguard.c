@@ -1,7 +1,5 @@
-/* See fdguard.h. Without _GNU_SOURCE: glibc's accept() then takes a plain
- * struct sockaddr pointer (not a transparent union), as the wrappers do. */
-#undef _GNU_SOURCE
-#define _DEFAULT_SOURCE 1
+/* See fdguard.h. The accept() and accept4() the daemon defines are in
+ * fdguard_accept.c, linked into the daemon only. */
 #include "fdguard.h"
 
 #include <dirent.h>
@@ -17,12 +15,12 @@
 
 #include "log.h"
 
-int accept4(int fd, struct sockaddr *restrict addr, socklen_t *restrict len, int flags);
-
 /* Process-wide: the wrappers run in libzmq's I/O threads. */
 static atomic_int g_cap;          /* descriptors from here up are not for connections; 0: no guard */
 static atomic_int g_reserve = -1; /* kept open to refuse a connection when none is left */
 static atomic_uint_least64_t g_refused;
+static atomic_uint_least64_t g_accepts; /* accept calls while guarded: a spin makes millions */
+static atomic_uint_least64_t g_starved; /* calls that left a connection queued: no descriptor at all */
 
 int gb_fd_count(void)
 {
@@ -65,58 +63,63 @@ static void reserve_refill(void)
         close(r);
 }
 
-static int guarded_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+int gb_fdguard_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     int c = (int)syscall(SYS_accept4, fd, addr, len, flags);
     const int cap = atomic_load_explicit(&g_cap, memory_order_relaxed);
     if (cap <= 0)
         return c;
+    atomic_fetch_add_explicit(&g_accepts, 1, memory_order_relaxed);
     if (c >= cap)
         return refuse(c); /* every descriptor below it is in use */
     if (c < 0 && (errno == EMFILE || errno == ENFILE)) {
         /* Something else took the headroom: the queued connection would keep
-         * the listener readable, so refuse it with the reserve's descriptor. */
-        const int err = errno;
-        int r = atomic_exchange(&g_reserve, -1);
-        if (r < 0) {
-            errno = err;
-            return -1;
+         * the listener readable, so refuse it with the reserve's descriptor.
+         * The caller never sees EMFILE: with the reserve gone too (taken by
+         * another thread), the connection stays queued for the next call. */
+        int r = atomic_exchange(&g_reserve, -1), err = EMFILE;
+        if (r >= 0) {
+            close(r);
+            c = (int)syscall(SYS_accept4, fd, NULL, NULL, flags);
+            err = c >= 0 ? ECONNABORTED : errno; /* EAGAIN: nothing was queued */
+            if (c >= 0)
+                refuse(c);
+            reserve_refill();
         }
-        close(r);
-        c = (int)syscall(SYS_accept4, fd, NULL, NULL, flags);
-        const int err2 = errno;
-        if (c >= 0)
-            refuse(c);
-        reserve_refill();
-        errno = c >= 0 ? ECONNABORTED : err2;
+        if (err == EMFILE || err == ENFILE) {
+            atomic_fetch_add_explicit(&g_starved, 1, memory_order_relaxed);
+            err = ECONNABORTED;
+        }
+        errno = err;
         return -1;
     }
     return c;
 }
 
-int accept4(int fd, struct sockaddr *restrict addr, socklen_t *restrict len, int flags)
+/* The share of the limit connections never take; the rest from here. */
+static void set_limit(gb_fdguard_t *g, int limit)
 {
-    return guarded_accept(fd, addr, len, flags);
+    g->limit = limit;
+    g->headroom = g->limit / 16 > 32 ? g->limit / 16 : 32;
+    if (g->headroom > g->limit / 2)
+        g->headroom = g->limit / 2;
+    g->warn_at = g->limit - g->limit / 4;
+    g->resume_at = g->limit - g->headroom - g->headroom / 2;
+    atomic_store(&g_cap, g->limit - g->headroom);
 }
 
-int accept(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
+static int soft_limit(void)
 {
-    return guarded_accept(fd, addr, len, 0);
+    struct rlimit rl;
+    return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 30) ? (int)rl.rlim_cur : 1 << 30;
 }
 
 void gb_fdguard_init(gb_fdguard_t *g, const char *who)
 {
     memset(g, 0, sizeof *g);
     g->who = who;
-    struct rlimit rl;
-    g->limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 30) ? (int)rl.rlim_cur : 1 << 30;
-    g->headroom = g->limit / 16 > 32 ? g->limit / 16 : 32;
-    if (g->headroom > g->limit / 2)
-        g->headroom = g->limit / 2;
-    g->warn_at = g->limit - g->limit / 4;
-    g->resume_at = g->limit - g->headroom - g->headroom / 2;
     reserve_refill();
-    atomic_store(&g_cap, g->limit - g->headroom);
+    set_limit(g, soft_limit());
 }
 
 /* The lowest free descriptor: all below it are in use (descriptors are
@@ -141,6 +144,12 @@ void gb_fdguard_check(gb_fdguard_t *g, uint64_t now_ns)
     if (g->limit <= 0 || now_ns < g->next_ns)
         return;
     g->next_ns = now_ns + 100000000ull;
+    const int limit = soft_limit(); /* raised meanwhile (prlimit): connections may take more */
+    if (limit != g->limit) {
+        set_limit(g, limit);
+        GB_INFO("%s: descriptor limit now %d: new connections are refused past %d", g->who, limit,
+                limit - g->headroom);
+    }
     reserve_refill();
     const int low = lowest_free(g->limit), cap = g->limit - g->headroom;
     const uint64_t refused = gb_fdguard_refused();
@@ -161,4 +170,22 @@ void gb_fdguard_check(gb_fdguard_t *g, uint64_t now_ns)
         g->warned = false;
     }
     g->refused_seen = refused;
+}
+
+uint64_t gb_fdguard_accepts(void)
+{
+    return atomic_load_explicit(&g_accepts, memory_order_relaxed);
+}
+
+uint64_t gb_fdguard_starved(void)
+{
+    return atomic_load_explicit(&g_starved, memory_order_relaxed);
+}
+
+void gb_fdguard_report(const gb_fdguard_t *g)
+{
+    if (g->limit > 0)
+        GB_INFO("%s: descriptor guard: %llu accept() call(s), %llu connection(s) refused, %llu found no "
+                "descriptor to refuse with", g->who, (unsigned long long)gb_fdguard_accepts(),
+                (unsigned long long)gb_fdguard_refused(), (unsigned long long)gb_fdguard_starved());
 }

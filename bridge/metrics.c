@@ -320,7 +320,9 @@ gb_err gb_metrics_start(const gb_metrics_config_t *mc, gb_metrics_t **out, char 
         return GB_ERR_NOMEM;
     }
     pthread_mutex_init(&m->mu, NULL);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* epoll or poll, not select(): with the raised descriptor limit a scrape
+     * may come on a descriptor past FD_SETSIZE. */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     /* A few scrapers at most: a small connection limit and a short timeout
      * keep a slow or hostile peer from holding the thread. */
     m->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,

@@ -378,6 +378,7 @@ static void finish(gb_server_t *s)
             (unsigned long long)s->frames_in, (unsigned long long)s->requests, (unsigned long long)s->replies,
             (unsigned long long)s->error_replies, (unsigned long long)s->frames_too_large,
             (unsigned long long)s->requests_busy, (unsigned long long)s->frames_refused_unread);
+    gb_fdguard_report(&s->fdg);
 }
 
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)

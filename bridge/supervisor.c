@@ -127,6 +127,7 @@ typedef struct gbi_sup {
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
+    uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
 } gbi_sup_t;
 
 #define DEALER_HWM 256 /* frames queued towards the worker per client */
@@ -647,7 +648,15 @@ static int unstall(gbi_sup_t *s)
     if (!d) {
         /* Out of sockets or descriptors: refuse the frame rather than hold
          * every client. Without a DEALER the peer has nothing else in flight. */
-        GB_WARN("supervisor: cannot open a connection to the worker: %s", zmq_strerror(zmq_errno()));
+        const int err = zmq_errno();
+        const uint64_t now = gb_now_ns();
+        s->nodealer_unlogged++;
+        if (now - s->nodealer_logged_ns >= 1000000000ull) { /* at most once a second: a client can send many */
+            GB_WARN("supervisor: cannot open a connection to the worker: %s; %llu frame(s) answered STATUS_BUSY",
+                    zmq_strerror(err), (unsigned long long)s->nodealer_unlogged);
+            s->nodealer_logged_ns = now;
+            s->nodealer_unlogged = 0;
+        }
         zmq_msg_close(&s->stall_msg);
         peer_t *p = s->stall_peer;
         s->stall_peer = NULL;
@@ -1256,5 +1265,6 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
                 (unsigned long long)(s.replies_fwd + s.replies_own), (unsigned long long)s.replies_fwd,
                 (unsigned long long)s.replies_own, (unsigned long long)s.too_large,
                 (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
+    gb_fdguard_report(&s.fdg);
     return err;
 }

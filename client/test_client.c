@@ -12,6 +12,11 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +299,61 @@ static void test_not_connected(void **state)
     assert_int_equal(atomic_load(&f->envelopes), 3);
     gbc_client_destroy(&c);
     fake_stop(&f);
+}
+
+/* A bridge at its descriptor limit: each connection is reset once the
+ * client's greeting is in (so the reset meets the client's read). */
+typedef struct {
+    int listener;
+    atomic_bool stop;
+} resetter_t;
+
+static void *resetter(void *arg)
+{
+    resetter_t *r = arg;
+    while (!atomic_load(&r->stop)) {
+        struct pollfd p = {r->listener, POLLIN, 0};
+        if (poll(&p, 1, 20) != 1)
+            continue;
+        int c = accept(r->listener, NULL, NULL);
+        if (c < 0)
+            continue;
+        struct pollfd q = {c, POLLIN, 0};
+        char b[16];
+        if (poll(&q, 1, 1000) == 1)
+            (void)!read(c, b, sizeof b);
+        struct linger lg = {1, 0};
+        setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        close(c);
+    }
+    return NULL;
+}
+
+static void test_connection_reset(void **state)
+{
+    (void)state;
+    resetter_t r = {.listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    assert_true(r.listener >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(r.listener, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(r.listener, 16), 0);
+    assert_int_equal(getsockname(r.listener, (struct sockaddr *)&a, &len), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, resetter, &r), 0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    const char *eps[1] = {ep};
+    gbc_options_t opt = {.timeout_ms = 500};
+    gbc_client_t *c = NULL;
+    assert_int_equal(gbc_client_new(eps, 1, &opt, &c), GBC_OK);
+    gbc_reply_t rep;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &rep, GBC_TIMEOUT_DEFAULT), GBC_ERR_CONNECT);
+    assert_non_null(strstr(gbc_last_error(), "reset before the ZeroMQ handshake"));
+    gbc_client_destroy(&c);
+    atomic_store(&r.stop, true);
+    pthread_join(th, NULL);
+    close(r.listener);
 }
 
 static void test_pipelining(void **state)
@@ -1050,6 +1110,7 @@ int main(void)
         cmocka_unit_test(test_pipelined_deadline),
         cmocka_unit_test(test_abi),
         cmocka_unit_test(test_not_connected),
+        cmocka_unit_test(test_connection_reset),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_no_batching_and_frame_limit),
         cmocka_unit_test(test_placement),
