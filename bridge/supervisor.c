@@ -120,10 +120,13 @@ typedef struct gbi_sup {
     peer_t *stall_peer;
     zmq_msg_t stall_msg;
     uint64_t stall_tag;
+    size_t stall_counted, down_counted; /* what the held frame added to its budgets */
     uint64_t conns; /* peers made so far: each one's tags start at conns << 32 */
     uint64_t too_large_logged_ns, too_large_unlogged, too_large_uncounted, too_large;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
+    bool stopping; /* stop was sent to the worker: it drains (and is not heartbeat-checked) */
+    size_t down_total; /* bytes of all clients' frames forwarded while no worker reads (SUP_DOWN_MAX) */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
@@ -141,6 +144,10 @@ typedef struct gbi_sup {
 /* Requests of one client waiting for replies (its noted ids: 4 MiB at most,
  * with the set's room); past it, its frames are refused, unless none waits. */
 #define PEER_IDS_MAX 65536
+/* Supervisor-wide: bytes forwarded while no worker reads, and ids waiting,
+ * across all clients (MAX_PEERS clients each at their own bound is too much). */
+#define SUP_DOWN_MAX (64u << 20)
+#define SUP_IDS_MAX (1u << 20)
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
 /* A worker that runs without answering is killed after this many heartbeat
@@ -245,8 +252,18 @@ static uint64_t set_del_tags(peer_t *p, uint64_t first, uint64_t last)
 
 /* ---- frames -------------------------------------------------------------- */
 
+/* Ids waiting across all clients. */
+static size_t ids_total(const gbi_sup_t *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_peers; i++)
+        n += s->peers[i].n;
+    return n;
+}
+
 /* Notes the ids of the frame's requests that expect a reply. -1 (nothing
- * noted): they would take p past PEER_IDS_MAX waiting, and some already do. */
+ * noted): they would take p past PEER_IDS_MAX waiting, and some already do;
+ * -2: all clients' past SUP_IDS_MAX, and some already wait. */
 static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len, uint64_t tag)
 {
     char err[160];
@@ -258,6 +275,11 @@ static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len
              s->scratch.envs[i].corr != ~0ull;
     if (p->n && p->n + k > PEER_IDS_MAX)
         return -1;
+    if (k) {
+        const size_t all = ids_total(s);
+        if (all && all + k > SUP_IDS_MAX)
+            return -2;
+    }
     for (size_t i = 0; i < s->scratch.n; i++)
         if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
             set_add(p, s->scratch.envs[i].corr, tag);
@@ -316,7 +338,7 @@ static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p
 /* Answers every id p still waits for with status; the texts of the first
  * 64 KiB only, as the bridge does for one frame's errors (a client that does
  * not read may have PEER_IDS_MAX waiting). */
-static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *why)
+static size_t answer_tagged(gbi_sup_t *s, peer_t *p, int status, const char *why, uint64_t tag)
 {
     size_t done = 0, text = 0;
     while (p->n > 0) {
@@ -325,7 +347,7 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
         size_t k = 0;
         for (size_t j = 0; j < p->cap && k < CHUNK; j++) {
             uint64_t v = p->ids[j].id;
-            if (!v || v == ~0ull)
+            if (!v || v == ~0ull || (tag && p->ids[j].tag != tag))
                 continue;
             gpubridge__reply__init(&rs[k]);
             rs[k].correlation_id = v;
@@ -337,6 +359,8 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
             p->n--;
             k++;
         }
+        if (k == 0)
+            break; /* none (left) with that tag */
         Gpubridge__ReplyBatch b = GPUBRIDGE__REPLY_BATCH__INIT;
         b.n_replies = k;
         b.replies = rp;
@@ -354,6 +378,11 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
         s->replies_own += k;
     }
     return done;
+}
+
+static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *why)
+{
+    return answer_tagged(s, p, status, why, 0);
 }
 
 /* ---- the worker ------------------------------------------------------------ */
@@ -639,6 +668,45 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
     return answered;
 }
 
+/* Whether the worker reads what is passed on: it is up and has answered
+ * something lately (a draining one answers no heartbeat: it may be late). */
+static bool worker_reading(const gbi_sup_t *s)
+{
+    return s->up && gb_now_ns() - s->alive_ns < LATE_NS;
+}
+
+/* Refuses a frame that would wait for a worker that does not read: BUSY,
+ * or SHUTTING_DOWN once the worker was told to stop (what it would answer). */
+static void refuse_unread(gbi_sup_t *s, peer_t *p, const char *why)
+{
+    s->replies_own++;
+    if (s->stopping)
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
+                     "the bridge is shutting down; the frame was not processed");
+    else
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY, why);
+}
+
+/* The held frame is not passed on after all: its bytes leave the budgets. */
+static void uncount_held(gbi_sup_t *s, peer_t *p)
+{
+    p->stall_fwd -= p->stall_fwd >= s->stall_counted ? s->stall_counted : p->stall_fwd;
+    p->down_fwd -= p->down_fwd >= s->down_counted ? s->down_counted : p->down_fwd;
+    s->down_total -= s->down_total >= s->down_counted ? s->down_counted : s->down_total;
+}
+
+/* Refuses the held frame BUSY (correlation id 0) instead of passing it on:
+ * its ids are struck and its bytes leave the budgets. */
+static void refuse_held(gbi_sup_t *s, const char *why)
+{
+    peer_t *p = s->stall_peer;
+    zmq_msg_close(&s->stall_msg);
+    s->stall_peer = NULL;
+    set_del_tags(p, s->stall_tag, s->stall_tag);
+    uncount_held(s, p);
+    refuse_unread(s, p, why);
+}
+
 /* Tries to hand the held frame to its DEALER. Returns 1 once nothing is held. */
 static int unstall(gbi_sup_t *s)
 {
@@ -660,6 +728,7 @@ static int unstall(gbi_sup_t *s)
         zmq_msg_close(&s->stall_msg);
         peer_t *p = s->stall_peer;
         s->stall_peer = NULL;
+        uncount_held(s, p);
         answer_pending(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
                        "the supervisor cannot take more connections now (out of descriptors); retry later");
         return 1;
@@ -667,15 +736,43 @@ static int unstall(gbi_sup_t *s)
     /* [tag][frame]: the client's delimiter stays here (to_client adds it). */
     uint8_t tag[GBI_TAG_LEN];
     gbi_put_u64(tag, s->stall_tag);
-    if (zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return 0;
+    if (zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        if (worker_reading(s))
+            return 0; /* it reads: ZeroMQ pushes back on the clients meanwhile */
+        /* Nobody reads the queue: holding the frame would stop the ROUTER
+         * for every client until the worker is back or killed. */
+        refuse_held(s, "frame refused: the GPU worker is restarting or not answering, and this client's frames "
+                       "waiting for it fill its queue; retry later");
+        return 1;
+    }
     /* The pipe took the first part, so it takes the next, unless the
      * worker's connection went meanwhile: then ZeroMQ drops the message,
-     * and its ids are answered when the worker is reaped. Never a blocking
-     * send: the worker is reaped and restarted by this loop. */
-    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0)
-        zmq_msg_close(&s->stall_msg);
+     * and its requests are answered here at once. Never a blocking send:
+     * the worker is reaped and restarted by this loop. */
+    peer_t *p = s->stall_peer;
     s->stall_peer = NULL;
+    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&s->stall_msg);
+        answer_tagged(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                      "the request could not be passed to the GPU worker (its connection closed) and was not "
+                      "processed; retry", s->stall_tag);
+    }
+    return 1;
+}
+
+/* A control request from a peer without authority: refused here (the
+ * worker sees only this process). Returns 1 when it was. */
+static int refused_control(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
+{
+    size_t nlen = 0, nrep = 0;
+    uint8_t *no = gb_authority_peer(s->cfg, m)
+                      ? NULL
+                      : gb_authority_refusal(zmq_msg_data(m), zmq_msg_size(m), &nlen, &nrep);
+    if (!no)
+        return 0;
+    s->replies_own += nrep;
+    own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
+    free(no);
     return 1;
 }
 
@@ -685,51 +782,56 @@ static int unstall(gbi_sup_t *s)
  * Returns 1 when it was; else its ids are noted (tag p->tag + 1). */
 static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
 {
-    if (!peer_stalled(p))
+    const size_t len = zmq_msg_size(m);
+    const bool stalled = peer_stalled(p), reading = s->closing || worker_reading(s);
+    if (!stalled) {
         p->stall_fwd = 0;
-    else if (p->refused_owed || (p->stall_fwd += zmq_msg_size(m)) > STALL_FWD_MAX) {
+    } else if (p->refused_owed || p->stall_fwd + len > STALL_FWD_MAX) {
         /* It leaves its replies unread: refused here (one BUSY each, sent
          * once it reads), neither forwarded nor noted, rather than queued
          * towards a worker that would refuse it past its own bound. */
         p->refused_owed++;
         return 1;
     }
-    if (zmq_msg_size(m) > s->cfg->max_message_size) {
-        refuse_too_large(s, p, zmq_msg_size(m));
+    if (len > s->cfg->max_message_size) {
+        refuse_too_large(s, p, len);
         return 1;
     }
-    if (s->up && gb_now_ns() - s->alive_ns < LATE_NS) {
+    if (reading) {
         p->down_fwd = 0;
-    } else if (!s->closing && (p->down_fwd += zmq_msg_size(m)) > DOWN_FWD_MAX) {
+        s->down_total = 0;
+    } else if (p->down_fwd + len > DOWN_FWD_MAX || s->down_total + len > SUP_DOWN_MAX) {
         /* No worker reads (it is restarting, or its heartbeat is late): what
          * is forwarded waits in this process, so each client gets a byte
-         * budget, not DEALER_HWM frames of up to the hard cap each. */
-        p->down_fwd -= zmq_msg_size(m);
-        s->replies_own++;
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
-                     "frame refused: the GPU worker is restarting or not answering, and this client's frames "
-                     "waiting for it passed the supervisor's bound; retry later");
+         * budget, not DEALER_HWM frames of up to the hard cap each, and all
+         * clients together one more. */
+        refuse_unread(s, p,
+                     p->down_fwd + len > DOWN_FWD_MAX
+                         ? "frame refused: the GPU worker is restarting or not answering, and this client's frames "
+                           "waiting for it passed the supervisor's bound; retry later"
+                         : "frame refused: the GPU worker is restarting or not answering, and all clients' frames "
+                           "waiting for it passed the supervisor's bound; retry later");
         return 1;
     }
-    /* The worker sees only this process: control authority is checked here. */
-    size_t nlen = 0, nrep = 0;
-    uint8_t *no = gb_authority_peer(s->cfg, m)
-                      ? NULL
-                      : gb_authority_refusal(zmq_msg_data(m), zmq_msg_size(m), &nlen, &nrep);
-    if (no) {
-        s->replies_own += nrep;
-        own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
-        free(no);
+    if (refused_control(s, p, m))
         return 1;
-    }
-    if (note_requests(s, p, zmq_msg_data(m), zmq_msg_size(m), p->tag + 1) != 0) {
+    const int noted = note_requests(s, p, zmq_msg_data(m), len, p->tag + 1);
+    if (noted != 0) {
         s->replies_own++;
         refuse_frame(s, p, s->closing ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
                      s->closing ? "the bridge is shutting down; the frame was not processed"
-                                : "frame refused: its client has as many requests waiting for replies as the "
-                                  "supervisor keeps (65,536); read replies, then resend");
+                     : noted == -1 ? "frame refused: its client has as many requests waiting for replies as the "
+                                     "supervisor keeps (65,536); read replies, then resend"
+                                   : "frame refused: the supervisor has as many requests waiting for replies as it "
+                                     "keeps for all clients (1,048,576); retry later");
         return 1;
     }
+    /* Passed on: its bytes count now, not when refused above. */
+    s->stall_counted = stalled ? len : 0;
+    s->down_counted = reading ? 0 : len;
+    p->stall_fwd += s->stall_counted;
+    p->down_fwd += s->down_counted;
+    s->down_total += s->down_counted;
     return 0;
 }
 
@@ -1163,6 +1265,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             kill(s->worker, SIGKILL);
             stop_sent_ns = now; /* the next check reaps it */
         }
+        s->stopping = stop_sent_ns != 0; /* draining: frames refused here get SHUTTING_DOWN, as from it */
         if (!stop_sent_ns)
             hb_check(s, now); /* draining: bounded by the drain's deadline above instead */
         gb_fdguard_check(&s->fdg, now);

@@ -958,6 +958,116 @@ static void test_stopped_worker_budget(void **state)
     assert_false(log_contains(&g_b, "killing it")); /* it was stopped for less than the heartbeat's 10 s */
 }
 
+/* Under --supervise: a client's small frames to a stopped worker fill its
+ * queue towards the worker (256 frames, and the socket's buffer) long before
+ * its byte budget. Past that they are refused BUSY at once rather than held,
+ * so the supervisor keeps reading the other clients: a second client's frame
+ * (one it answers itself, too large) is answered while the worker is still
+ * stopped, before its heartbeat kills it. Each request of the first client
+ * gets one reply or its frame one refusal. */
+static void test_stopped_worker_small_frames(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"), 0);
+    void *a = client_open(g_b.endpoint), *b = client_open(g_b.endpoint);
+    still_serves(a);
+    still_serves(b);
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    assert_int_equal(kill(wk, SIGSTOP), 0);
+    sleep(4); /* its heartbeat is late */
+    enum { N = 20000 };
+    uint64_t sent = 0;
+    for (uint64_t k = 1; k <= N; k++) {
+        size_t len;
+        uint8_t *fr = echo_batch(k, 1, &len);
+        size_t ok = send_for(a, fr, len, 1, 2000);
+        free(fr);
+        if (!ok)
+            break;
+        sent++;
+    }
+    uint8_t *junk = calloc(1, 65537);
+    send_raw(b, junk, 65537);
+    free(junk);
+    Gpubridge__ServerFrame *f = recv_frame(b, 30000); /* the heartbeat kills it within 10 s of the stop */
+    const int killed = log_contains(&g_b, "stopped answering");
+    kill(wk, SIGCONT);
+    assert_non_null(f);
+    size_t n;
+    Gpubridge__Reply **rs = frame_replies(f, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(rs[0]->status, GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_false(killed); /* answered while the worker was stopped, not once it was killed */
+    tally_t t;
+    tally_init(&t, sent);
+    want_t w = {sent, 1, 0};
+    tally_until(&t, a, all_answered, &w, 10000);
+    expect_all_answered(&t, &w);
+    print_message("%llu small frames to a stopped worker: %llu refused BUSY\n", (unsigned long long)sent,
+                  (unsigned long long)t.frame_busy);
+    assert_true(t.frame_busy > 0);
+    still_serves(a);
+    still_serves(b);
+    free(t.seen);
+    zmq_close(a);
+    zmq_close(b);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_false(log_contains(&g_b, "killing it"));
+}
+
+/* Under --supervise: while the worker drains (stop sent) it answers no
+ * heartbeat. When it does not read either (stopped here), frames past the
+ * no-worker budget (4 MiB) are refused by the supervisor as the worker would:
+ * STATUS_SHUTTING_DOWN, not BUSY "restarting". Of 8 frames of about 1 MB, 4
+ * wait (the worker answers them once it runs) and 4 are refused. */
+static void test_drain_past_budget(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, "shutdown_drain_ms = 15000;\n"), 0);
+    void *c = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(c, 1000, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    uint8_t pl[16];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    send_env(c, make_env(1, "echo", 1, 1, pl, pl_len)); /* paused: the drain waits for it */
+    usleep(200000);
+    kill(g_b.pid, SIGTERM);
+    for (uint64_t end = e2e_ms() + 5000; !log_contains(&g_b, "shutting down") && e2e_ms() < end;)
+        usleep(10000);
+    assert_true(log_contains(&g_b, "shutting down"));
+    assert_int_equal(kill(wk, SIGSTOP), 0);
+    sleep(4); /* no heartbeat during the drain, and no reply: it is late */
+    enum { N = 8, DATA = 1000000 };
+    for (uint64_t k = 2; k <= N + 1; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(k, 1, DATA, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    tally_t t;
+    tally_init(&t, N + 1);
+    want_t w4 = {0, 0, N - 4};
+    tally_until(&t, c, all_answered, &w4, 3000); /* the refusals, while it is stopped */
+    kill(wk, SIGCONT);
+    want_t w = {N + 1, 1, 0};
+    tally_until(&t, c, all_answered, &w, REPLY_MS + 15000);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.frame_busy, 0);
+    assert_int_equal(t.frame_other, N - 4); /* STATUS_SHUTTING_DOWN, correlation id 0 */
+    assert_int_equal(t.shutting_down, 4);
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+}
+
 /* A batch frame of n envelopes that hold a correlation id only (first..),
  * about 7 bytes each: each is answered with an error (malloc'd). */
 static uint8_t *ids_only_batch(uint64_t first, size_t n, size_t *len)
@@ -1130,6 +1240,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_supervisor_refuses_too_large, stop_bridge),
         cmocka_unit_test_teardown(test_no_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_budget, stop_bridge),
+        cmocka_unit_test_teardown(test_stopped_worker_small_frames, stop_bridge),
+        cmocka_unit_test_teardown(test_drain_past_budget, stop_bridge),
         cmocka_unit_test_teardown(test_pending_ids_bound, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
