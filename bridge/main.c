@@ -38,6 +38,7 @@ typedef struct gbi_cli {
     gb_mode mode; /* --mode: beats the config, its hosts and GPUBRIDGE_MODE */
     bool supervise;
     const char *worker_endpoint; /* set by a supervisor for its worker (not in --help) */
+    uint32_t max_message_size;   /* --max-message-size: beats the file's (0: not given) */
 } gbi_cli;
 
 static void usage(FILE *out, const char *prog)
@@ -57,6 +58,10 @@ static void usage(FILE *out, const char *prog)
             "  -m, --mode MODE         auto, persistent, relaunch or cpu (overrides the file,\n"
             "                          its hosts entries and GPUBRIDGE_MODE)\n"
             "      --detect            print the detected host facts and mode decision, exit\n"
+            "      --max-message-size BYTES\n"
+            "                          the largest frame (64..67108864), beating the file's\n"
+            "                          max_message_size; a supervisor passes its own to its\n"
+            "                          worker, so both keep one bound across restarts\n"
             "      --supervise         keep the socket in a supervisor process and run the GPU\n"
             "                          side in a worker process, restarted when it crashes or\n"
             "                          hits a CUDA error (its unanswered requests then get\n"
@@ -77,7 +82,7 @@ static void usage(FILE *out, const char *prog)
 /* Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, gbi_cli *cli)
 {
-    enum { OPT_CHECK = 256, OPT_DETECT, OPT_SUPERVISE, OPT_WORKER };
+    enum { OPT_CHECK = 256, OPT_DETECT, OPT_SUPERVISE, OPT_WORKER, OPT_MAXMSG };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"check-config", no_argument, NULL, OPT_CHECK},
@@ -86,6 +91,7 @@ static int parse_args(int argc, char **argv, gbi_cli *cli)
         {"detect", no_argument, NULL, OPT_DETECT},
         {"supervise", no_argument, NULL, OPT_SUPERVISE},
         {"worker-endpoint", required_argument, NULL, OPT_WORKER},
+        {"max-message-size", required_argument, NULL, OPT_MAXMSG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -99,6 +105,18 @@ static int parse_args(int argc, char **argv, gbi_cli *cli)
         case OPT_DETECT: cli->detect = true; break;
         case OPT_SUPERVISE: cli->supervise = true; break;
         case OPT_WORKER: cli->worker_endpoint = optarg; break;
+        case OPT_MAXMSG: {
+            char *end = NULL;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (errno || !end || *end || optarg[0] == '-' || v < 64 || v > (64ul << 20)) {
+                fprintf(stderr, "%s: --max-message-size '%s': a number of bytes from 64 to 67108864 wanted\n", prog,
+                        optarg);
+                return GBI_EXIT_USAGE;
+            }
+            cli->max_message_size = (uint32_t)v;
+            break;
+        }
         case 'l':
             if (gb_log_level_parse(optarg, &cli->log_level) != 0) {
                 fprintf(stderr, "%s: unknown log level '%s' (valid: error, warn, info, "
@@ -364,6 +382,8 @@ int main(int argc, char **argv)
     }
     if (cli.has_log_level)
         cfg.log_level = cli.log_level;
+    if (cli.max_message_size)
+        cfg.max_message_size = cli.max_message_size;
     gb_log_set_level(cfg.log_level);
     gb_log_set_format(cfg.log_format);
     const gb_mode *mode_override = cli.has_mode ? &cli.mode : NULL;

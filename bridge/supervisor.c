@@ -97,6 +97,7 @@ typedef struct gbi_sup {
     char dir[GB_PATH_LEN];       /* private directory of the worker's socket */
     char worker_ep[GB_PATH_LEN + 32];
     char ep_arg[GB_PATH_LEN + 64]; /* "--worker-endpoint=..." */
+    char mms_arg[48];              /* "--max-message-size=...": ours, whatever the file says by then */
     char **wargv;                /* the worker's command line */
     pid_t worker;
     uint64_t started_ns, spawns;
@@ -959,13 +960,19 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
     size_t n = 0;
     while (argv[n])
         n++;
-    s->wargv = calloc(n + 2, sizeof *s->wargv);
+    /* The worker rereads the file at each start; the supervisor's bound on
+     * frames must stay its bound too, or frames it passes on are refused
+     * whole there, their ids never answered. After the caller's arguments:
+     * the last one counts. */
+    snprintf(s->mms_arg, sizeof s->mms_arg, "--max-message-size=%u", s->cfg->max_message_size);
+    s->wargv = calloc(n + 3, sizeof *s->wargv);
     if (!s->wargv)
         return GB_ERR_NOMEM;
     s->wargv[0] = argv[0];
     s->wargv[1] = s->ep_arg;
     for (size_t i = 1; i < n; i++)
         s->wargv[i + 1] = argv[i];
+    s->wargv[n + 1] = s->mms_arg;
     return GB_OK;
 }
 

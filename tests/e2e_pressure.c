@@ -1068,6 +1068,48 @@ static void test_drain_past_budget(void **state)
     assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
+/* Under --supervise: a worker restarted after max_message_size was lowered
+ * in the file keeps the supervisor's bound (passed on its command line), so
+ * a frame the supervisor passes on is not refused whole by the worker, its
+ * request never answered. */
+static void test_restart_keeps_message_size(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"), 0);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c);
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    FILE *f = fopen(g_b.cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "endpoints = [\"%s\"];\nlog_level = \"debug\";\nmax_message_size = 16384;\n", g_b.endpoint);
+    fclose(f);
+    assert_int_equal(kill(wk, SIGKILL), 0);
+    pid_t now = 0;
+    for (uint64_t end = e2e_ms() + 20000 * E2E_SLOW; e2e_ms() < end; usleep(20000))
+        if ((now = worker_of(&g_b)) > 0 && now != wk)
+            break;
+    assert_true(now > 0 && now != wk);
+    still_serves(c);
+    size_t len;
+    uint8_t *fr = echo_data_batch(1, 1, 30000, &len);
+    assert_true(len > 16384 && len < 65536);
+    send_raw(c, fr, len);
+    free(fr);
+    tally_t t;
+    tally_init(&t, 1);
+    want_t w = {1, 1, 0};
+    tally_until(&t, c, all_answered, &w, REPLY_MS);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.frame_too_large, 0);
+    assert_int_equal(t.seen[1], 1); /* the worker decoded it: a reply of its own */
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
 /* A batch frame of n envelopes that hold a correlation id only (first..),
  * about 7 bytes each: each is answered with an error (malloc'd). */
 static uint8_t *ids_only_batch(uint64_t first, size_t n, size_t *len)
@@ -1242,6 +1284,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_stopped_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_small_frames, stop_bridge),
         cmocka_unit_test_teardown(test_drain_past_budget, stop_bridge),
+        cmocka_unit_test_teardown(test_restart_keeps_message_size, stop_bridge),
         cmocka_unit_test_teardown(test_pending_ids_bound, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
