@@ -881,7 +881,10 @@ static void test_no_worker_budget(void **state)
     int rc = bridge_start(&g_b, cfg);
     if (rc != 0) {
         close(fd);
-        skip(); /* built without libmicrohttpd: no metrics endpoint */
+        if (log_contains(&g_b, "built without libmicrohttpd"))
+            skip(); /* no metrics endpoint to make the worker fail with */
+        bridge_print_log(&g_b);
+        fail_msg("the supervisor did not start (exit %d)", rc);
     }
     for (uint64_t end = e2e_ms() + 60000; !log_contains(&g_b, "before answering") && e2e_ms() < end;)
         usleep(20000);
@@ -1182,6 +1185,19 @@ static void test_pending_ids_bound(void **state)
     tally_t t;
     tally_init(&t, (uint64_t)PER * FRAMES);
     want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    /* Refusals for the ids bound, by their text (others are for unread replies). */
+    uint64_t ids_refusals = 0;
+    Gpubridge__ServerFrame *f;
+    while (!all_answered(&t, &w) && (f = recv_frame(c, 10000))) {
+        size_t n;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        ids_refusals += n == 1 && rs[0]->correlation_id == 0 && rs[0]->status == GPUBRIDGE__STATUS__STATUS_BUSY &&
+                        strcmp(rs[0]->error, "frame refused: its client has as many requests waiting for replies "
+                                             "as the supervisor keeps (65,536); read replies, then resend") == 0;
+        tally_take(&t, f);
+    }
+    print_message("%llu frame(s) refused for the ids bound\n", (unsigned long long)ids_refusals);
+    assert_true(ids_refusals > 0);
     tally_until(&t, c, all_answered, &w, 10000);
     expect_all_answered(&t, &w);
     assert_true(t.frame_busy > 0);
