@@ -1207,6 +1207,64 @@ static void test_pending_ids_bound(void **state)
     assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
 }
 
+/* Under --supervise: besides each client's bound (65,536 requests waiting),
+ * the supervisor keeps at most 1,048,576 for all clients together. With the
+ * worker stopped (nothing is answered), 16 clients with 65,536 each reach it;
+ * a 17th client's frames are refused BUSY with that bound's text. Once the
+ * worker runs, every request has one reply or its frame one refusal. */
+static void test_pending_ids_total(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    enum { CLIENTS = 17, FRAMES = 4, PER = 16384 };
+    void *c[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        c[i] = client_open(g_b.endpoint);
+        still_serves(c[i]);
+    }
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    assert_int_equal(kill(wk, SIGSTOP), 0);
+    for (int i = 0; i < CLIENTS; i++)
+        for (int k = 0; k < FRAMES; k++) {
+            size_t len;
+            uint8_t *fr = ids_only_batch(1 + (uint64_t)(i * FRAMES + k) * PER, PER, &len);
+            send_raw(c[i], fr, len);
+            free(fr);
+        }
+    /* The supervisor's refusals come while the worker is stopped: 4 frames
+     * past the total (whichever clients they came from). */
+    static tally_t t[CLIENTS];
+    uint64_t total_refusals = 0;
+    for (int i = 0; i < CLIENTS; i++)
+        tally_init(&t[i], (uint64_t)CLIENTS * FRAMES * PER);
+    for (uint64_t end = e2e_ms() + 30000; total_refusals < FRAMES && e2e_ms() < end;)
+        for (int i = 0; i < CLIENTS; i++) {
+            Gpubridge__ServerFrame *f = recv_frame(c[i], 10);
+            if (!f)
+                continue;
+            size_t n;
+            Gpubridge__Reply **rs = frame_replies(f, &n);
+            total_refusals += n == 1 && rs[0]->correlation_id == 0 &&
+                              rs[0]->status == GPUBRIDGE__STATUS__STATUS_BUSY &&
+                              strcmp(rs[0]->error, "frame refused: the supervisor has as many requests waiting for "
+                                                   "replies as it keeps for all clients (1,048,576); retry later") == 0;
+            tally_take(&t[i], f);
+        }
+    kill(wk, SIGCONT);
+    assert_int_equal(total_refusals, FRAMES);
+    for (int i = 0; i < CLIENTS; i++) {
+        want_t w = {(uint64_t)FRAMES * PER, PER, 0};
+        tally_until(&t[i], c[i], all_answered, &w, 20000);
+        expect_all_answered(&t[i], &w);
+        free(t[i].seen);
+        zmq_close(c[i]);
+    }
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+}
+
 /* Item 3: one 1 MiB frame of 524,284 empty envelopes does not bring back an
  * error reply each (29 MB); the bridge keeps serving. */
 static void test_error_amplification(void **state)
@@ -1302,6 +1360,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_drain_past_budget, stop_bridge),
         cmocka_unit_test_teardown(test_restart_keeps_message_size, stop_bridge),
         cmocka_unit_test_teardown(test_pending_ids_bound, stop_bridge),
+        cmocka_unit_test_teardown(test_pending_ids_total, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
