@@ -704,6 +704,7 @@ static void refuse_held(gbi_sup_t *s, const char *why)
     zmq_msg_close(&s->stall_msg);
     s->stall_peer = NULL;
     set_del_tags(p, s->stall_tag, s->stall_tag);
+    p->tag = s->stall_tag - 1; /* it never reached the worker: no gap in the tags it sees */
     uncount_held(s, p);
     refuse_unread(s, p, why);
 }
@@ -757,6 +758,7 @@ static int unstall(gbi_sup_t *s)
         answer_tagged(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
                       "the request could not be passed to the GPU worker (its connection closed) and was not "
                       "processed; retry", s->stall_tag);
+        p->tag = s->stall_tag - 1; /* the message is atomic: the worker saw neither part */
     }
     return 1;
 }
@@ -894,11 +896,11 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         return 1;
     }
-    p->tag++;
     if (s->closing) {
         zmq_msg_close(&m); /* its ids are answered SHUTTING_DOWN with the rest */
         return 1;
     }
+    p->tag++; /* a frame the worker will see (or whose tag is taken back) */
     s->stall_peer = p;
     s->stall_tag = p->tag;
     zmq_msg_init(&s->stall_msg);
