@@ -165,17 +165,15 @@ static Gpubridge__Telemetry *telemetry(void *s, uint64_t corr, const char *type)
     return tm;
 }
 
-/* A batch frame of n echo requests, ids first..first+n-1 (malloc'd). */
-static uint8_t *echo_batch(uint64_t first, size_t n, size_t *len)
+/* A batch frame of n requests of one type and payload, ids first..first+n-1,
+ * keys key_base + id % key_mod (key_base alone when key_mod is 0); malloc'd. */
+static uint8_t *batch_of(const char *type, uint32_t mt, const uint8_t *pl, size_t pl_len, uint64_t first, size_t n,
+                         uint64_t key_base, uint64_t key_mod, size_t *len)
 {
     Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
     Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
-    uint8_t pl[32];
-    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
-    er.sequence = 1;
-    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
     for (size_t i = 0; i < n; i++) {
-        envs[i] = *make_env(first + i, "echo", (first + i) % 7, 1, pl, pl_len);
+        envs[i] = *make_env(first + i, type, key_base + (key_mod ? (first + i) % key_mod : 0), mt, pl, pl_len);
         ptrs[i] = &envs[i];
     }
     Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
@@ -192,30 +190,23 @@ static uint8_t *echo_batch(uint64_t first, size_t n, size_t *len)
     return buf;
 }
 
+/* A batch frame of n echo requests, ids first..first+n-1 (malloc'd). */
+static uint8_t *echo_batch(uint64_t first, size_t n, size_t *len)
+{
+    uint8_t pl[32];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.sequence = 1;
+    size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    return batch_of("echo", 1, pl, pl_len, first, n, 0, 7, len);
+}
+
 /* A batch frame of n vecadd requests, ids first..first+n-1 (malloc'd). */
 static uint8_t *vecadd_batch(uint64_t first, size_t n, size_t *len)
 {
-    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
-    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
     float a[3] = {1, 2, 3}, b3[3] = {4, 5, 6};
     uint8_t pl[128];
     size_t pl_len = pack_vecadd(pl, 0, a, b3, 3);
-    for (size_t i = 0; i < n; i++) {
-        envs[i] = *make_env(first + i, "vecadd", (first + i) % 11, 1, pl, pl_len);
-        ptrs[i] = &envs[i];
-    }
-    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
-    b.n_envelopes = n;
-    b.envelopes = ptrs;
-    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
-    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
-    f.batch = &b;
-    *len = gpubridge__client_frame__get_packed_size(&f);
-    uint8_t *buf = malloc(*len);
-    gpubridge__client_frame__pack(&f, buf);
-    free(envs);
-    free(ptrs);
-    return buf;
+    return batch_of("vecadd", 1, pl, pl_len, first, n, 0, 11, len);
 }
 
 typedef struct want {
@@ -523,29 +514,13 @@ static void test_unread_replies(void **state)
 /* A frame of n echo requests of data_len bytes each, ids first.. (malloc'd). */
 static uint8_t *echo_data_batch(uint64_t first, size_t n, size_t data_len, size_t *len)
 {
-    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
-    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
     uint8_t *data = calloc(1, data_len), *pl = malloc(data_len + 32);
     Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
     er.sequence = 1;
     er.data.data = data;
     er.data.len = data_len;
     size_t pl_len = gpubridge__echo_request__pack(&er, pl);
-    for (size_t i = 0; i < n; i++) {
-        envs[i] = *make_env(first + i, "echo", (first + i) % 7, 1, pl, pl_len);
-        ptrs[i] = &envs[i];
-    }
-    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
-    b.n_envelopes = n;
-    b.envelopes = ptrs;
-    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
-    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
-    f.batch = &b;
-    *len = gpubridge__client_frame__get_packed_size(&f);
-    uint8_t *buf = malloc(*len);
-    gpubridge__client_frame__pack(&f, buf);
-    free(envs);
-    free(ptrs);
+    uint8_t *buf = batch_of("echo", 1, pl, pl_len, first, n, 0, 7, len);
     free(data);
     free(pl);
     return buf;
@@ -651,29 +626,12 @@ static void test_unread_authority_refusals(void **state)
  * 8 bytes a rank. */
 static uint8_t *query_batch(uint32_t job, uint64_t first, size_t n, uint32_t count, size_t *len)
 {
-    Gpubridge__Envelope *envs = calloc(n, sizeof *envs);
-    Gpubridge__Envelope **ptrs = calloc(n, sizeof *ptrs);
     Gpubridge__RankQuery q = GPUBRIDGE__RANK_QUERY__INIT;
     q.count = count;
     uint8_t pl[32];
     size_t pl_len = gpubridge__rank_query__pack(&q, pl);
-    for (size_t i = 0; i < n; i++) {
-        envs[i] = *make_env(first + i, "pagerank.aggregator", (uint64_t)job << 32,
-                            GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, pl, pl_len);
-        ptrs[i] = &envs[i];
-    }
-    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
-    b.n_envelopes = n;
-    b.envelopes = ptrs;
-    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
-    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
-    f.batch = &b;
-    *len = gpubridge__client_frame__get_packed_size(&f);
-    uint8_t *buf = malloc(*len);
-    gpubridge__client_frame__pack(&f, buf);
-    free(envs);
-    free(ptrs);
-    return buf;
+    return batch_of("pagerank.aggregator", GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, pl,
+                    pl_len, first, n, (uint64_t)job << 32, 0, len);
 }
 
 /* Starts PageRank job `job` with a graph of `nodes` nodes, through client c. */
