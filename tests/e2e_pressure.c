@@ -784,8 +784,14 @@ static void test_refused_frames_answered_once(void **state)
         send_raw(c, fr, len);
         free(fr);
     }
+    /* Under --supervise the supervisor may refuse some of them itself (its
+     * 1 MiB forwarded while replies wait) before the worker's bound: the
+     * client sees the same BUSY either way (frame_busy below). */
     tm = telemetry_until(other, &corr, refused_unread, refused0 + M);
-    assert_int_equal(tm->frames_refused_unread, refused0 + M);
+    if (supervised())
+        assert_true(tm->frames_refused_unread <= refused0 + M);
+    else
+        assert_int_equal(tm->frames_refused_unread, refused0 + M);
     gpubridge__telemetry__free_unpacked(tm, NULL);
     tally_t t;
     tally_init(&t, N + M);
