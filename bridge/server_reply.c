@@ -196,10 +196,13 @@ int gbi_send_backlog(gb_server_t *s)
             /* It reads again: the refusals it is owed, a batch at a time. */
             uint64_t k = c->refused_owed < GBI_BATCH_MAX ? c->refused_owed : GBI_BATCH_MAX;
             c->refused_owed -= k;
+            /* During the drain every refusal says so (docs/protocol.md "Shutdown"). */
             for (uint64_t i = 0; i < k; i++)
-                gbi_reply(s, c->id, c->id_len, c->delim, 0, GPUBRIDGE__STATUS__STATUS_BUSY,
-                          "frame refused: its client had left its replies unread past the bridge's bound; "
-                          "read replies, then resend",
+                gbi_reply(s, c->id, c->id_len, c->delim, 0,
+                          s->shutting_down ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
+                          s->shutting_down ? "the bridge is shutting down; the frame was not processed"
+                                           : "frame refused: its client had left its replies unread past the "
+                                             "bridge's bound; read replies, then resend",
                           0, NULL, 0);
             gbi_flush(s);
         }

@@ -544,6 +544,18 @@ static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
     refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
 }
 
+/* The status of a frame refused here: BUSY (retry later), or, once the
+ * worker was told to stop or is gone for good, SHUTTING_DOWN with *why
+ * replaced, as the bridge answers every request during its drain
+ * (docs/protocol.md "Shutdown"). */
+static int refusal_status(const gbi_sup_t *s, const char **why)
+{
+    if (!s->stopping && !s->closing)
+        return GPUBRIDGE__STATUS__STATUS_BUSY;
+    *why = "the bridge is shutting down; the request was not processed";
+    return GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN;
+}
+
 /* Sends what p has waiting, while its queue takes it: the supervisor's own
  * replies, the BUSY replies owed, then the held worker reply. Returns 1 once
  * nothing waits. */
@@ -561,9 +573,10 @@ static int peer_flush(gbi_sup_t *s, peer_t *p)
     }
     while (p->refused_owed && !p->own_head) {
         p->refused_owed--;
+        const char *why = "frame refused: its client had left its replies unread past the bridge's bound; read "
+                          "replies, then resend";
         s->replies_own++;
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY, "frame refused: its client had left its replies unread "
-                     "past the bridge's bound; read replies, then resend");
+        refuse_frame(s, p, refusal_status(s, &why), why);
     }
     if (p->own_head)
         return 0;
@@ -676,16 +689,11 @@ static bool worker_reading(const gbi_sup_t *s)
     return s->up && gb_now_ns() - s->alive_ns < LATE_NS;
 }
 
-/* Refuses a frame that would wait for a worker that does not read: BUSY,
- * or SHUTTING_DOWN once the worker was told to stop (what it would answer). */
+/* Refuses a frame that would wait for a worker that does not read. */
 static void refuse_unread(gbi_sup_t *s, peer_t *p, const char *why)
 {
     s->replies_own++;
-    if (s->stopping)
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
-                     "the bridge is shutting down; the frame was not processed");
-    else
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY, why);
+    refuse_frame(s, p, refusal_status(s, &why), why);
 }
 
 /* The held frame is not passed on after all: its bytes leave the budgets. */
@@ -722,7 +730,7 @@ static int unstall(gbi_sup_t *s)
         const uint64_t now = gb_now_ns();
         s->nodealer_unlogged++;
         if (now - s->nodealer_logged_ns >= 1000000000ull) { /* at most once a second: a client can send many */
-            GB_WARN("supervisor: cannot open a connection to the worker: %s; %llu frame(s) answered STATUS_BUSY",
+            GB_WARN("supervisor: cannot open a connection to the worker: %s; %llu frame(s) refused",
                     zmq_strerror(err), (unsigned long long)s->nodealer_unlogged);
             s->nodealer_logged_ns = now;
             s->nodealer_unlogged = 0;
@@ -731,8 +739,8 @@ static int unstall(gbi_sup_t *s)
         peer_t *p = s->stall_peer;
         s->stall_peer = NULL;
         uncount_held(s, p);
-        answer_pending(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
-                       "the supervisor cannot take more connections now (out of descriptors); retry later");
+        const char *why = "the supervisor cannot take more connections now (out of descriptors); retry later";
+        answer_pending(s, p, refusal_status(s, &why), why);
         return 1;
     }
     /* [tag][frame]: the client's delimiter stays here (to_client adds it). */
@@ -755,9 +763,9 @@ static int unstall(gbi_sup_t *s)
     s->stall_peer = NULL;
     if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&s->stall_msg);
-        answer_tagged(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
-                      "the request could not be passed to the GPU worker (its connection closed) and was not "
-                      "processed; retry", s->stall_tag);
+        const char *why = "the request could not be passed to the GPU worker (its connection closed) and was not "
+                          "processed; retry";
+        answer_tagged(s, p, refusal_status(s, &why), why, s->stall_tag);
         p->tag = s->stall_tag - 1; /* the message is atomic: the worker saw neither part */
     }
     return 1;
@@ -820,13 +828,12 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
         return 1;
     const int noted = note_requests(s, p, zmq_msg_data(m), len, p->tag + 1);
     if (noted != 0) {
+        const char *why = noted == -1 ? "frame refused: its client has as many requests waiting for replies as "
+                                        "the supervisor keeps (65,536); read replies, then resend"
+                                      : "frame refused: the supervisor has as many requests waiting for replies as "
+                                        "it keeps for all clients (1,048,576); retry later";
         s->replies_own++;
-        refuse_frame(s, p, s->closing ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_BUSY,
-                     s->closing ? "the bridge is shutting down; the frame was not processed"
-                     : noted == -1 ? "frame refused: its client has as many requests waiting for replies as the "
-                                     "supervisor keeps (65,536); read replies, then resend"
-                                   : "frame refused: the supervisor has as many requests waiting for replies as it "
-                                     "keeps for all clients (1,048,576); retry later");
+        refuse_frame(s, p, refusal_status(s, &why), why);
         return 1;
     }
     /* Passed on: its bytes count now, not when refused above. */
@@ -884,7 +891,8 @@ static int from_client(gbi_sup_t *s)
         tmp.delim = delim;
         if (tmp.id_len) {
             s->replies_own++;
-            refuse_frame(s, &tmp, GPUBRIDGE__STATUS__STATUS_BUSY, "the supervisor serves too many clients at once");
+            const char *why = "the supervisor serves too many clients at once";
+            refuse_frame(s, &tmp, refusal_status(s, &why), why);
             free(tmp.own_head); /* at most one: dropped if its queue is full */
         }
         zmq_msg_close(&m);

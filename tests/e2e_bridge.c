@@ -604,9 +604,13 @@ static void take_replies(Gpubridge__ServerFrame *f, uint8_t *seen, uint64_t max_
         seen[id] = 1;
         /* Processed; refused by the drain; or, past shutdown_drain_ms, still
          * in a ring (docs/protocol.md "Shutdown"). */
-        assert_true(rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK ||
-                    rs[i]->status == GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN ||
-                    rs[i]->status == GPUBRIDGE__STATUS__STATUS_TERMINATED);
+        const int allowed = rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK ||
+                             rs[i]->status == GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN ||
+                             rs[i]->status == GPUBRIDGE__STATUS__STATUS_TERMINATED;
+        if (!allowed)
+            fprintf(stderr, "e2e: id %llu answered status %d: %s\n", (unsigned long long)id, (int)rs[i]->status,
+                    rs[i]->error ? rs[i]->error : "");
+        assert_true(allowed);
         (*got)++;
     }
     gpubridge__server_frame__free_unpacked(f, NULL);
