@@ -552,7 +552,7 @@ static int refusal_status(const gbi_sup_t *s, const char **why)
 {
     if (!s->stopping && !s->closing)
         return GPUBRIDGE__STATUS__STATUS_BUSY;
-    *why = "the bridge is shutting down; the request was not processed";
+    *why = "the bridge is shutting down; the frame was not processed";
     return GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN;
 }
 
