@@ -16,11 +16,12 @@ static uint64_t mix(uint64_t k)
     return k;
 }
 
-/* Room for count ids with half as many again to spare, so that a rebuild
- * is followed by many additions before the next. 0: too many. */
-static size_t room_for(size_t count)
+/* Room for n ids already waiting and k more, with half of n to spare, so
+ * that a rebuild is followed by many additions before the next (a frame
+ * alone gets the room it needs). 0: too many. */
+static size_t room_for(size_t n, size_t k)
 {
-    size_t want = count + count / 2, c = ROOM_MIN;
+    size_t want = n + k + n / 2, c = ROOM_MIN;
     while (c < want && c <= ROOM_MAX / 2)
         c *= 2;
     return c >= want ? c : 0;
@@ -32,7 +33,7 @@ size_t gbi_ids_bytes_after(const gbi_ids_t *s, size_t k)
 {
     if (s->hi + k <= s->cap)
         return gbi_ids_bytes(s);
-    const size_t c = room_for(s->n + k);
+    const size_t c = room_for(s->n, k);
     return c ? c * GBI_IDS_BYTES_PER_SLOT : SIZE_MAX;
 }
 
@@ -97,7 +98,7 @@ int gbi_ids_reserve(gbi_ids_t *s, size_t k)
 {
     if (s->hi + k <= s->cap)
         return 0;
-    const size_t c = room_for(s->n + k);
+    const size_t c = room_for(s->n, k);
     return c ? rebuild(s, c) : -1;
 }
 
@@ -184,7 +185,7 @@ void gbi_ids_trim(gbi_ids_t *s)
     if (s->n == 0 && s->cap)
         rebuild(s, 0);
     else if (s->cap > 4 * ROOM_MIN && s->n * 8 <= s->cap)
-        rebuild(s, room_for(s->n)); /* kept as it is if memory is short */
+        rebuild(s, room_for(s->n, 0)); /* kept as it is if memory is short */
 }
 
 void gbi_ids_free(gbi_ids_t *s)

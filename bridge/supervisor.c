@@ -141,7 +141,7 @@ typedef struct gbi_sup {
 #define LATE_NS (3000000000ull) /* a worker silent this long (3 heartbeats) may not be reading: DOWN_FWD_MAX */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
 /* Memory of the correlation ids a client's requests wait with (sup_ids.h:
- * 24 bytes a slot, 1.5 to 3 slots an id); past it, its frames are refused,
+ * 24 bytes a slot, 1 to 3 slots an id); past it, its frames are refused,
  * unless none waits (a frame alone is always taken). */
 #define PEER_IDS_BYTES (4u << 20)
 /* Supervisor-wide: bytes forwarded while no worker reads, and the ids' memory,
