@@ -132,7 +132,10 @@ typedef struct gbi_sup {
     size_t drop_bytes; /* test hook: frames of this size fail to pass, as if the worker's connection closed */
 } gbi_sup_t;
 
-#define DEALER_HWM 256 /* frames queued towards the worker per client */
+/* Frames queued towards the worker per client. While the worker reads this
+ * is what the supervisor holds for a client (ZeroMQ counts messages: up to
+ * DEALER_HWM x max_message_size bytes); past it the ROUTER is not read. */
+#define DEALER_HWM 256
 /* A client whose replies wait: bytes of its frames still forwarded; past
  * that they are refused here rather than queued towards a worker that would
  * refuse them (its own per-client bound, GBI_CLIENT_MIN) and noted here. */
