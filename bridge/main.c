@@ -347,7 +347,7 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
         return GBI_EXIT_FAIL;
     }
     /* SIGHUP: the server loop reloads the file (reload.c). */
-    gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname};
+    gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname, cli->max_message_size, 0};
     gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
     e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
     gb_server_destroy(&server);

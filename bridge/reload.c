@@ -146,21 +146,33 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
     return restart + restart_keys(live, next);
 }
 
-void gb_reload_run(void *ctx, gb_server_t *s)
+/* --max-message-size beats the file's value, on reload too: said once for
+ * each value the file gives, not at every SIGHUP, and not as a change that a
+ * restart would apply (a supervisor passes its own to each worker). */
+static void keep_cli_max_message_size(gb_reload_t *r, gb_config_t *next)
 {
-    gb_reload_t *r = ctx;
+    if (!r->cli_max_message_size)
+        return;
+    if (next->max_message_size != r->cli_max_message_size && next->max_message_size != r->mms_said)
+        GB_INFO("reload: max_message_size %u in the file; --max-message-size %u stays in force",
+                next->max_message_size, r->cli_max_message_size);
+    r->mms_said = next->max_message_size;
+    next->max_message_size = r->live->max_message_size;
+}
+
+int gb_reload_file(gb_reload_t *r)
+{
     if (!r->path) {
         GB_WARN("reload: no --config file was given; nothing to reload");
-        gb_server_count_reload(s, 0);
-        return;
+        return -1;
     }
     gb_config_t next;
     char err[512];
     if (gb_config_load(r->path, &next, err, sizeof err) != GB_OK) {
         GB_ERROR("reload: %s; the running configuration stays", err);
-        gb_server_count_reload(s, 0);
-        return;
+        return -1;
     }
+    keep_cli_max_message_size(r, &next);
     /* The same libraries add the same types (grain_libs.c): as at start. */
     if (next.n_libs == r->live->n_libs && memcmp(next.libs, r->live->libs, sizeof next.libs) == 0)
         for (size_t i = 0; i < r->live->n_grains; i++)
@@ -168,5 +180,10 @@ void gb_reload_run(void *ctx, gb_server_t *s)
                 gb_config_add_grain(&next, r->live->grains[i].type);
     int n = gb_reload_apply(r->live, &next, r->cli_log_level, r->hostname);
     GB_INFO("reload: %s applied%s", r->path, n ? "; some changes need a restart (see above)" : "");
-    gb_server_count_reload(s, 1);
+    return n;
+}
+
+void gb_reload_run(void *ctx, gb_server_t *s)
+{
+    gb_server_count_reload(s, gb_reload_file(ctx) >= 0);
 }

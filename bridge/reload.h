@@ -5,6 +5,7 @@
 #define GB_RELOAD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "server.h"
@@ -14,12 +15,18 @@ typedef struct gb_reload {
     gb_config_t *live;     /* the running config (the server reads it) */
     bool cli_log_level;    /* --log-level given: it keeps beating the file */
     const char *hostname;  /* for hosts entries */
+    uint32_t cli_max_message_size; /* --max-message-size given (0: not): it keeps beating the file */
+    uint32_t mms_said;     /* the file's max_message_size last said to be overridden */
 } gb_reload_t;
 
 /* Applies next to live (the reloadable keys) and logs one line per change and
  * one WARN per key that needs a restart. Returns how many keys need one. */
 int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_level,
                     const char *hostname);
+
+/* Reloads r->path into r->live; returns how many keys need a restart, or -1
+ * when the file could not be read (the running configuration stays). */
+int gb_reload_file(gb_reload_t *r);
 
 /* The server's reload callback (gb_server_on_reload): ctx is a gb_reload_t. */
 void gb_reload_run(void *ctx, gb_server_t *s);

@@ -60,16 +60,11 @@
 #include "log.h"
 #include "pb_reply.h"
 #include "server_internal.h"
+#include "sup_ids.h"
 #include "test_hooks.h"
 
 #define MAX_PEERS 1024
 #define ID_MAX 256
-
-/* A correlation id awaiting a reply, and the tag of the frame that brought it. */
-typedef struct pending {
-    uint64_t id; /* 0: empty slot, ~0: deleted */
-    uint64_t tag;
-} pending_t;
 
 typedef struct peer {
     uint8_t id[ID_MAX];
@@ -77,8 +72,7 @@ typedef struct peer {
     uint8_t delim;  /* the client frames with an empty delimiter (REQ style) */
     void *dealer;   /* towards the worker; NULL until the next request */
     uint64_t last_ns; /* last frame either way: idle peers with nothing pending are dropped */
-    pending_t *ids; /* correlation ids awaiting a reply (open addressing) */
-    size_t cap, n, used;
+    gbi_ids_t ids;  /* correlation ids awaiting a reply, with their frames' tags */
     uint64_t tag;   /* of the last frame forwarded (GBI_TAG_LEN) */
     /* Replies the client's queue would not take yet (it reads slowly): the
      * worker's (one; its DEALER is not read meanwhile, and the client's new
@@ -88,7 +82,8 @@ typedef struct peer {
     size_t own_mem;
     uint64_t refused_owed; /* frames refused while it did not read: BUSY replies still to send */
     size_t stall_fwd;      /* bytes of its frames forwarded while its replies waited */
-    size_t down_fwd;       /* bytes of its frames forwarded while no worker was up */
+    size_t down_fwd;       /* bytes of its frames forwarded while no worker read, not yet known taken */
+    uint64_t down_tag;     /* the tag of the last of those frames */
 } peer_t;
 
 typedef struct gbi_sup {
@@ -127,14 +122,20 @@ typedef struct gbi_sup {
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     bool stopping; /* stop was sent to the worker: it drains (and is not heartbeat-checked) */
-    size_t down_total; /* bytes of all clients' frames forwarded while no worker reads (SUP_DOWN_MAX) */
+    size_t down_total; /* the down_fwd of all clients together (SUP_DOWN_MAX) */
+    size_t ids_bytes;  /* memory of all clients' id sets (SUP_IDS_BYTES) */
+    size_t noted;      /* ids the last frame passed to note_requests added */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
     uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
+    size_t drop_bytes; /* test hook: frames of this size fail to pass, as if the worker's connection closed */
 } gbi_sup_t;
 
-#define DEALER_HWM 256 /* frames queued towards the worker per client */
+/* Frames queued towards the worker per client. While the worker reads this
+ * is what the supervisor holds for a client (ZeroMQ counts messages: up to
+ * DEALER_HWM x max_message_size bytes); past it the ROUTER is not read. */
+#define DEALER_HWM 256
 /* A client whose replies wait: bytes of its frames still forwarded; past
  * that they are refused here rather than queued towards a worker that would
  * refuse them (its own per-client bound, GBI_CLIENT_MIN) and noted here. */
@@ -142,13 +143,14 @@ typedef struct gbi_sup {
 #define DOWN_FWD_MAX (4u << 20) /* bytes of a client's frames forwarded while no worker reads them */
 #define LATE_NS (3000000000ull) /* a worker silent this long (3 heartbeats) may not be reading: DOWN_FWD_MAX */
 #define OWN_MAX (1u << 20)   /* bytes of the supervisor's own refusals kept for a client that does not read */
-/* Requests of one client waiting for replies (its noted ids: 4 MiB at most,
- * with the set's room); past it, its frames are refused, unless none waits. */
-#define PEER_IDS_MAX 65536
-/* Supervisor-wide: bytes forwarded while no worker reads, and ids waiting,
+/* Memory of the correlation ids a client's requests wait with (sup_ids.h:
+ * 24 bytes a slot, 1 to 3 slots an id); past it, its frames are refused,
+ * unless none waits (a frame alone is always taken). */
+#define PEER_IDS_BYTES (4u << 20)
+/* Supervisor-wide: bytes forwarded while no worker reads, and the ids' memory,
  * across all clients (MAX_PEERS clients each at their own bound is too much). */
 #define SUP_DOWN_MAX (64u << 20)
-#define SUP_IDS_MAX (1u << 20)
+#define SUP_IDS_BYTES (64u << 20)
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
 /* A worker that runs without answering is killed after this many heartbeat
@@ -158,82 +160,7 @@ typedef struct gbi_sup {
  * that clients set cannot start with a zero byte. */
 static const char HB_ID[] = "\0gb-supervisor-heartbeat";
 
-/* ---- the pending-id set of a peer --------------------------------------- */
-
-static uint64_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return k;
-}
-
-/* Rehashes into newcap slots (a power of two), dropping the tombstones. */
-static int set_rehash(peer_t *p, size_t newcap)
-{
-    pending_t *old = p->ids;
-    size_t oc = p->cap;
-    pending_t *ids = calloc(newcap, sizeof *ids);
-    if (!ids)
-        return -1;
-    p->ids = ids;
-    p->cap = newcap;
-    p->n = p->used = 0;
-    for (size_t i = 0; i < oc; i++) {
-        uint64_t v = old[i].id;
-        if (v && v != ~0ull) {
-            size_t j = mix(v) & (newcap - 1);
-            while (p->ids[j].id)
-                j = (j + 1) & (newcap - 1);
-            p->ids[j] = old[i];
-            p->n++;
-            p->used++;
-        }
-    }
-    free(old);
-    return 0;
-}
-
-static void set_add(peer_t *p, uint64_t id, uint64_t tag)
-{
-    if (id == 0 || id == ~0ull)
-        return; /* unanswerable ids: the worker answers them itself, if at all */
-    if ((p->used + 1) * 2 > p->cap) {
-        /* Mostly tombstones: clean up in place; else grow. Memory follows
-         * what is in flight, not what was ever sent. */
-        size_t nc = p->cap < 256 ? 256 : (p->n + 1) * 4 > p->cap ? p->cap * 2 : p->cap;
-        if (set_rehash(p, nc) != 0)
-            return;
-    }
-    size_t j = mix(id) & (p->cap - 1), slot = SIZE_MAX;
-    for (; p->ids[j].id; j = (j + 1) & (p->cap - 1)) {
-        if (p->ids[j].id == id)
-            return; /* already waiting (a client reusing an id) */
-        if (p->ids[j].id == ~0ull && slot == SIZE_MAX)
-            slot = j;
-    }
-    if (slot == SIZE_MAX) {
-        slot = j;
-        p->used++;
-    }
-    p->ids[slot] = (pending_t){id, tag};
-    p->n++;
-}
-
-static void set_del(peer_t *p, uint64_t id)
-{
-    if (!p->cap || id == 0)
-        return;
-    size_t j = mix(id) & (p->cap - 1);
-    while (p->ids[j].id) {
-        if (p->ids[j].id == id) {
-            p->ids[j].id = ~0ull;
-            p->n--;
-            return;
-        }
-        j = (j + 1) & (p->cap - 1);
-    }
-}
+/* ---- the pending-id set of a peer (sup_ids.c) ---------------------------- */
 
 /* Strikes the ids of the frames tagged first..last (the worker refused them
  * whole); returns how many frames that was. */
@@ -241,62 +168,70 @@ static uint64_t set_del_tags(peer_t *p, uint64_t first, uint64_t last)
 {
     if (last < first || last > p->tag)
         return 0; /* not ours: this connection never sent those */
-    for (size_t j = 0; j < p->cap && p->n; j++) {
-        uint64_t v = p->ids[j].id;
-        if (v && v != ~0ull && p->ids[j].tag >= first && p->ids[j].tag <= last) {
-            p->ids[j].id = ~0ull;
-            p->n--;
-        }
-    }
+    gbi_ids_del_tags(&p->ids, first, last);
     return last - first + 1;
+}
+
+/* The worker has read p's frames up to tag (a reply or a refusal of one
+ * shows it; a client's frames reach it in order): those forwarded while it
+ * did not read no longer wait here. Frames that bring no reply (one-way, or
+ * no correlation ids) show nothing: they stay counted until a later frame's
+ * reply, a worker exit or the peer's end, so the budget errs on the safe side. */
+static void down_taken(gbi_sup_t *s, peer_t *p, uint64_t tag)
+{
+    if (!p->down_fwd || tag < p->down_tag)
+        return;
+    s->down_total -= s->down_total >= p->down_fwd ? p->down_fwd : s->down_total;
+    p->down_fwd = 0;
 }
 
 /* ---- frames -------------------------------------------------------------- */
 
-/* Ids waiting across all clients. */
-static size_t ids_total(const gbi_sup_t *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_peers; i++)
-        n += s->peers[i].n;
-    return n;
-}
-
-/* Notes the ids of the frame's requests that expect a reply. -1 (nothing
- * noted): they would take p past PEER_IDS_MAX waiting, and some already do;
- * -2: all clients' past SUP_IDS_MAX, and some already wait. */
+/* Notes the ids of the frame's requests that expect a reply (s->noted: how
+ * many). -1 (nothing noted): their memory would take p past PEER_IDS_BYTES,
+ * and some already wait; -2: all clients' past SUP_IDS_BYTES, and some
+ * already wait; -3: out of memory. */
 static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len, uint64_t tag)
 {
     char err[160];
     size_t k = 0;
+    s->noted = 0;
     if (gbi_frame_decode(&s->scratch, buf, len, err, sizeof err) != 0)
         return 0; /* the worker answers undecodable frames (correlation id 0) */
-    for (size_t i = 0; i < s->scratch.n; i++) /* those set_add keeps */
+    for (size_t i = 0; i < s->scratch.n; i++) /* those gbi_ids_add keeps, at most */
         k += s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY && s->scratch.envs[i].corr != 0 &&
              s->scratch.envs[i].corr != ~0ull;
-    if (p->n && p->n + k > PEER_IDS_MAX)
+    if (!k)
+        return 0;
+    const size_t now = gbi_ids_bytes(&p->ids), after = gbi_ids_bytes_after(&p->ids, k);
+    if (p->ids.n && after > PEER_IDS_BYTES)
         return -1;
-    if (k) {
-        const size_t all = ids_total(s);
-        if (all && all + k > SUP_IDS_MAX)
-            return -2;
-    }
+    if (s->ids_bytes && s->ids_bytes - now + after > SUP_IDS_BYTES)
+        return -2;
+    if (gbi_ids_reserve(&p->ids, k) != 0)
+        return -3;
     for (size_t i = 0; i < s->scratch.n; i++)
         if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
-            set_add(p, s->scratch.envs[i].corr, tag);
+            s->noted += (size_t)gbi_ids_add(&p->ids, s->scratch.envs[i].corr, tag);
+    gbi_ids_trim(&p->ids); /* none noted after all (ids already waiting) */
     return 0;
 }
 
 /* Strikes the frame's replies off p's pending set; returns how many it held. */
-static size_t note_replies(peer_t *p, const uint8_t *buf, size_t len)
+static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len)
 {
     gb_pb_reply_iter_t it;
     gb_pb_reply_view_t v;
     size_t n = 0;
+    uint64_t seen = 0;
     if (gb_pb_reply_frame_open(&it, buf, len) != 0)
         return 0;
-    for (; gb_pb_reply_frame_next(&it, &v); n++)
-        set_del(p, v.corr);
+    for (; gb_pb_reply_frame_next(&it, &v); n++) {
+        const uint64_t tag = gbi_ids_del(&p->ids, v.corr);
+        seen = tag > seen ? tag : seen;
+    }
+    if (seen)
+        down_taken(s, p, seen);
     return n;
 }
 
@@ -336,32 +271,24 @@ static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
 
 static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p->refused_owed; }
 
-/* Answers every id p still waits for with status; the texts of the first
- * 64 KiB only, as the bridge does for one frame's errors (a client that does
- * not read may have PEER_IDS_MAX waiting). */
+/* Answers the ids p still waits for (those of one frame's tag, or all:
+ * tag 0) with status; the texts of the first 64 KiB only, as the bridge does
+ * for one frame's errors (a client that does not read may have many). */
 static size_t answer_tagged(gbi_sup_t *s, peer_t *p, int status, const char *why, uint64_t tag)
 {
-    size_t done = 0, text = 0;
-    while (p->n > 0) {
-        enum { CHUNK = 256 };
+    enum { CHUNK = 256 };
+    size_t done = 0, text = 0, cursor = SIZE_MAX, k;
+    uint64_t ids[CHUNK];
+    while ((k = gbi_ids_take(&p->ids, tag ? tag : 0, tag ? tag : UINT64_MAX, &cursor, ids, CHUNK)) > 0) {
         Gpubridge__Reply rs[CHUNK], *rp[CHUNK];
-        size_t k = 0;
-        for (size_t j = 0; j < p->cap && k < CHUNK; j++) {
-            uint64_t v = p->ids[j].id;
-            if (!v || v == ~0ull || (tag && p->ids[j].tag != tag))
-                continue;
-            gpubridge__reply__init(&rs[k]);
-            rs[k].correlation_id = v;
-            rs[k].status = status;
-            rs[k].error = (char *)(text < GBI_FRAME_ERR_BUDGET ? why : "");
+        for (size_t j = 0; j < k; j++) {
+            gpubridge__reply__init(&rs[j]);
+            rs[j].correlation_id = ids[j];
+            rs[j].status = status;
+            rs[j].error = (char *)(text < GBI_FRAME_ERR_BUDGET ? why : "");
             text += strlen(why);
-            rp[k] = &rs[k];
-            p->ids[j].id = ~0ull;
-            p->n--;
-            k++;
+            rp[j] = &rs[j];
         }
-        if (k == 0)
-            break; /* none (left) with that tag */
         Gpubridge__ReplyBatch b = GPUBRIDGE__REPLY_BATCH__INIT;
         b.n_replies = k;
         b.replies = rp;
@@ -370,14 +297,17 @@ static size_t answer_tagged(gbi_sup_t *s, peer_t *p, int status, const char *why
         f.batch = &b;
         size_t len = gpubridge__server_frame__get_packed_size(&f);
         uint8_t *buf = malloc(len ? len : 1);
-        if (!buf)
-            break;
-        gpubridge__server_frame__pack(&f, buf);
-        own_reply(s, p, buf, len);
-        free(buf);
+        if (buf) {
+            gpubridge__server_frame__pack(&f, buf);
+            own_reply(s, p, buf, len);
+            free(buf);
+        } else {
+            GB_ERROR("supervisor: out of memory answering %zu request(s)", k);
+        }
         done += k;
         s->replies_own += k;
     }
+    gbi_ids_trim(&p->ids);
     return done;
 }
 
@@ -418,7 +348,8 @@ static void peer_drop(gbi_sup_t *s, size_t i)
     peer_t *p = &s->peers[i];
     if (p->dealer)
         zmq_close(p->dealer);
-    free(p->ids);
+    gbi_ids_free(&p->ids);
+    s->down_total -= s->down_total >= p->down_fwd ? p->down_fwd : s->down_total;
     if (p->out_msg) {
         zmq_msg_close(p->out_msg);
         free(p->out_msg);
@@ -442,7 +373,7 @@ static void peers_evict(gbi_sup_t *s, uint64_t now)
 {
     for (size_t i = 0; i < s->n_peers;) {
         peer_t *p = &s->peers[i];
-        if (p->n == 0 && p != s->stall_peer && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS)
+        if (p->ids.n == 0 && p != s->stall_peer && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS)
             peer_drop(s, i);
         else
             i++;
@@ -465,6 +396,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
     memcpy(p->id, id, len);
     p->id_len = len;
     p->tag = ++s->conns << 32; /* a new connection's tags never follow an old one's */
+    p->ids.total = &s->ids_bytes;
     return p;
 }
 
@@ -556,6 +488,29 @@ static int refusal_status(const gbi_sup_t *s, const char **why)
     return GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN;
 }
 
+/* A frame not passed on whose requests got no reply of their own (none was
+ * noted: no correlation ids, or it does not decode) gets one, correlation
+ * id 0, as the worker would answer it: MALFORMED if it does not decode, else
+ * the refusal (BUSY, SHUTTING_DOWN once stopping), unless the worker would
+ * not answer it either (an empty batch, fire-and-forget one-way requests). */
+static void refuse_unnoted(gbi_sup_t *s, peer_t *p, const void *buf, size_t len, const char *why)
+{
+    char err[160] = "";
+    gbi_frame_t *f = &s->scratch;
+    if (gbi_frame_decode(f, buf, len, err, sizeof err) != 0 || !f->has_body) {
+        s->replies_own++;
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                     err[0] ? err : "ClientFrame has neither an envelope nor a batch");
+        return;
+    }
+    for (size_t i = 0; i < f->n; i++)
+        if (f->envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY || f->envs[i].corr != 0) {
+            s->replies_own++;
+            refuse_frame(s, p, refusal_status(s, &why), why);
+            return;
+        }
+}
+
 /* Sends what p has waiting, while its queue takes it: the supervisor's own
  * replies, the BUSY replies owed, then the held worker reply. Returns 1 once
  * nothing waits. */
@@ -604,10 +559,11 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
             /* Frames the worker refused whole: their ids get no reply from
              * it; the client gets one BUSY per frame, as from the bridge. */
             p->refused_owed += set_del_tags(p, first, last);
+            down_taken(s, p, last);
             n++;
             continue;
         }
-        s->replies_fwd += note_replies(p, zmq_msg_data(&m), zmq_msg_size(&m));
+        s->replies_fwd += note_replies(s, p, zmq_msg_data(&m), zmq_msg_size(&m));
         s->up = s->worker > 0;
         s->alive_ns = gb_now_ns();
         if (to_client(s, p, zmq_msg_data(&m), zmq_msg_size(&m)) != 0 && (p->out_msg = malloc(sizeof *p->out_msg))) {
@@ -618,6 +574,22 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
         n++;
     }
     zmq_msg_close(&m);
+    return n;
+}
+
+/* The held frame, never passed on, is dropped with its worker: its ids are
+ * answered st, or, with none, the frame gets one refusal. */
+static size_t drop_held(gbi_sup_t *s, int st, const char *why)
+{
+    peer_t *p = s->stall_peer;
+    if (!p)
+        return 0;
+    s->stall_peer = NULL;
+    size_t n = answer_tagged(s, p, st, why, s->stall_tag);
+    if (!n)
+        refuse_unnoted(s, p, zmq_msg_data(&s->stall_msg), zmq_msg_size(&s->stall_msg),
+                       "the frame could not be passed to the GPU worker (it stopped) and was not processed; retry");
+    zmq_msg_close(&s->stall_msg);
     return n;
 }
 
@@ -648,25 +620,23 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
             nanosleep(&ts, NULL);
         }
     }
-    if (s->stall_peer) { /* its ids are pending: answered below */
-        zmq_msg_close(&s->stall_msg);
-        s->stall_peer = NULL;
-    }
     /* At shutdown what the worker did not take is refused as shutting down
      * (as the bridge itself does); otherwise it hit a dead GPU side. */
     const bool stopping = final && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const int st = stopping ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN : GPUBRIDGE__STATUS__STATUS_GPU_ERROR;
     if (stopping)
         snprintf(why, sizeof why, "the bridge is shutting down; the request was not processed");
-    size_t answered = 0;
+    size_t answered = drop_held(s, st, why);
     for (size_t i = 0; i < s->n_peers; i++) {
         peer_t *p = &s->peers[i];
-        answered += answer_pending(s, p, stopping ? GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN
-                                                  : GPUBRIDGE__STATUS__STATUS_GPU_ERROR, why);
+        answered += answer_pending(s, p, st, why);
         if (p->dealer) {
             zmq_close(p->dealer);
             p->dealer = NULL;
         }
+        p->down_fwd = 0; /* its DEALER's queue went with it */
     }
+    s->down_total = 0;
     s->worker = 0;
     s->up = false;
     if (s->hb) {
@@ -717,6 +687,19 @@ static void refuse_held(gbi_sup_t *s, const char *why)
     refuse_unread(s, p, why);
 }
 
+/* The held frame could not be passed on: its requests are answered why
+ * (BUSY, SHUTTING_DOWN once stopping) with their ids, or the frame, with
+ * none noted, gets one refusal; it is released. */
+static void not_passed(gbi_sup_t *s, const char *why)
+{
+    peer_t *p = s->stall_peer;
+    const char *text = why;
+    s->stall_peer = NULL;
+    if (!answer_tagged(s, p, refusal_status(s, &text), text, s->stall_tag))
+        refuse_unnoted(s, p, zmq_msg_data(&s->stall_msg), zmq_msg_size(&s->stall_msg), why);
+    zmq_msg_close(&s->stall_msg);
+}
+
 /* Tries to hand the held frame to its DEALER. Returns 1 once nothing is held. */
 static int unstall(gbi_sup_t *s)
 {
@@ -735,18 +718,15 @@ static int unstall(gbi_sup_t *s)
             s->nodealer_logged_ns = now;
             s->nodealer_unlogged = 0;
         }
-        zmq_msg_close(&s->stall_msg);
-        peer_t *p = s->stall_peer;
-        s->stall_peer = NULL;
-        uncount_held(s, p);
-        const char *why = "the supervisor cannot take more connections now (out of descriptors); retry later";
-        answer_pending(s, p, refusal_status(s, &why), why);
+        uncount_held(s, s->stall_peer);
+        not_passed(s, "the supervisor cannot take more connections now (out of descriptors); retry later");
         return 1;
     }
     /* [tag][frame]: the client's delimiter stays here (to_client adds it). */
     uint8_t tag[GBI_TAG_LEN];
     gbi_put_u64(tag, s->stall_tag);
-    if (zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    const bool drop = s->drop_bytes && zmq_msg_size(&s->stall_msg) == s->drop_bytes; /* a test hook */
+    if (!drop && zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         if (worker_reading(s))
             return 0; /* it reads: ZeroMQ pushes back on the clients meanwhile */
         /* Nobody reads the queue: holding the frame would stop the ROUTER
@@ -759,15 +739,13 @@ static int unstall(gbi_sup_t *s)
      * worker's connection went meanwhile: then ZeroMQ drops the message,
      * and its requests are answered here at once. Never a blocking send:
      * the worker is reaped and restarted by this loop. */
-    peer_t *p = s->stall_peer;
-    s->stall_peer = NULL;
-    if (zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&s->stall_msg);
-        const char *why = "the request could not be passed to the GPU worker (its connection closed) and was not "
-                          "processed; retry";
-        answer_tagged(s, p, refusal_status(s, &why), why, s->stall_tag);
+    if (drop || zmq_msg_send(&s->stall_msg, d, ZMQ_DONTWAIT) < 0) {
+        peer_t *p = s->stall_peer;
+        not_passed(s, "the request could not be passed to the GPU worker (its connection closed) and was not "
+                      "processed; retry");
         p->tag = s->stall_tag - 1; /* the message is atomic: the worker saw neither part */
     }
+    s->stall_peer = NULL;
     return 1;
 }
 
@@ -808,10 +786,7 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
         refuse_too_large(s, p, len);
         return 1;
     }
-    if (reading) {
-        p->down_fwd = 0;
-        s->down_total = 0;
-    } else if (p->down_fwd + len > DOWN_FWD_MAX || s->down_total + len > SUP_DOWN_MAX) {
+    if (!reading && (p->down_fwd + len > DOWN_FWD_MAX || s->down_total + len > SUP_DOWN_MAX)) {
         /* No worker reads (it is restarting, or its heartbeat is late): what
          * is forwarded waits in this process, so each client gets a byte
          * budget, not DEALER_HWM frames of up to the hard cap each, and all
@@ -828,10 +803,12 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
         return 1;
     const int noted = note_requests(s, p, zmq_msg_data(m), len, p->tag + 1);
     if (noted != 0) {
-        const char *why = noted == -1 ? "frame refused: its client has as many requests waiting for replies as "
-                                        "the supervisor keeps (65,536); read replies, then resend"
-                                      : "frame refused: the supervisor has as many requests waiting for replies as "
-                                        "it keeps for all clients (1,048,576); retry later";
+        const char *why = noted == -1 ? "frame refused: its client's requests waiting for replies would take more "
+                                        "of the supervisor's memory than it keeps for one client (4 MiB); read "
+                                        "replies, then resend"
+                          : noted == -2 ? "frame refused: the requests waiting for replies would take more of the "
+                                          "supervisor's memory than it keeps for all clients (64 MiB); retry later"
+                                        : "frame refused: the supervisor is out of memory; retry later";
         s->replies_own++;
         refuse_frame(s, p, refusal_status(s, &why), why);
         return 1;
@@ -842,6 +819,8 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
     p->stall_fwd += s->stall_counted;
     p->down_fwd += s->down_counted;
     s->down_total += s->down_counted;
+    if (!reading)
+        p->down_tag = p->tag + 1;
     return 0;
 }
 
@@ -904,8 +883,11 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         return 1;
     }
-    if (s->closing) {
-        zmq_msg_close(&m); /* its ids are answered SHUTTING_DOWN with the rest */
+    if (s->closing) { /* its ids are answered SHUTTING_DOWN with the rest; with none, the frame is */
+        if (!s->noted)
+            refuse_unnoted(s, p, zmq_msg_data(&m), zmq_msg_size(&m), "the bridge is shutting down; the request "
+                           "was not processed");
+        zmq_msg_close(&m);
         return 1;
     }
     p->tag++; /* a frame the worker will see (or whose tag is taken back) */
@@ -1358,6 +1340,8 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     s.cfg = cfg;
     s.reload = reload;
     s.hb_timeout_ms = hb_timeout_ms();
+    const char *drop = gb_test_hook(GB_HOOK_SUP_DROP_BYTES);
+    s.drop_bytes = drop ? strtoul(drop, NULL, 10) : 0;
     s.peers = calloc(MAX_PEERS, sizeof *s.peers);
     s.items = calloc(MAX_PEERS + 2, sizeof *s.items);
     s.owner = calloc(MAX_PEERS + 2, sizeof *s.owner);

@@ -10,7 +10,8 @@
  *   GPUBRIDGE_FORCE_MALLOC_STAGING=1  staging ring in malloc'd, not pinned, memory
  *   GPUBRIDGE_FORCE_FALLBACK=1        act as if mapped pinned memory failed
  *   GPUBRIDGE_TEST_SPIN=1             message type 0xFF7E spins the server loop
- *   GPUBRIDGE_TEST_HEARTBEAT_MS=N     the supervisor's heartbeat timeout */
+ *   GPUBRIDGE_TEST_HEARTBEAT_MS=N     the supervisor's heartbeat timeout
+ *   GPUBRIDGE_TEST_SUP_DROP_BYTES=N   the supervisor fails to pass on frames of N bytes */
 #ifndef GB_TEST_HOOKS_H
 #define GB_TEST_HOOKS_H
 
@@ -26,6 +27,7 @@ typedef enum gb_hook {
     GB_HOOK_FORCE_FALLBACK,
     GB_HOOK_TEST_SPIN,
     GB_HOOK_HEARTBEAT_MS,
+    GB_HOOK_SUP_DROP_BYTES,
 } gb_hook;
 
 /* The hook's environment value in a test build; NULL when unset or in the

@@ -8,7 +8,7 @@ BIN=$1 TBIN=$2
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 HOOKS="GPUBRIDGE_TEST_FAULTS GPUBRIDGE_KERNEL_FLAGS GPUBRIDGE_FORCE_MALLOC_STAGING GPUBRIDGE_FORCE_FALLBACK
-  GPUBRIDGE_TEST_SPIN GPUBRIDGE_TEST_HEARTBEAT_MS"
+  GPUBRIDGE_TEST_SPIN GPUBRIDGE_TEST_HEARTBEAT_MS GPUBRIDGE_TEST_SUP_DROP_BYTES"
 for h in $HOOKS; do
   grep -aq "$h" "$BIN" && fail "$BIN contains the test hook name $h"
   grep -aq "$h" "$TBIN" || fail "$TBIN lacks the test hook $h"

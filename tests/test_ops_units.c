@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
@@ -186,6 +187,53 @@ static void test_reload_apply(void **state)
     gb_log_set_level(saved);
 }
 
+/* Lines of the log file that hold what. */
+static int lines_with(FILE *f, const char *what)
+{
+    char line[512];
+    int n = 0;
+    rewind(f);
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, what) != NULL;
+    return n;
+}
+
+/* --max-message-size beats the file on reload too (a supervised worker always
+ * gets it): said once, not at every SIGHUP, and not as a restart-only change. */
+static void test_reload_cli_max_message_size(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gb-reload-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char text[] = "max_message_size = 2048;\n";
+    assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    gb_config_t live;
+    gb_config_defaults(&live);
+    live.max_message_size = 4096;
+    gb_reload_t r = {path, &live, false, "testhost", 4096, 0};
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(log), 2);
+    gb_log_level level = gb_log_get_level();
+    gb_log_set_level(GB_LOG_INFO);
+    const int first = gb_reload_file(&r), second = gb_reload_file(&r);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    gb_log_set_level(level);
+    unlink(path);
+    assert_int_equal(first, 0);
+    assert_int_equal(second, 0);
+    assert_int_equal(live.max_message_size, 4096);
+    assert_int_equal(lines_with(log, "max_message_size"), 1);
+    assert_int_equal(lines_with(log, "max_message_size 2048 in the file; --max-message-size 4096 stays in force"), 1);
+    fclose(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_reload_apply),
+        cmocka_unit_test(test_reload_cli_max_message_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
