@@ -55,11 +55,21 @@ gpubridge_mode gpubridge_runtime_mode(const gpubridge_runtime_t *rt)
 
 int gpubridge_runtime_device(const gpubridge_runtime_t *rt) { return rt ? rt->device : -1; }
 
-size_t gpubridge_type_count(const gpubridge_runtime_t *rt) { return rt ? rt->n_served : 0; }
+/* The served list grows only before the start, under the lock. */
+size_t gpubridge_type_count(const gpubridge_runtime_t *crt)
+{
+    if (!crt)
+        return 0;
+    gpubridge_runtime_t *rt = (gpubridge_runtime_t *)crt; /* the lock is not part of its value */
+    pthread_mutex_lock(&rt->lock);
+    const size_t n = rt->n_served;
+    pthread_mutex_unlock(&rt->lock);
+    return n;
+}
 
 const char *gpubridge_type_name(const gpubridge_runtime_t *rt, size_t i)
 {
-    return rt && i < rt->n_served ? rt->served[i] : NULL;
+    return i < gpubridge_type_count(rt) ? rt->served[i] : NULL;
 }
 
 gb_engine_type_t *gbe_type(gpubridge_runtime_t *rt, const char *type, gpubridge_err *code)
