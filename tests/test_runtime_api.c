@@ -298,6 +298,7 @@ typedef struct worker {
     gpubridge_runtime_t *rt;
     uint64_t key;
     int ok;
+    int sends; /* also a send per call, whose reply the test polls */
 } worker_t;
 
 static void *work(void *arg)
@@ -309,8 +310,9 @@ static void *work(void *arg)
     for (int i = 1; i <= 300 && w->ok; i++) {
         w->ok = gpubridge_call(w->rt, "test.tally", w->key, 1, &v, 8, &r, out, sizeof out, 10000) == GPUBRIDGE_OK &&
                 out[0] == i && r.key == w->key;
-        /* and a send whose reply another thread may take: fine, it is polled below */
-        w->ok = w->ok && gpubridge_send(w->rt, "test.tally", 1000 + w->key, 1, &v, 8, w->key, 0) == GPUBRIDGE_OK;
+        /* and a send, whose reply waits in the queue for the poll after the join */
+        w->ok = w->ok && (!w->sends || gpubridge_send(w->rt, "test.tally", 1000 + w->key, 1, &v, 8, w->key, 0) ==
+                                           GPUBRIDGE_OK);
     }
     return NULL;
 }
@@ -323,7 +325,7 @@ static void test_threads(void **st)
     pthread_t th[4];
     worker_t w[4];
     for (int i = 0; i < 4; i++) {
-        w[i] = (worker_t){rt, (uint64_t)i + 10, 0};
+        w[i] = (worker_t){rt, (uint64_t)i + 10, 0, 1};
         assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
@@ -338,6 +340,59 @@ static void test_threads(void **st)
         n++;
     }
     assert_int_equal(n, 4 * 300);
+    gpubridge_runtime_destroy(&rt);
+}
+
+/* cpu mode with worker threads (cpu_threads from the config's entry for the
+ * type): calls, a burst of sends polled back, calls from several threads. */
+static void test_worker_threads(void **st)
+{
+    (void)st;
+    if (strcmp(g_mode, "cpu") != 0)
+        skip();
+    gpubridge_options_t o = GPUBRIDGE_OPTIONS_INIT;
+    o.mode_name = "cpu";
+    o.flags = GPUBRIDGE_NO_CONFIG_GRAINS;
+    o.log_level = "warn";
+    o.config_text = "grains = ( { type = \"test.tally\"; cpu_threads = 2; queue_capacity = 64; } );\n";
+    gpubridge_runtime_t *rt = NULL;
+    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
+    assert_int_equal(gpubridge_register_grain(rt, &gb_grain_test_tally), GPUBRIDGE_OK);
+    assert_int_equal(gpubridge_runtime_start(rt), GPUBRIDGE_OK);
+    gpubridge_telemetry_t t;
+    assert_int_equal(gpubridge_telemetry(rt, "test.tally", &t), GPUBRIDGE_OK);
+    assert_int_equal(t.lanes, 2);
+    assert_int_equal(t.capacity, 64);
+    assert_int_equal(add(rt, 1, 4), 4);
+    int64_t v = 1, out[2];
+    gpubridge_reply_t r;
+    int full = 0, got = 0;
+    for (uint64_t i = 0; i < 200; i++) { /* more than the ring holds: FULL until polled */
+        gpubridge_err e;
+        while ((e = gpubridge_send(rt, "test.tally", 50 + i % 4, 1, &v, 8, i, 0)) == GPUBRIDGE_ERR_FULL) {
+            full = 1;
+            assert_int_equal(gpubridge_poll(rt, &r, out, sizeof out, 10000), GPUBRIDGE_OK);
+            got++;
+        }
+        assert_int_equal(e, GPUBRIDGE_OK);
+    }
+    while (gpubridge_poll(rt, &r, out, sizeof out, 10000) == GPUBRIDGE_OK) {
+        assert_int_equal(r.key, 50 + r.corr % 4);
+        assert_int_equal(out[1], (int64_t)(r.corr / 4) + 1); /* each key's adds in order */
+        got++;
+    }
+    assert_true(full);
+    assert_int_equal(got, 200);
+    pthread_t th[3];
+    worker_t w[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (worker_t){rt, (uint64_t)i + 20, 0, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(w[i].ok);
+    }
     gpubridge_runtime_destroy(&rt);
 }
 
@@ -414,6 +469,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_version),  cmocka_unit_test(test_bad_options), cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_register), cmocka_unit_test(test_bad_send),    cmocka_unit_test(test_replies),
         cmocka_unit_test(test_deactivated), cmocka_unit_test(test_one_way),  cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_worker_threads),
         cmocka_unit_test(test_builtins_and_library), cmocka_unit_test(test_unavailable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
