@@ -36,58 +36,112 @@ static gpubridge_runtime_t *api_runtime(gb_mode mode, int window)
     return rt;
 }
 
-/* Request i's record and its call; 0 when the reply is request i's. */
-static int call_one(gpubridge_runtime_t *rt, uint64_t i)
+/* 0 when reply r (payload p) is request i's; i also stands in for the
+ * correlation id a call's reply does not carry. */
+static int check(const gpubridge_reply_t *r, const unsigned char *p, uint64_t i)
 {
-    unsigned char slot[64];
-    gb_slot_hdr_t *s = (gb_slot_hdr_t *)slot;
-    rl_fill_request(s, i);
-    unsigned char reply[GB_SLOT_HDR_SIZE + 32];
-    gb_slot_hdr_t *h = (gb_slot_hdr_t *)reply;
-    gpubridge_reply_t r;
-    gpubridge_err e = gpubridge_call(rt, "vecadd", s->key, s->type, gb_slot_payload(s), s->len, &r,
-                                     reply + GB_SLOT_HDR_SIZE, sizeof reply - GB_SLOT_HDR_SIZE, 5000);
-    if (e != GPUBRIDGE_OK) {
-        fprintf(stderr, "bench: api call %llu: %s\n", (unsigned long long)i, gpubridge_last_error());
-        return -1;
-    }
-    memset(h, 0, sizeof *h);
-    h->corr = i; /* a call's reply carries no correlation id: the check wants request i's */
-    h->status = (uint16_t)r.status;
-    h->len = r.len;
-    if (!rl_check_reply(h, i)) {
-        fprintf(stderr, "bench: api call %llu: wrong reply\n", (unsigned long long)i);
+    unsigned char buf[GB_SLOT_HDR_SIZE + 32];
+    gb_slot_hdr_t *h = (gb_slot_hdr_t *)buf;
+    memset(buf, 0, sizeof buf);
+    h->corr = i;
+    h->status = (uint16_t)r->status;
+    h->len = r->len;
+    memcpy(buf + GB_SLOT_HDR_SIZE, p, r->len < 32 ? r->len : 32);
+    if ((r->corr != i && r->corr != 0) || !rl_check_reply(h, i)) {
+        fprintf(stderr, "bench: api: wrong reply for request %llu\n", (unsigned long long)i);
         return -1;
     }
     return 0;
 }
 
-int ra_call_round_trips(gb_mode mode, int window, int warmup, int iters, double *median, double *p99,
-                        char *placement, size_t cap)
+/* Request i through gpubridge_call (call) or gpubridge_send. */
+static int request(gpubridge_runtime_t *rt, uint64_t i, int call)
 {
+    unsigned char slot[64], out[32];
+    gb_slot_hdr_t *s = (gb_slot_hdr_t *)slot;
+    rl_fill_request(s, i);
+    gpubridge_reply_t r;
+    gpubridge_err e = call ? gpubridge_call(rt, "vecadd", s->key, s->type, gb_slot_payload(s), s->len, &r, out,
+                                            sizeof out, 5000)
+                           : gpubridge_send(rt, "vecadd", s->key, s->type, gb_slot_payload(s), s->len, i, 0);
+    if (e != GPUBRIDGE_OK) {
+        fprintf(stderr, "bench: api request %llu: %s\n", (unsigned long long)i, gpubridge_last_error());
+        return -1;
+    }
+    return call ? check(&r, out, i) : 0;
+}
+
+static int poll_one(gpubridge_runtime_t *rt, uint64_t i)
+{
+    unsigned char out[32];
+    gpubridge_reply_t r;
+    if (gpubridge_poll(rt, &r, out, sizeof out, 5000) != GPUBRIDGE_OK) {
+        fprintf(stderr, "bench: api: no reply for request %llu: %s\n", (unsigned long long)i, gpubridge_last_error());
+        return -1;
+    }
+    return check(&r, out, i);
+}
+
+/* Batches of `batch` sends, then their replies polled, for `seconds`;
+ * requests from *ip on. */
+static int batches(gpubridge_runtime_t *rt, uint32_t batch, double seconds, uint64_t *ip, double *rate)
+{
+    double t0 = rl_now_us(), t1;
+    uint64_t done = 0;
+    int rc = 0;
+    do {
+        for (uint32_t k = 0; k < batch && rc == 0; k++)
+            rc = request(rt, *ip + k, 0);
+        for (uint32_t k = 0; k < batch && rc == 0; k++)
+            rc = poll_one(rt, *ip + k);
+        *ip += batch;
+        done += batch;
+        t1 = rl_now_us();
+    } while (rc == 0 && t1 - t0 < seconds * 1e6);
+    *rate = (double)done / ((t1 - t0) / 1e6);
+    return rc;
+}
+
+/* The type's counters against what was sent, and its placement. */
+static int finish(gpubridge_runtime_t *rt, uint64_t sent, ra_result_t *out)
+{
+    static const char *const names[] = {"auto", "host", "mapped", "staging"};
+    gpubridge_telemetry_t t;
+    if (gpubridge_telemetry(rt, "vecadd", &t) != GPUBRIDGE_OK)
+        return -1;
+    snprintf(out->placement, sizeof out->placement, "%s",
+             t.placement <= GPUBRIDGE_PLACEMENT_STAGING ? names[t.placement] : "?");
+    if (t.processed != sent || t.errors != 0) {
+        fprintf(stderr, "bench: api: %llu processed (%llu errors), %llu sent\n", (unsigned long long)t.processed,
+                (unsigned long long)t.errors, (unsigned long long)sent);
+        return -1;
+    }
+    return 0;
+}
+
+int ra_bench(gb_mode mode, int window, int warmup, int iters, double seconds, ra_result_t *out)
+{
+    static const uint32_t sizes[4] = {1, 16, 256, 4096};
+    memset(out, 0, sizeof *out);
     gpubridge_runtime_t *rt = api_runtime(mode, window);
     double *s = calloc((size_t)iters, sizeof *s);
     int rc = rt && s ? 0 : -1;
-    for (int k = 0; k < warmup + iters && rc == 0; k++) {
+    uint64_t i = 0;
+    for (; (int)i < warmup + iters && rc == 0; i++) {
         double t0 = rl_now_us();
-        rc = call_one(rt, (uint64_t)k);
-        if (k >= warmup)
-            s[k - warmup] = rl_now_us() - t0;
-    }
-    gpubridge_telemetry_t t;
-    if (rc == 0 && gpubridge_telemetry(rt, "vecadd", &t) == GPUBRIDGE_OK) {
-        static const char *const names[] = {"auto", "host", "mapped", "staging"};
-        snprintf(placement, cap, "%s", t.placement <= GPUBRIDGE_PLACEMENT_STAGING ? names[t.placement] : "?");
-        if (t.processed != (uint64_t)(warmup + iters)) {
-            fprintf(stderr, "bench: api: %llu processed, %d sent\n", (unsigned long long)t.processed, warmup + iters);
-            rc = -1;
-        }
+        rc = request(rt, i, 1);
+        if ((int)i >= warmup)
+            s[i - (uint64_t)warmup] = rl_now_us() - t0;
     }
     if (rc == 0) {
         qsort(s, (size_t)iters, sizeof *s, rl_cmp_double);
-        *median = s[iters / 2];
-        *p99 = s[(int)((double)iters * 0.99)];
+        out->median_us = s[iters / 2];
+        out->p99_us = s[(int)((double)iters * 0.99)];
     }
+    for (int b = 0; b < 4 && rc == 0; b++)
+        rc = batches(rt, sizes[b], seconds, &i, &out->batch_rate[b]);
+    if (rc == 0)
+        rc = finish(rt, i, out);
     free(s);
     gpubridge_runtime_destroy(&rt);
     return rc;
