@@ -186,7 +186,8 @@ typedef struct gpubridge_reply {
 
 /* Takes the next reply of a request sent with gpubridge_send, waiting up to
  * timeout_ms for one (0: do not wait; -1: wait for ever); its payload goes
- * into buf (cap bytes). GPUBRIDGE_ERR_EMPTY: none came in time.
+ * into buf (cap bytes). GPUBRIDGE_ERR_EMPTY: none came in time (at once
+ * when no request is in flight).
  * GPUBRIDGE_ERR_TOO_LARGE: reply->len is larger than cap; the reply stays
  * first in line for a call with a larger buffer. */
 GPUBRIDGE_API gpubridge_err gpubridge_poll(gpubridge_runtime_t *rt, gpubridge_reply_t *reply, void *buf, size_t cap,
