@@ -12,6 +12,9 @@
  * producer thread or by the receiving thread itself: --stream-threads); then
  * the drain rate, the kernel's own with the host out of the way (a full ring
  * queued while deactivated, then activated). Load generators: ring_load.h.
+ * Each mode's "api" row is the same round trip and batches through the
+ * embedding API (gpubridge_call; gpubridge_send then gpubridge_poll;
+ * ring_api.c) on the same ring geometry.
  * --sizes 64,1024,65536 measures echo messages of those payload sizes instead,
  * in one slot and out of line (ring_sizes.c).
  * Every result is checked. */
@@ -23,6 +26,7 @@
 
 #include "log.h"
 #include "runtime.h"
+#include "ring_api.h"
 #include "ring_load.h"
 #include "ring_sizes.h"
 #include "vecadd.h"
@@ -331,6 +335,25 @@ static int bench_backend(const char *label, gb_mode mode, int fallback, int warm
     return drain_row(label, mode, fallback, name, row);
 }
 
+/* The same through the embedding API (ring_api.c): a row of its own beside
+ * the runtime's. */
+static int bench_api(const char *label, gb_mode mode, int warmup, int iters, double seconds)
+{
+    ra_result_t a;
+    int rc = ra_bench(mode, g_window, warmup, iters, seconds, &a);
+    if (rc == 0) {
+        char name[48];
+        snprintf(name, sizeof name, "%s api (%s)", label, a.placement);
+        row_t *r = add_row(name);
+        r->median_us = a.median_us;
+        r->p99_us = a.p99_us;
+        r->has_lat = 1;
+        memcpy(r->batch_rate, a.batch_rate, sizeof r->batch_rate);
+        r->has_tput = 1;
+    }
+    return rc;
+}
+
 /* CPU the host side spends on an idle ring kernel over one second, when an
  * event loop polls it every millisecond (what the bridge does). */
 static double idle_cpu_percent(gb_mode mode)
@@ -583,15 +606,19 @@ int main(int argc, char **argv)
 #else
     (void)ladder;
 #endif
-    if (strstr(modes, "cpu"))
+    if (strstr(modes, "cpu")) {
         rc |= bench_backend("cpu", GB_MODE_CPU, 0, warmup, iters, seconds, 0);
+        rc |= bench_api("cpu", GB_MODE_CPU, warmup, iters, seconds);
+    }
     if (strstr(modes, "persistent")) {
         rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds, 0);
+        rc |= bench_api("persistent", GB_MODE_PERSISTENT, warmup, iters, seconds);
         if (fallback)
             rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 1, warmup, iters / 10, seconds, 0);
     }
     if (strstr(modes, "relaunch")) {
         rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 0, warmup, iters, seconds, 0);
+        rc |= bench_api("relaunch", GB_MODE_RELAUNCH, warmup, iters, seconds);
         if (fallback) {
             rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup, iters / 4, seconds, 0);
             setenv("GPUBRIDGE_FORCE_MALLOC_STAGING", "1", 1);

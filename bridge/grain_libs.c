@@ -16,35 +16,64 @@ static gb_err fail(const gb_grain_lib_config_t *l, char *err, size_t errlen, con
     return GB_ERR_CONFIG;
 }
 
-static gb_err register_types(gb_config_t *cfg, const gb_grain_lib_config_t *l, const gb_grain_node_t *head,
-                             bool gpu, char *err, size_t errlen)
+/* Registers the types of library path (head: its list). again_ok: a type
+ * whose name is registered to this very descriptor (the library loaded
+ * before, by another runtime of the process) is taken as it is. */
+static gb_err register_types(gb_config_t *cfg, const char *path, const gb_grain_node_t *head, bool gpu,
+                             bool again_ok, char *why, size_t whylen)
 {
-    char why[512];
     if (!head) {
-        snprintf(why, sizeof why, "%s defines no grain type (no GB_DEFINE_GRAIN)", l->path);
-        return fail(l, err, errlen, why);
+        snprintf(why, whylen, "%s defines no grain type (no GB_DEFINE_GRAIN)", path);
+        return GB_ERR_CONFIG;
     }
     for (const gb_grain_node_t *n = head; n; n = n->next) {
         const gb_grain_desc_t *d = n->desc;
         if (gpu && d->abi == GB_GRAIN_ABI && !d->gpu) {
-            snprintf(why, sizeof why, "%s: grain type '%s' has no GPU code (built without nvcc), and this host "
+            snprintf(why, whylen, "%s: grain type '%s' has no GPU code (built without nvcc), and this host "
                      "runs ring kernels on the GPU; build it with gpubridge_add_grain_library, or run in cpu mode",
-                     l->path, d->name ? d->name : "?");
-            return fail(l, err, errlen, why);
+                     path, d->name ? d->name : "?");
+            return GB_ERR_CONFIG;
         }
         char rerr[384];
-        if (!gb_grain_register(d, rerr, sizeof rerr)) {
-            snprintf(why, sizeof why, "%s: %s", l->path, rerr);
-            return fail(l, err, errlen, why);
+        const bool again = again_ok && d->name && gb_grain_get(gb_grain_kind_of(d->name)) == d;
+        if (!again && !gb_grain_register(d, rerr, sizeof rerr)) {
+            snprintf(why, whylen, "%s: %s", path, rerr);
+            return GB_ERR_CONFIG;
         }
         if (!gb_config_add_grain(cfg, d->name)) {
-            snprintf(why, sizeof why, "%s: grain type '%s': too many grain types (at most %d)", l->path, d->name,
+            snprintf(why, whylen, "%s: grain type '%s': too many grain types (at most %d)", path, d->name,
                      GB_MAX_GRAIN_TYPES);
-            return fail(l, err, errlen, why);
+            return GB_ERR_CONFIG;
         }
-        GB_INFO("grain type '%s' from %s%s", d->name, l->path, d->gpu ? "" : " (cpu only)");
+        GB_INFO("grain type '%s' from %s%s", d->name, path, d->gpu ? "" : " (cpu only)");
     }
     return GB_OK;
+}
+
+gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool again_ok, char *why, size_t whylen)
+{
+    /* RTLD_LOCAL: two libraries may use the same internal names. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(why, whylen, "cannot load '%s': %s", path, e ? e : "unknown error");
+        return GB_ERR_CONFIG;
+    }
+    gbi_library_fn entry;
+    *(void **)&entry = dlsym(h, "gb_grain_library");
+    if (!entry) {
+        snprintf(why, whylen, "%s is not a grain library (no gb_grain_library symbol; define its types "
+                 "with GB_DEFINE_GRAIN from gpubridge/grain.h)", path);
+        return GB_ERR_CONFIG;
+    }
+    const gb_grain_node_t *head = NULL;
+    const uint32_t abi = entry(&head);
+    if (abi != GB_GRAIN_ABI) {
+        snprintf(why, whylen, "%s was built for grain ABI %u, this gpubridge has ABI %u: rebuild it "
+                 "against this gpubridge's installed headers", path, abi, GB_GRAIN_ABI);
+        return GB_ERR_CONFIG;
+    }
+    return register_types(cfg, path, head, gpu, again_ok, why, whylen);
 }
 
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen)
@@ -52,30 +81,8 @@ gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen)
     char why[768];
     for (size_t i = 0; i < cfg->n_libs; i++) {
         const gb_grain_lib_config_t *l = &cfg->libs[i];
-        /* RTLD_LOCAL: two libraries may use the same internal names. */
-        void *h = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            const char *e = dlerror();
-            snprintf(why, sizeof why, "cannot load '%s': %s", l->path, e ? e : "unknown error");
+        if (gb_grain_lib_load(cfg, l->path, gpu, false, why, sizeof why) != GB_OK)
             return fail(l, err, errlen, why);
-        }
-        gbi_library_fn entry;
-        *(void **)&entry = dlsym(h, "gb_grain_library");
-        if (!entry) {
-            snprintf(why, sizeof why, "%s is not a grain library (no gb_grain_library symbol; define its types "
-                     "with GB_DEFINE_GRAIN from gpubridge/grain.h)", l->path);
-            return fail(l, err, errlen, why);
-        }
-        const gb_grain_node_t *head = NULL;
-        const uint32_t abi = entry(&head);
-        if (abi != GB_GRAIN_ABI) {
-            snprintf(why, sizeof why, "%s was built for grain ABI %u, this gpubridge has ABI %u: rebuild it "
-                     "against this gpubridge's installed headers", l->path, abi, GB_GRAIN_ABI);
-            return fail(l, err, errlen, why);
-        }
-        gb_err e = register_types(cfg, l, head, gpu, err, errlen);
-        if (e != GB_OK)
-            return e;
     }
     return GB_OK;
 }

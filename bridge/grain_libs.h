@@ -23,6 +23,10 @@ extern "C" {
  * one without the entry point, a wrong ABI, a duplicate type name, a type
  * without GPU code on a GPU mode, too many types. */
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen);
+/* One library, by path (the embedding API's gpubridge_register_library):
+ * the same checks, the reason without FILE:LINE in why. again_ok: types this
+ * library registered before (loaded again by another runtime) are fine. */
+gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool again_ok, char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,9 @@
 # cmake --install into a temporary prefix: the daemon, gbctl, the default
 # config under etc/gpubridge/, the systemd unit and both man pages are there;
 # the installed daemon accepts the installed config; the pages render without
-# warnings (where groff is installed); the unit reloads with SIGHUP.
+# warnings (where groff is installed); the unit reloads with SIGHUP; a
+# program built against the installed package (find_package) hosts a grain
+# of its own with the embedding API (gpubridge::runtime) in cpu mode.
 #   test_install.sh BUILD_DIR
 set -uo pipefail
 BUILD=$1
@@ -31,5 +33,60 @@ if command -v groff > /dev/null; then
     [ -z "$out" ] || fail "$p: $out"
   done
 fi
+embed_check() {
+  for f in include/gpubridge/runtime.h include/gpubridge/version.h; do
+    [ -s "$T/$f" ] || fail "$f not installed"
+  done
+  ls "$T"/lib*/libgpubridge-runtime.so > /dev/null 2>&1 || ls "$T"/lib/*/libgpubridge-runtime.so > /dev/null 2>&1 ||
+    fail "libgpubridge-runtime.so not installed"
+  mkdir -p "$T/app"
+  cat > "$T/app/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.22)
+project(embed_app LANGUAGES C)
+find_package(gpubridge 0.2 REQUIRED)
+add_executable(app app.c)
+target_link_libraries(app PRIVATE gpubridge::runtime)
+CM
+  cat > "$T/app/app.c" <<'APP'
+#include <stdio.h>
+#include <string.h>
+#include <gpubridge/runtime.h>
+GB_HD uint16_t inc(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in, uint32_t in_len,
+                   unsigned char *out, uint32_t out_cap, uint32_t *out_len, uint32_t *aux)
+{
+    (void)ctx, (void)type, (void)in, (void)in_len, (void)out_cap, (void)aux;
+    uint64_t *n = (uint64_t *)state;
+    ++*n;
+    memcpy(out, n, 8);
+    *out_len = 8;
+    return GB_SLOT_OK;
+}
+static const gb_grain_msg_t msgs[] = {{1, "Inc"}};
+GB_DEFINE_GRAIN(app_inc, "app.inc", 8, 0, inc, msgs, NULL)
+int main(void)
+{
+    gpubridge_options_t o = GPUBRIDGE_OPTIONS_INIT;
+    o.mode = GPUBRIDGE_MODE_CPU;
+    o.flags = GPUBRIDGE_NO_CONFIG_GRAINS;
+    gpubridge_runtime_t *rt = NULL;
+    uint64_t n = 0;
+    gpubridge_reply_t r;
+    if (gpubridge_runtime_new(&o, &rt) || gpubridge_register_grain(rt, &gb_grain_app_inc) ||
+        gpubridge_runtime_start(rt))
+        return printf("runtime: %s\n", gpubridge_last_error()), 1;
+    for (int i = 0; i < 3; i++)
+        if (gpubridge_call(rt, "app.inc", 1, 1, NULL, 0, &r, &n, sizeof n, 5000))
+            return printf("call: %s\n", gpubridge_last_error()), 1;
+    gpubridge_runtime_destroy(&rt);
+    printf("app.inc %llu, gpubridge %s\n", (unsigned long long)n, gpubridge_version(NULL, NULL, NULL));
+    return n == 3 && GPUBRIDGE_VERSION_MAJOR >= 0 ? 0 : 1;
+}
+APP
+  cmake -S "$T/app" -B "$T/app/build" -DCMAKE_PREFIX_PATH="$T" > "$T/app.log" 2>&1 &&
+    cmake --build "$T/app/build" >> "$T/app.log" 2>&1 || { cat "$T/app.log"; fail "build a program against gpubridge::runtime"; return; }
+  out=$("$T/app/build/app" 2>&1) || { echo "$out"; fail "the embedding program failed"; return; }
+  echo "$out" | grep -q "^app.inc 3, gpubridge " || fail "the embedding program: $out"
+}
+embed_check
 if [ $fails = 0 ]; then echo "PASS: install"; exit 0; fi
 exit 1
