@@ -50,6 +50,7 @@ static gb_err register_types(gb_config_t *cfg, const gb_grain_lib_config_t *l, c
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen)
 {
     char why[768];
+    const gb_grain_node_t *libs[GB_MAX_GRAIN_LIBS] = {NULL};
     for (size_t i = 0; i < cfg->n_libs; i++) {
         const gb_grain_lib_config_t *l = &cfg->libs[i];
         /* RTLD_LOCAL: two libraries may use the same internal names. */
@@ -76,6 +77,18 @@ gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen)
         gb_err e = register_types(cfg, l, head, gpu, err, errlen);
         if (e != GB_OK)
             return e;
+        libs[i] = head;
+    }
+    /* Targets once every library is in: a type may send to one loaded later. */
+    for (size_t i = 0; i < cfg->n_libs; i++) {
+        for (const gb_grain_node_t *n = libs[i]; n; n = n->next) {
+            const char *t = gb_grain_unknown_target(gb_grain_kind_of(n->desc->name));
+            if (t) {
+                snprintf(why, sizeof why, "%s: grain type '%s' sends to grain type '%s', which no built-in type "
+                         "or loaded library defines", cfg->libs[i].path, n->desc->name, t);
+                return fail(&cfg->libs[i], err, errlen, why);
+            }
+        }
     }
     return GB_OK;
 }

@@ -114,7 +114,8 @@ typedef enum gbc_status {
     GBC_STATUS_TIMEOUT = 12,
     GBC_STATUS_SHUTTING_DOWN = 13,
     GBC_STATUS_HANDLER_ERROR = 14,
-    GBC_STATUS_NO_ACTIVATION = 15
+    GBC_STATUS_NO_ACTIVATION = 15,
+    GBC_STATUS_UNDELIVERABLE = 16 /* a grain's forward could not reach its target */
 } gbc_status;
 
 /* Options of gbc_client_new. Zero in a field means its default, so a
