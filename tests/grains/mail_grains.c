@@ -14,6 +14,14 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
     const uint64_t self = gb_grain_self_key(ctx);
     uint32_t v[2] = {0, 0};
     *out_len = 0;
+    if (type == MT_BYTES) { /* a record larger than mt.b's slot arrives out of line */
+        v[0] = in_len;
+        for (uint32_t i = 0; i < in_len; i++)
+            v[1] += in[i];
+        memcpy(out, v, 8);
+        *out_len = 8;
+        return GB_SLOT_OK;
+    }
     if (in_len > sizeof v)
         return GB_SLOT_TOO_LARGE;
     memcpy(v, in, in_len);
@@ -50,6 +58,12 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
     }
     case MT_TO_SINK: /* the caller gets mt.sink's reply */
         return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, NULL, 0);
+    case MT_BIG: /* built in out, forwarded from there */
+        if (v[0] > out_cap)
+            return GB_SLOT_TOO_LARGE;
+        for (uint32_t i = 0; i < v[0]; i++)
+            out[i] = (unsigned char)(i * 7);
+        return gb_grain_forward(ctx, MT_TO_OTHER, self, MT_BYTES, out, v[0]);
     default:
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     }
@@ -86,7 +100,7 @@ GB_HD uint16_t sink_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t 
 
 static const gb_grain_msg_t mt_msgs[] = {{MT_HOPS, "Hops"},         {MT_SEND, "Send"},     {MT_BAD_TARGET, "BadTarget"},
                                          {MT_OVERSIZED, "Oversized"}, {MT_CYCLE, "Cycle"}, {MT_FANOUT, "Fanout"},
-                                         {MT_TO_SINK, "ToSink"}};
+                                         {MT_TO_SINK, "ToSink"},     {MT_BIG, "Big"},       {MT_BYTES, "Bytes"}};
 static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}};
 static const char *const a_targets[] = {"mt.b", "mt.sink"};
 static const char *const b_targets[] = {"mt.a"};

@@ -10,6 +10,8 @@ enum {
     MT_CYCLE = 5,      /* mt.a, mt.b: forward to each other forever (the hop limit ends it) */
     MT_FANOUT = 6,     /* mt.a, mt.b: forward and send to each other: doubling every hop */
     MT_TO_SINK = 7,    /* mt.a: forwards to mt.sink NOTE */
+    MT_BIG = 8,        /* mt.a: {uint32 n} -> forwards n bytes (byte i = i * 7) to mt.b BYTES */
+    MT_BYTES = 9,      /* mt.b: any record -> {uint32 length, uint32 sum of its bytes} */
     MT_NOTE = 1,       /* mt.sink: {uint64 number} or empty -> {uint64 count, uint64 out of order} */
     MT_GET = 2,        /* mt.sink: -> {uint64 count, uint64 out of order} */
 };
