@@ -152,4 +152,37 @@ GB_HD uint32_t gb_mail_finish(gb_grain_mail_t *m, unsigned char *out, uint32_t s
     return GB_SLOT_MAIL;
 }
 
+/* The reader's side (the host's router, or any embedding of the engine that
+ * drains reply rings): checks GB_SLOT_MAIL payload pl (len bytes, as the
+ * sender's kernel wrote it, so not trusted) and points msgs[i] at its
+ * messages in the order they were sent (at most GB_MAIL_MAX_MSGS), each
+ * record following its header. Returns how many, or -1 when malformed. */
+GB_HD int gb_mail_parse(const unsigned char *pl, uint32_t len, gb_mail_trailer_t *t, const gb_mail_msg_t **msgs)
+{
+    if (!pl || len < sizeof *t || len % 16)
+        return -1;
+    *t = *(const gb_mail_trailer_t *)(pl + len - sizeof *t);
+    const uint32_t off = gb_mail_pad16(t->reply_len);
+    if (t->magic != GB_MAIL_MAGIC || t->n == 0 || t->n > GB_MAIL_MAX_MSGS || t->reply_len > len ||
+        (uint64_t)off + t->mail_len + sizeof *t != len)
+        return -1;
+    const uint32_t end = off + t->mail_len;
+    int n = 0;
+    for (uint32_t at = off; at < end;) {
+        const gb_mail_msg_t *m = (const gb_mail_msg_t *)(pl + at);
+        if (n == t->n || end - at < 16 || m->len > end - at - 16)
+            return -1;
+        msgs[n++] = m;
+        at += 16 + gb_mail_pad16(m->len);
+    }
+    if (n != t->n)
+        return -1;
+    for (int i = 0; i < n / 2; i++) { /* laid down last-sent first */
+        const gb_mail_msg_t *x = msgs[i];
+        msgs[i] = msgs[n - 1 - i];
+        msgs[n - 1 - i] = x;
+    }
+    return n;
+}
+
 #endif

@@ -29,12 +29,6 @@
 #include "server_internal.h"
 #include "server_metrics.h"
 
-/* One message as read from a reply. */
-typedef struct route_msg {
-    const gb_mail_msg_t *m;
-    const unsigned char *rec;
-} route_msg_t;
-
 /* Counts an undeliverable message of sender ring `from` and tells a
  * forward's caller why. */
 static void undeliverable(gb_server_t *s, gbi_ring_t *from, const gbi_pending_t *o, int forward, const char *why)
@@ -142,9 +136,9 @@ static void hold(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pen
 }
 
 /* Routes one message of sender ring r, made while handling request p. */
-static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, const route_msg_t *rm)
+static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, const gb_mail_msg_t *m)
 {
-    const gb_mail_msg_t *m = rm->m;
+    const unsigned char *rec = (const unsigned char *)(m + 1);
     const int forward = (m->flags & GB_MAIL_FORWARD) != 0;
     gbi_pending_t o;
     char why[200];
@@ -172,40 +166,9 @@ static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, con
         undeliverable(s, r, &o, forward, why);
     } else {
         gbi_ring_t *to = &s->rings[r->t->target[m->target]];
-        if (to->mail_head || put(s, to, r, &o, forward, m->key, m->type, rm->rec, m->len) == NEEDS_ROOM)
-            hold(s, to, r, &o, forward, m->key, m->type, rm->rec, m->len);
+        if (to->mail_head || put(s, to, r, &o, forward, m->key, m->type, rec, m->len) == NEEDS_ROOM)
+            hold(s, to, r, &o, forward, m->key, m->type, rec, m->len);
     }
-}
-
-/* Reads the messages of MAIL reply payload pl (len bytes) into out, in the
- * order they were sent; returns how many, or -1 when it is malformed. */
-static int read_mail(const unsigned char *pl, uint32_t len, gb_mail_trailer_t *t, route_msg_t *out)
-{
-    if (!pl || len < sizeof *t || len % 16)
-        return -1;
-    memcpy(t, pl + len - sizeof *t, sizeof *t);
-    const uint32_t off = gb_mail_pad16(t->reply_len);
-    if (t->magic != GB_MAIL_MAGIC || t->n == 0 || t->n > GB_MAIL_MAX_MSGS || t->reply_len > len ||
-        (uint64_t)off + t->mail_len + sizeof *t != len)
-        return -1;
-    int n = 0;
-    for (uint32_t at = off; at < off + t->mail_len;) {
-        const gb_mail_msg_t *m = (const gb_mail_msg_t *)(pl + at);
-        if (n == t->n || off + t->mail_len - at < 16 || m->len > off + t->mail_len - at - 16)
-            return -1;
-        out[n].m = m;
-        out[n].rec = pl + at + 16;
-        n++;
-        at += 16 + gb_mail_pad16(m->len);
-    }
-    if (n != t->n)
-        return -1;
-    for (int i = 0; i < n / 2; i++) { /* laid down last-sent first */
-        route_msg_t x = out[i];
-        out[i] = out[n - 1 - i];
-        out[n - 1 - i] = x;
-    }
-    return n;
 }
 
 void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p)
@@ -214,8 +177,8 @@ void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, cons
     if (pl == (const unsigned char *)(h + 1) && h->len > gb_rk_payload_cap(r->t->rk))
         pl = NULL; /* a length past the slot */
     gb_mail_trailer_t t;
-    route_msg_t msgs[GB_MAIL_MAX_MSGS];
-    const int n = read_mail(pl, h->len, &t, msgs);
+    const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
+    const int n = gb_mail_parse(pl, h->len, &t, msgs);
     if (n < 0) {
         if (!(p->one_way && p->corr == 0))
             gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
@@ -223,7 +186,7 @@ void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, cons
         return;
     }
     for (int i = 0; i < n; i++)
-        route_one(s, r, p, &msgs[i]);
+        route_one(s, r, p, msgs[i]);
     gbi_publish_all(s);
     if (t.status == GB_SLOT_FORWARDED || (p->one_way && (t.status == GB_SLOT_OK || p->corr == 0)))
         return;

@@ -23,18 +23,6 @@ static gb_grain_ctx_t ctx_with(gb_grain_mail_t *m, uint32_t n_targets)
     return c;
 }
 
-/* The messages of a finished MAIL payload, in memory order (last sent first). */
-static int walk(const unsigned char *pl, uint32_t len, const gb_mail_msg_t **msgs, gb_mail_trailer_t *t)
-{
-    memcpy(t, pl + len - 16, 16);
-    int n = 0;
-    for (uint32_t at = gb_mail_pad16(t->reply_len); at < gb_mail_pad16(t->reply_len) + t->mail_len; n++) {
-        msgs[n] = (const gb_mail_msg_t *)(pl + at);
-        at += 16 + gb_mail_pad16(msgs[n]->len);
-    }
-    return n;
-}
-
 static void test_reply_and_sends(void **state)
 {
     (void)state;
@@ -49,21 +37,21 @@ static void test_reply_and_sends(void **state)
     assert_int_equal(gb_mail_finish(&m, out, GB_SLOT_OK, &len), GB_SLOT_MAIL);
     assert_int_equal(len, 16 + 32 + 32 + 16);
     assert_memory_equal(out, "reply!", 6);
-    const gb_mail_msg_t *msgs[4];
+    const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
     gb_mail_trailer_t t;
-    assert_int_equal(walk(out, len, msgs, &t), 2);
+    assert_int_equal(gb_mail_parse(out, len, &t, msgs), 2);
     assert_int_equal(t.magic, GB_MAIL_MAGIC);
     assert_int_equal(t.status, GB_SLOT_OK);
     assert_int_equal(t.reply_len, 6);
     assert_int_equal(t.n, 2);
-    /* last sent first */
-    assert_int_equal(msgs[0]->target, 1);
-    assert_int_equal(msgs[0]->key, 6);
-    assert_int_equal(msgs[0]->type, 4);
-    assert_memory_equal((const unsigned char *)(msgs[0] + 1), "hello", 5);
-    assert_int_equal(msgs[1]->target, 0);
-    assert_int_equal(msgs[1]->len, 8);
-    assert_int_equal(msgs[1]->flags, 0);
+    /* in the order sent */
+    assert_int_equal(msgs[1]->target, 1);
+    assert_int_equal(msgs[1]->key, 6);
+    assert_int_equal(msgs[1]->type, 4);
+    assert_memory_equal((const unsigned char *)(msgs[1] + 1), "hello", 5);
+    assert_int_equal(msgs[0]->target, 0);
+    assert_int_equal(msgs[0]->len, 8);
+    assert_int_equal(msgs[0]->flags, 0);
 }
 
 static void test_forward_from_out(void **state)
@@ -79,9 +67,9 @@ static void test_forward_from_out(void **state)
     assert_int_equal(gb_grain_forward(&c, 0, 9, 2, out, len), GB_SLOT_FORWARDED);
     uint32_t olen = 0;
     assert_int_equal(gb_mail_finish(&m, out, GB_SLOT_FORWARDED, &olen), GB_SLOT_MAIL);
-    const gb_mail_msg_t *msgs[2];
+    const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
     gb_mail_trailer_t t;
-    assert_int_equal(walk(out, olen, msgs, &t), 1);
+    assert_int_equal(gb_mail_parse(out, olen, &t, msgs), 1);
     assert_int_equal(t.status, GB_SLOT_FORWARDED);
     assert_int_equal(msgs[0]->flags, GB_MAIL_FORWARD);
     assert_int_equal(msgs[0]->len, len);
@@ -121,6 +109,46 @@ static void test_errors(void **state)
     assert_int_equal(len, 3);
 }
 
+/* A reply's payload comes from a kernel: the parser trusts none of it. */
+static void test_parse_malformed(void **state)
+{
+    (void)state;
+    gb_grain_mail_t m;
+    gb_grain_ctx_t c = ctx_with(&m, 1);
+    assert_int_equal(gb_grain_send(&c, 0, 5, 3, "abc", 3), GB_SLOT_OK);
+    assert_int_equal(gb_grain_send(&c, 0, 5, 3, "defg", 4), GB_SLOT_OK);
+    uint32_t len = 0;
+    assert_int_equal(gb_mail_finish(&m, out, GB_SLOT_OK, &len), GB_SLOT_MAIL);
+    const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
+    gb_mail_trailer_t t;
+    assert_int_equal(gb_mail_parse(out, len, &t, msgs), 2);
+    _Alignas(16) unsigned char bad[CAP];
+    assert_int_equal(gb_mail_parse(NULL, len, &t, msgs), -1);
+    assert_int_equal(gb_mail_parse(out, len - 1, &t, msgs), -1); /* not 16-aligned */
+    assert_int_equal(gb_mail_parse(out, 0, &t, msgs), -1);
+    const size_t trailer = len - 16;
+    struct { size_t off; uint32_t v; } cases[] = {
+        {trailer + 12, 0},          /* magic */
+        {trailer + 10, 3},          /* count above the messages */
+        {trailer + 10, 1},          /* count below */
+        {trailer + 10, 0},          /* none */
+        {trailer + 4, 48},          /* messages' length not what the payload holds */
+        {trailer + 0, 1000},        /* reply longer than the payload */
+        {12, 1000},                 /* a record running past the messages */
+        {12, 0xFFFFFFF0u},          /* one that wraps */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(bad, out, len);
+        if (cases[i].off == trailer + 10 || cases[i].off == trailer + 8) {
+            const uint16_t v = (uint16_t)cases[i].v;
+            memcpy(bad + cases[i].off, &v, 2);
+        } else {
+            memcpy(bad + cases[i].off, &cases[i].v, 4);
+        }
+        assert_int_equal(gb_mail_parse(bad, len, &t, msgs), -1);
+    }
+}
+
 /* The dispatch step gives a handler its mail only when its type declares
  * targets, and a MAIL reply keeps its length. */
 static uint16_t sends_one(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in,
@@ -152,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_reply_and_sends),
         cmocka_unit_test(test_forward_from_out),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_parse_malformed),
         cmocka_unit_test(test_dispatch),
     };
     return cmocka_run_group_tests_name("messages between grains: the handler side", tests, NULL, NULL);
