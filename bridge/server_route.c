@@ -17,6 +17,7 @@
  *   paused or stuck), or when its request passed messaging.max_hops grains
  *   (a cycle of forwards). A forward's caller then gets
  *   STATUS_UNDELIVERABLE with a sentence; a send is counted. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 static void undeliverable(gb_server_t *s, gbi_ring_t *from, const gbi_pending_t *o, int forward, const char *why)
 {
     from->mail_undeliverable++;
+    GB_DEBUG("%s from grain type '%s' undeliverable: %s", forward ? "forward" : "send", from->t->name, why);
     if (forward && !(o->one_way && o->corr == 0)) {
         char e[400];
         snprintf(e, sizeof e, "a message from grain type '%s' could not be delivered: %s", from->t->name, why);
@@ -116,7 +118,7 @@ static void hold(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pen
         return;
     }
     m->next = NULL;
-    m->origin = *o;
+    memcpy(&m->origin, o, offsetof(gbi_pending_t, id) + o->id_len);
     m->key = key;
     m->since_ns = gb_now_ns();
     m->bytes = bytes;
