@@ -26,7 +26,10 @@
  * handler; compiled as C it gives a cpu-only type. Either way it defines the
  * descriptor `gb_grain_<ident>` and registers it with the library's entry
  * point gb_grain_library(), which the daemon reads when it loads the library
- * (config: grains = ( { library = "/path/libmy.so"; } )). */
+ * (config: grains = ( { library = "/path/libmy.so"; } )).
+ *
+ * A handler may message other grains (gb_grain_send, gb_grain_forward below)
+ * of the types its descriptor lists as targets (GB_DEFINE_GRAIN_TARGETS). */
 #ifndef GPUBRIDGE_GRAIN_H
 #define GPUBRIDGE_GRAIN_H
 
