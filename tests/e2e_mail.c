@@ -25,9 +25,12 @@ static void start_with(bridge_t *b, unsigned outbox_kb, unsigned hold_ms)
     snprintf(cfg, sizeof cfg,
              "grains = (\n"
              "  { library = \"%s\"; },\n"
-             "  { type = \"mt.a\"; queue_capacity = 8; slot_size = 2048; },\n"
+             /* mt.sink first: the bridge drains its replies (making room)
+              * before it routes mt.a's new messages, which must still queue
+              * behind those waiting */
+             "  { type = \"mt.sink\"; queue_capacity = 2; slot_size = 64; },\n"
              "  { type = \"mt.b\"; queue_capacity = 8; slot_size = 256; },\n"
-             "  { type = \"mt.sink\"; queue_capacity = 2; slot_size = 64; }\n"
+             "  { type = \"mt.a\"; queue_capacity = 8; slot_size = 2048; }\n"
              ");\n"
              "messaging = { outbox_kb = %u; hold_ms = %u; max_hops = 24; };\n",
              lib, outbox_kb ? outbox_kb : 64, hold_ms ? hold_ms : 300);
