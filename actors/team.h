@@ -24,6 +24,9 @@ typedef struct gb_grain_ctx {
     uint64_t arena_size;  /* bytes */
     uint32_t rank, size;  /* this thread in the team; threads in the team */
     double *scratch;      /* GPU: 32 doubles of shared memory for reductions */
+    /* This turn's messages to other grains (gb_grain_send, gb_grain_forward
+     * in gpubridge/grain.h); NULL where the type declares no targets. */
+    struct gb_grain_mail *mail;
 } gb_grain_ctx_t;
 
 /* A grain type's handler (gpubridge/grain.h): the host's copy of the GB_HD

@@ -241,8 +241,9 @@ static uint32_t cpu_window(cpu_worker_t *w)
         return 0;
     uint32_t n = 0, mine = 0;
     uint64_t bad = 0, pos = w->pos;
-    const gb_grain_ctx_t ctx = {rk->p.arena, rk->p.arena_size, 0, 1, NULL}; /* a team of one */
+    const gb_grain_ctx_t ctx = {rk->p.arena, rk->p.arena_size, 0, 1, NULL, NULL}; /* a team of one */
     const gb_grain_handler_fn handler = gb_grain_get(rk->kind)->cpu;
+    const uint32_t n_targets = gb_grain_get(rk->kind)->n_targets;
     for (; n < window; n++, pos++) {
         gb_slot_hdr_t *in = gb_slot_at(rk->in, g, pos);
         uint32_t seq = __atomic_load_n(&in->seq, __ATOMIC_ACQUIRE);
@@ -267,7 +268,7 @@ static uint32_t cpu_window(cpu_worker_t *w)
         }
         gb_slot_hdr_t *out = gb_slot_at(rk->out, g, pos);
         gb_slot_hdr_t hdr;
-        bad += (uint64_t)gbi_dispatch_one_fn(handler, &ctx, &b->tab, lane, in, gb_slot_payload(in), &hdr,
+        bad += (uint64_t)gbi_dispatch_one_fn(handler, n_targets, &ctx, &b->tab, lane, in, gb_slot_payload(in), &hdr,
                                           gb_slot_payload(out), pl_cap, GB_CTL_LOAD(&ctl->test_flags));
         memcpy(out, &hdr, offsetof(gb_slot_hdr_t, seq));
         w->done[mine++] = pos;

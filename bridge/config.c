@@ -90,6 +90,9 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->idle_backoff_max_ns = 20000;
     cfg->heartbeat_deadline_ms = 2000;
     cfg->max_messages_per_launch = 4096;
+    cfg->mail_outbox_kb = 4096;
+    cfg->mail_hold_ms = 10000;
+    cfg->mail_max_hops = 64;
     cfg->force_fallback_placement = false;
     cfg->n_grains = GBI_N_DEFAULT_GRAINS;
     for (size_t i = 0; i < GBI_N_DEFAULT_GRAINS; i++)
@@ -366,10 +369,11 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 
 static const char *const gbi_top_keys[] = {
     "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
-    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", NULL};
+    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", "messaging", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
+static const char *const gbi_messaging_keys[] = {"outbox_kb", "hold_ms", "max_hops", NULL};
 static const char *const gbi_placement_keys[] = {"force_fallback", NULL};
 static const char *const gbi_grain_keys[] = {
     "library", "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
@@ -782,6 +786,15 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
                         1 << 24, false, &cfg->max_messages_per_launch) != 0)
             return -1;
     }
+    if (gbi_get_group(c, root, "messaging", &g) != 0)
+        return -1;
+    if (g) {
+        if (gbi_check_keys(c, g, "in messaging", gbi_messaging_keys) != 0 ||
+            gbi_get_u32(c, g, "outbox_kb", "messaging.outbox_kb", 1, 1u << 22, false, &cfg->mail_outbox_kb) != 0 ||
+            gbi_get_u32(c, g, "hold_ms", "messaging.hold_ms", 1, 3600000, false, &cfg->mail_hold_ms) != 0 ||
+            gbi_get_u32(c, g, "max_hops", "messaging.max_hops", 1, 1u << 20, false, &cfg->mail_max_hops) != 0)
+            return -1;
+    }
     if (gbi_get_group(c, root, "placement", &g) != 0)
         return -1;
     if (g) {
@@ -923,6 +936,8 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
             cfg->idle_spin_polls, cfg->idle_backoff_max_ns, cfg->heartbeat_deadline_ms);
     fprintf(out, "relaunch = {\n  max_messages_per_launch = %" PRIu32 ";\n};\n",
             cfg->max_messages_per_launch);
+    fprintf(out, "messaging = {\n  outbox_kb = %" PRIu32 ";\n  hold_ms = %" PRIu32 ";\n  max_hops = %" PRIu32
+                 ";\n};\n", cfg->mail_outbox_kb, cfg->mail_hold_ms, cfg->mail_max_hops);
     fprintf(out, "placement = {\n  force_fallback = %s;\n};\n",
             cfg->force_fallback_placement ? "true" : "false");
     fprintf(out, "grains = (");

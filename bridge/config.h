@@ -109,6 +109,10 @@ typedef struct gb_config {
     uint32_t heartbeat_deadline_ms;   /* a kernel must show a heartbeat this soon after launch */
     /* relaunch mode */
     uint32_t max_messages_per_launch; /* budget of one relaunch */
+    /* messages between grains (docs/design.md, "Messages between grains") */
+    uint32_t mail_outbox_kb;          /* bound on messages waiting for room in their target's ring */
+    uint32_t mail_hold_ms;            /* longest a message waits there before it is undeliverable */
+    uint32_t mail_max_hops;           /* grains one request may pass through (forwards and sends) */
     /* placement */
     bool force_fallback_placement;    /* test switch: act as if mapped pinned memory failed */
     size_t n_grains;

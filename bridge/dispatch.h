@@ -7,6 +7,7 @@
 
 #include "grain_table.h"
 #include "large_payload.h"
+#include "mail.h"
 #include "ring.h"
 #include "team.h"
 
@@ -57,12 +58,41 @@ GB_HD int gbi_dispatch_post(const gb_slot_hdr_t *in, gb_slot_hdr_t *out, uint32_
     out->corr = in->corr;
     out->type = in->type;
     out->status = (uint16_t)st;
-    out->len = st == GB_SLOT_OK ? out_len : 0;
+    out->len = st == GB_SLOT_OK || st == GB_SLOT_MAIL ? out_len : 0; /* a MAIL reply: mail.h */
     out->aux = aux;
-    return st != GB_SLOT_OK;
+    return st != GB_SLOT_OK && st != GB_SLOT_MAIL;
 }
 
 #if defined(__CUDACC__)
+/* Target types a grain's traits declare (G::n_targets; 0 when it has none). */
+template <typename G, typename = void> struct gbi_n_targets {
+    static constexpr uint32_t value = 0;
+};
+template <typename G> struct gbi_n_targets<G, decltype((void)G::n_targets)> {
+    static constexpr uint32_t value = G::n_targets;
+};
+
+/* Runs G's handler; for a type that declares targets, with this turn's mail
+ * (mail.h), which leaves with the reply. A type without targets runs as
+ * before: no mail, nothing added to its kernels. */
+template <typename G>
+GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *state, uint16_t type,
+                               const unsigned char *in, uint32_t in_len, unsigned char *out, uint32_t out_cap,
+                               uint32_t *out_len, uint32_t *aux)
+{
+    if constexpr (gbi_n_targets<G>::value == 0) {
+        (void)key;
+        return G::on_message(ctx, state, type, in, in_len, out, out_cap, out_len, aux);
+    } else {
+        gb_grain_mail_t m;
+        gb_mail_begin(&m, key, out, out_cap, gbi_n_targets<G>::value);
+        gb_grain_ctx_t c = *ctx;
+        c.mail = &m;
+        const uint32_t st = G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux);
+        return gb_mail_finish(&m, out, st, out_len);
+    }
+}
+
 /* The per-type form the kernels use: G is a grain's traits (G::on_message, a
  * __forceinline__ handler; gpubridge/grain.h makes them), so the handler is
  * compiled into the kernel with no switch on a kind.
@@ -71,15 +101,15 @@ GB_HD int gbi_dispatch_post(const gb_slot_hdr_t *in, gb_slot_hdr_t *out, uint32_
  * one-slot path's code and registers, and saves what is live around this
  * call only on the large path. */
 template <typename G>
-static __host__ __device__ __noinline__ gbi_large_ret_t gbi_large_run(gb_grain_ctx_t ctx, void *state, uint16_t type,
-                                                                      const unsigned char *desc)
+static __host__ __device__ __noinline__ gbi_large_ret_t gbi_large_run(gb_grain_ctx_t ctx, uint64_t key, void *state,
+                                                                      uint16_t type, const unsigned char *desc)
 {
     const unsigned char *in;
     unsigned char *out;
     uint32_t in_len, out_cap;
     gbi_large_ret_t r = {GB_SLOT_UNKNOWN_MESSAGE_TYPE, 0, 0};
     gbi_large_resolve(desc, &in, &in_len, &out, &out_cap);
-    r.st = G::on_message(&ctx, state, type, in, in_len, out, out_cap, &r.out_len, &r.aux);
+    r.st = gbi_run_handler<G>(&ctx, key, state, type, in, in_len, out, out_cap, &r.out_len, &r.aux);
     return r;
 }
 
@@ -103,10 +133,10 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, copy);
         if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
             /* On the state in the table: the copy keeps no address. */
-            const gbi_large_ret_t r = gbi_large_run<G>(*ctx, state, in->type, in_pl);
+            const gbi_large_ret_t r = gbi_large_run<G>(*ctx, in->key, state, in->type, in_pl);
             st = r.st, out_len = r.out_len, aux = r.aux;
         } else if (st == GBI_RUN_HANDLER) {
-            st = G::on_message(ctx, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = gbi_run_handler<G>(ctx, in->key, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
             *(uint4 *)state = *(const uint4 *)copy;
         }
     } else
@@ -114,10 +144,10 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
     {
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, NULL);
         if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
-            const gbi_large_ret_t r = gbi_large_run<G>(*ctx, state, in->type, in_pl);
+            const gbi_large_ret_t r = gbi_large_run<G>(*ctx, in->key, state, in->type, in_pl);
             st = r.st, out_len = r.out_len, aux = r.aux;
         } else if (st == GBI_RUN_HANDLER) {
-            st = G::on_message(ctx, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = gbi_run_handler<G>(ctx, in->key, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
         }
     }
     return gbi_dispatch_post(in, out, st, out_len, aux);
@@ -125,9 +155,9 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
 #endif
 
 /* The host's form (the cpu backend): the handler through its descriptor's
- * function pointer. */
-static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, const gb_grain_ctx_t *ctx, gb_grain_table_t *tab,
-                                      uint32_t lane, const gb_slot_hdr_t *in, const unsigned char *in_pl,
+ * function pointer; n_targets: the targets it declares (0: no mail). */
+static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, uint32_t n_targets, const gb_grain_ctx_t *ctx,
+                                      gb_grain_table_t *tab, uint32_t lane, const gb_slot_hdr_t *in, const unsigned char *in_pl,
                                       gb_slot_hdr_t *out, unsigned char *out_pl, uint32_t pl_cap, uint32_t test_flags)
 {
     uint32_t out_len = 0, aux = 0;
@@ -139,7 +169,15 @@ static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, const gb_grain_ctx
         uint32_t ilen = in->len, ocap = pl_cap;
         if (gbi_is_large(in))
             gbi_large_resolve(in_pl, &ipl, &ilen, &opl, &ocap);
-        st = fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux);
+        if (n_targets == 0) {
+            st = fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux);
+        } else {
+            gb_grain_mail_t m;
+            gb_mail_begin(&m, in->key, opl, ocap, n_targets);
+            gb_grain_ctx_t c = *ctx;
+            c.mail = &m;
+            st = gb_mail_finish(&m, opl, fn(&c, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux), &out_len);
+        }
     }
     return gbi_dispatch_post(in, out, st, out_len, aux);
 }

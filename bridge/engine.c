@@ -51,6 +51,23 @@ static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, gb_mode mode, i
     return GB_OK;
 }
 
+/* Resolves the targets of every served type to the engine's entries. */
+static void resolve_targets(gb_engine_t *e)
+{
+    for (size_t i = 0; i < e->n_types; i++) {
+        gb_engine_type_t *t = &e->types[i];
+        const gb_grain_desc_t *d = t->kind ? gb_grain_get(t->kind) : NULL;
+        t->n_targets = d ? d->n_targets : 0;
+        for (uint32_t j = 0; j < t->n_targets; j++) {
+            const gb_engine_type_t *to = gb_engine_find(e, d->targets[j]);
+            t->target[j] = to && to->rk ? (int8_t)(to - e->types) : (int8_t)-1;
+            if (t->target[j] < 0)
+                GB_WARN("grain type '%s' sends to '%s', which this bridge does not serve: such messages are "
+                        "undeliverable", t->name, d->targets[j]);
+        }
+    }
+}
+
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
 {
     *out = NULL;
@@ -97,6 +114,7 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
             }
         }
     }
+    resolve_targets(e);
     *out = e;
     return GB_OK;
 }

@@ -7,12 +7,18 @@
 
 #include "config.h"
 #include "error.h"
+#include "mail.h"
 #include "runtime.h"
 
 typedef struct gb_engine_type {
     char name[GB_NAME_LEN];
     int kind;        /* the type's handle (grain_registry.h); 0: no handler in this build */
     gb_rk_t *rk;     /* NULL when kind is 0 */
+    /* The grain types its handler sends to (gb_grain_desc_t.targets),
+     * resolved at start: target i is types[target[i]], or -1 when this
+     * bridge does not serve it (messages to it are undeliverable). */
+    uint32_t n_targets;
+    int8_t target[GB_MAIL_MAX_TARGETS];
 } gb_engine_type_t;
 
 typedef struct gb_engine {

@@ -50,7 +50,8 @@ static gb_err register_types(gb_config_t *cfg, const char *path, const gb_grain_
     return GB_OK;
 }
 
-gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool again_ok, char *why, size_t whylen)
+gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool again_ok, const gb_grain_node_t **head_out,
+                         char *why, size_t whylen)
 {
     /* RTLD_LOCAL: two libraries may use the same internal names. */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -73,16 +74,30 @@ gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool agai
                  "against this gpubridge's installed headers", path, abi, GB_GRAIN_ABI);
         return GB_ERR_CONFIG;
     }
+    if (head_out)
+        *head_out = head;
     return register_types(cfg, path, head, gpu, again_ok, why, whylen);
 }
 
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen)
 {
     char why[768];
+    const gb_grain_node_t *libs[GB_MAX_GRAIN_LIBS] = {NULL};
     for (size_t i = 0; i < cfg->n_libs; i++) {
         const gb_grain_lib_config_t *l = &cfg->libs[i];
-        if (gb_grain_lib_load(cfg, l->path, gpu, false, why, sizeof why) != GB_OK)
+        if (gb_grain_lib_load(cfg, l->path, gpu, false, &libs[i], why, sizeof why) != GB_OK)
             return fail(l, err, errlen, why);
+    }
+    /* Targets once every library is in: a type may send to one loaded later. */
+    for (size_t i = 0; i < cfg->n_libs; i++) {
+        for (const gb_grain_node_t *n = libs[i]; n; n = n->next) {
+            const char *t = gb_grain_unknown_target(gb_grain_kind_of(n->desc->name));
+            if (t) {
+                snprintf(why, sizeof why, "%s: grain type '%s' sends to grain type '%s', which no built-in type "
+                         "or loaded library defines", cfg->libs[i].path, n->desc->name, t);
+                return fail(&cfg->libs[i], err, errlen, why);
+            }
+        }
     }
     return GB_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "gpubridge/grain.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,8 +26,11 @@ extern "C" {
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen);
 /* One library, by path (the embedding API's gpubridge_register_library):
  * the same checks, the reason without FILE:LINE in why. again_ok: types this
- * library registered before (loaded again by another runtime) are fine. */
-gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool again_ok, char *why, size_t whylen);
+ * library registered before (loaded again by another runtime) are fine.
+ * head_out (may be NULL): the library's list of types. The types it sends
+ * to are not checked here (they may come from a library loaded later). */
+gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool again_ok, const gb_grain_node_t **head_out,
+                         char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

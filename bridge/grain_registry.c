@@ -46,6 +46,21 @@ static const char *check(const gb_grain_desc_t *d, char *err, size_t errlen)
         snprintf(err, errlen, "grain type '%s': no handler or no message list", d->name);
         return err;
     }
+    if (d->n_targets > GB_MAIL_MAX_TARGETS || (d->n_targets && !d->targets)) {
+        snprintf(err, errlen, "grain type '%s': %u targets (at most %d)", d->name, d->n_targets, GB_MAIL_MAX_TARGETS);
+        return err;
+    }
+    if (d->n_targets && (d->flags & GB_GRAIN_TEAM)) {
+        snprintf(err, errlen, "grain type '%s': a team grain type cannot message other grains (no targets)", d->name);
+        return err;
+    }
+    for (uint32_t i = 0; i < d->n_targets; i++) {
+        if (!d->targets[i] || !valid_name(d->targets[i])) {
+            snprintf(err, errlen, "grain type '%s': target %u ('%s') is not a valid grain type name", d->name, i,
+                     d->targets[i] ? d->targets[i] : "(null)");
+            return err;
+        }
+    }
     for (uint32_t i = 0; i < d->n_msgs; i++) {
         if (d->msgs[i].type == 0 || d->msgs[i].type >= GB_MSG_DEACTIVATE_KEY) {
             snprintf(err, errlen, "grain type '%s': message type %u is out of range (1..%u)", d->name,
@@ -113,6 +128,15 @@ int gb_grain_kind_of(const char *type)
         if (strcmp(g_types[k]->name, type) == 0)
             return k;
     return 0;
+}
+
+const char *gb_grain_unknown_target(int kind)
+{
+    const gb_grain_desc_t *d = gb_grain_get(kind);
+    for (uint32_t i = 0; d && i < d->n_targets; i++)
+        if (!gb_grain_kind_of(d->targets[i]))
+            return d->targets[i];
+    return NULL;
 }
 
 int gb_grain_is_team(int kind)

@@ -29,6 +29,9 @@ int gb_grain_register(const gb_grain_desc_t *d, char *err, size_t errlen);
 int gb_grain_kind_of(const char *type);
 /* The descriptor of handle kind, or NULL. */
 const gb_grain_desc_t *gb_grain_get(int kind);
+/* The first of kind's targets (grain types its handler sends to) that no
+ * registered type is named, or NULL. */
+const char *gb_grain_unknown_target(int kind);
 /* Handles run 1..gb_grain_count(). */
 int gb_grain_count(void);
 /* Whether kind is a team grain type; its state bytes (a multiple of 8). */

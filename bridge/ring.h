@@ -105,6 +105,16 @@ typedef enum gb_slot_status {
      * an eviction could make, and the store of evicted states is at its bound
      * (grains.max_evicted_kb; activation.c) */
     GB_SLOT_EVICTED_FULL = 0x108,
+    /* Messages between grains (mail.h). A handler sent to a target index its
+     * type does not declare (proto STATUS_UNDELIVERABLE), or its messages
+     * and reply do not fit its out buffer (proto STATUS_TOO_LARGE). */
+    GB_SLOT_BAD_TARGET = 0x110,
+    GB_SLOT_MAIL_FULL = 0x111,
+    /* What a handler returns after gb_grain_forward: no reply now, the
+     * forward's target answers the caller. Never seen by a client. */
+    GB_SLOT_FORWARDED = 0x112,
+    /* A reply that carries the turn's messages (mail.h). Never seen by a client. */
+    GB_SLOT_MAIL = 0x113,
 } gb_slot_status;
 
 /* A request's status: its payload is a gb_large_desc_t (large_payload.h). */

@@ -172,20 +172,55 @@ static const char *slot_error(int st)
                                           "grains.collection_age_s, or deactivate grains you are done with";
     case GB_SLOT_HANDLER_ERROR: return "the grain's handler rejected the message";
     case GB_SLOT_NOT_ACTIVE: return "no activation of that key";
+    case GB_SLOT_BAD_TARGET: return "the grain's handler sent a message to a target index its grain type does not "
+                                    "declare (gb_grain_desc_t.targets)";
+    case GB_SLOT_MAIL_FULL: return "the grain's handler made more messages, or larger ones, than its out buffer "
+                                   "holds beside its reply (at most 64 a turn)";
+    case GB_SLOT_FORWARDED: return "the grain's handler returned GB_SLOT_FORWARDED without forwarding the request";
     default: return "error";
     }
 }
 
-/* Encodes and queues the OK reply h of ring r for p; pb (cap bytes) holds
- * the protobuf unless the reply is larger (out of line, large_payload.h). */
-static void reply_ok(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p, uint8_t *pb,
-                     size_t cap)
+int gbi_slot_status(int st)
 {
+    switch (st) {
+    case GB_SLOT_EVICTED_FULL: return GPUBRIDGE__STATUS__STATUS_BUSY;
+    case GB_SLOT_BAD_TARGET: return GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE;
+    case GB_SLOT_MAIL_FULL: return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
+    case GB_SLOT_FORWARDED: return GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR;
+    case GB_SLOT_MAIL: return GPUBRIDGE__STATUS__STATUS_INTERNAL;
+    default: return st;
+    }
+}
+
+void gbi_reply_slot_error(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p)
+{
+    char why[320];
+    const char *text = gbi_codec_error(r->t->kind, h, why, sizeof why);
+    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, gbi_slot_status(h->status), text ? text : slot_error(h->status),
+              0, NULL, 0);
+}
+
+/* The payload of OK reply h: in the slot, or out of line; NULL when its
+ * length runs past the slot. */
+static const unsigned char *reply_rec(gbi_ring_t *r, const gb_slot_hdr_t *h)
+{
+    const unsigned char *rec = gb_rk_reply_payload(r->t->rk, h);
+    if (rec == (const unsigned char *)(h + 1) && h->len > gb_rk_payload_cap(r->t->rk))
+        rec = NULL;
+    return rec;
+}
+
+/* Encodes and queues OK reply record rec (h->len bytes; NULL: malformed) of
+ * ring r for p. */
+void gbi_reply_record(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const unsigned char *rec,
+                      const gbi_pending_t *p)
+{
+    static uint8_t pb_buf[65536 + 64]; /* one server thread */
+    uint8_t *pb = pb_buf;
+    const size_t cap = sizeof pb_buf;
     size_t len = 0;
     uint32_t mt = 0;
-    const unsigned char *rec = gb_rk_reply_payload(r->t->rk, h); /* in the slot, or out of line */
-    if (rec == (const unsigned char *)(h + 1) && h->len > gb_rk_payload_cap(r->t->rk))
-        rec = NULL; /* a length past the slot */
     const size_t bound = rec ? gbi_codec_reply_bound(r->t->kind, h->len) : 0;
     uint8_t *out = bound <= cap ? pb : malloc(bound);
     if (!out)
@@ -223,7 +258,6 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     const uint32_t mask = gb_rk_capacity(rk) - 1;
     const gb_slot_hdr_t *h = NULL;
     int n = 0;
-    static uint8_t pb[65536 + 64]; /* one server thread */
     while (n < 4096 && (h = gb_rk_peek(rk))) {
         gbi_pending_t *p = &r->pending[h->corr & mask];
         int status = h->status; /* slot statuses use the proto's numbers */
@@ -232,17 +266,19 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
                 if (h->type == GB_MSG_DEACTIVATE_KEY)
                     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, 0, NULL, 0);
                 else
-                    reply_ok(s, r, h, p, pb, sizeof pb);
+                    gbi_reply_record(s, r, h, reply_rec(r, h), p);
             }
+        } else if (status == GB_SLOT_MAIL) {
+            gbi_route_reply(s, r, h, p);
+            status = GPUBRIDGE__STATUS__STATUS_OK;
         } else if (status == GB_SLOT_EVICTED_FULL) {
             status = GPUBRIDGE__STATUS__STATUS_BUSY;
             if (!(p->one_way && p->corr == 0))
                 reply_evicted_full(s, r, p);
         } else if (!(p->one_way && p->corr == 0)) {
-            char why[320];
-            const char *text = gbi_codec_error(r->t->kind, h, why, sizeof why);
-            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, text ? text : slot_error(status), 0, NULL, 0);
+            gbi_reply_slot_error(s, r, h, p);
         }
+        status = gbi_slot_status(status);
         if (s->stats)
             gbi_stats_ring_reply(s, r, h->corr, status, h->type);
         gb_rk_consume(rk);
@@ -277,6 +313,8 @@ int gbi_pump(gb_server_t *s)
     for (size_t i = 0; i < s->engine->n_types; i++)
         if (s->rings[i].t && s->rings[i].t->rk)
             progress += drain_ring(s, &s->rings[i]);
+    if (s->mail_bytes) /* messages between grains before client frames: they are work under way */
+        progress += gbi_route_pump(s);
     for (size_t i = 0; i < s->engine->n_types; i++)
         if (s->rings[i].held_head)
             progress += gbi_resume_held(s, &s->rings[i]);
@@ -362,6 +400,7 @@ static void finish(gb_server_t *s)
             drain_ring(s, r);
         }
     }
+    gbi_route_fini(s, 1); /* what replies routed meanwhile, or was waiting, will not be delivered */
     for (int k = 0; k < 100000 && read_one(s); k++)
         ;
     gbi_flush(s);
@@ -417,12 +456,13 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
                 gbi_stats_publish(s);
         }
         if (s->shutting_down) {
-            if (total_in_flight(s) == 0 && s->held_bytes == 0)
+            if (total_in_flight(s) == 0 && s->held_bytes == 0 && s->mail_bytes == 0)
                 break;
             if (now > drain_deadline) {
                 GB_WARN("shutdown: %llu request(s) still in flight after %d ms; terminating",
                         (unsigned long long)total_in_flight(s), drain_ms);
                 gbi_refuse_held(s);
+                gbi_route_fini(s, 1);
                 break;
             }
         }
@@ -527,6 +567,9 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->held_limit = (size_t)cfg->max_message_size * 64 > (64u << 20) ? (size_t)cfg->max_message_size * 64
                                                                      : (64u << 20);
     s->client_limit = s->held_limit / 8 > GBI_CLIENT_MIN ? s->held_limit / 8 : GBI_CLIENT_MIN;
+    s->mail_limit = (size_t)cfg->mail_outbox_kb << 10;
+    s->mail_hold_ns = (uint64_t)cfg->mail_hold_ms * 1000000ull;
+    s->mail_max_hops = cfg->mail_max_hops;
     gb_err e = out_ok ? GB_OK : GB_ERR_NOMEM;
     for (size_t i = 0; i < engine->n_types && e == GB_OK; i++) {
         s->rings[i].t = &engine->types[i];
@@ -586,6 +629,7 @@ void gb_server_destroy(gb_server_t **ps)
     if (!ps || !*ps)
         return;
     gb_server_t *s = *ps;
+    gbi_route_fini(s, 0);
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
         while (s->rings[i].held_head) {
             gbi_held_t *h = s->rings[i].held_head;

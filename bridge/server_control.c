@@ -104,6 +104,12 @@ static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.frames_refused_unread = c->s->frames_refused_unread;
     m.held_bytes = c->s->held_bytes;
     m.reply_backlog_bytes = c->s->out_mem;
+    const gbi_ring_t *r = &c->s->rings[t - c->s->engine->types]; /* rings[i] serves types[i] */
+    m.mail_sent = r->mail_sent;
+    m.mail_forwarded = r->mail_forwarded;
+    m.mail_held = r->mail_held;
+    m.mail_undeliverable = r->mail_undeliverable;
+    m.mail_outbox_bytes = c->s->mail_bytes;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY);
 }
 

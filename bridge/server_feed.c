@@ -52,6 +52,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     }
     gbi_pending_t *p = &r->pending[pos & (gb_rk_capacity(rk) - 1)];
     p->corr = corr;
+    p->hops = 0;
     p->id_len = id_len;
     p->delim = delim;
     p->one_way = (uint8_t)one_way;
@@ -76,6 +77,8 @@ static void publish_all(gb_server_t *s)
         gb_rk_publish(s->rings[i].t->rk);
     }
 }
+
+void gbi_publish_all(gb_server_t *s) { publish_all(s); }
 
 /* A control envelope: decoded with protobuf-c (rare, small), answered by
  * server_control.c, except DeactivateGrain, which goes through the grain

@@ -84,6 +84,7 @@ static inline int gbi_note_read(const uint8_t *buf, size_t len, char k, uint64_t
 /* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
 typedef struct gbi_pending {
     uint64_t corr;
+    uint32_t hops;   /* grains the request passed through before this one (server_route.c) */
     uint8_t id_len;
     uint8_t delim;   /* the client sent an empty delimiter frame (REQ-style) */
     uint8_t one_way;
@@ -109,10 +110,30 @@ typedef struct gbi_held {
     size_t err_bytes;   /* (gb_server.frame_err_bytes, frame_corr0) */
 } gbi_held_t;
 
+/* A message between grains waiting for room in its target's ring
+ * (server_route.c): the outbox, one FIFO per target type. */
+typedef struct gbi_mail {
+    struct gbi_mail *next;
+    gbi_pending_t origin; /* a forward: the caller; a send: nobody (one_way, corr 0) */
+    uint64_t key;
+    uint64_t since_ns;   /* when it began to wait */
+    size_t bytes;        /* memory it takes, for the outbox bound */
+    uint32_t len;
+    uint16_t type;
+    uint8_t from;        /* the sender's ring */
+    uint8_t forward;
+    unsigned char rec[];
+} gbi_mail_t;
+
 typedef struct gbi_ring {
     gb_engine_type_t *t;
     gbi_pending_t *pending;
     gbi_held_t *held_head, *held_tail; /* frames waiting for room in this ring */
+    gbi_mail_t *mail_head, *mail_tail; /* messages from grains waiting for room in this ring */
+    uint64_t mail_held;                /* how many */
+    /* Messages its grains made: one-way sends, forwards, and of those the
+     * ones that could not be delivered (Telemetry). */
+    uint64_t mail_sent, mail_forwarded, mail_undeliverable;
 } gbi_ring_t;
 
 /* Replies waiting to go to one client, flushed as one frame. They are
@@ -198,6 +219,11 @@ struct gb_server {
     uint64_t frames_in, requests, replies, error_replies;
     uint64_t frames_too_large, requests_busy, frames_refused_unread, errors_folded;
 
+    size_t mail_bytes;     /* memory of the outbox (messages between grains waiting for room) */
+    size_t mail_limit;     /* its bound (messaging.outbox_kb) */
+    uint64_t mail_hold_ns; /* longest a message waits (messaging.hold_ms) */
+    uint32_t mail_max_hops;
+
     gbi_stats_t *stats; /* metrics counting; NULL: no endpoint */
     volatile sig_atomic_t *reload_flag; /* set by SIGHUP: call reload_fn (gb_server_on_reload) */
     void (*reload_fn)(void *ctx, gb_server_t *s);
@@ -242,6 +268,27 @@ void gbi_refuse_held(gb_server_t *s);
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size);
 int gbi_pump(gb_server_t *s);
+
+/* server_route.c: a reply that carries messages (GB_SLOT_MAIL) of ring r
+ * for the request p: routes them (into their targets' rings, or the outbox)
+ * and sends the handler's own reply, if any, to p. */
+void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p);
+/* Feeds the outbox's messages into rings with room, in order; messages past
+ * their hold, or for a type that stopped, become undeliverable. Returns how
+ * many it moved. */
+int gbi_route_pump(gb_server_t *s);
+/* Answers every message in the outbox undeliverable (shutdown), and frees it. */
+void gbi_route_fini(gb_server_t *s, int answer);
+/* The proto status of a failed slot status (slot statuses use the proto's
+ * numbers where they exist). */
+int gbi_slot_status(int slot_status);
+/* server.c: queues the OK reply record rec (h->len bytes) of ring r to p. */
+void gbi_reply_record(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const unsigned char *rec,
+                      const gbi_pending_t *p);
+/* server.c: the error reply for slot status h->status (and h->aux) of ring r to p. */
+void gbi_reply_slot_error(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p);
+/* server_feed.c: publishes what was claimed in every ring. */
+void gbi_publish_all(gb_server_t *s);
 
 /* Answers control operation op of request corr (all but DeactivateGrain,
  * which goes through the grain's ring). */

@@ -86,6 +86,10 @@ void gbi_stats_publish(gb_server_t *s)
         t->held_bytes = 0;
         for (const gbi_held_t *h = r->held_head; h; h = h->next)
             t->held_bytes += h->bytes;
+        t->mail_sent = r->mail_sent;
+        t->mail_forwarded = r->mail_forwarded;
+        t->mail_held = r->mail_held;
+        t->mail_undeliverable = r->mail_undeliverable;
         if (!r->t || !r->t->rk)
             continue;
         gb_rk_status_t rs;

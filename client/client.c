@@ -11,6 +11,8 @@
 
 #include "client_internal.h"
 
+_Static_assert((int)GBC_STATUS_UNDELIVERABLE == (int)GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE,
+               "gbc_status must keep gpubridge.Status numbers");
 _Static_assert((int)GBC_STATUS_NO_ACTIVATION == (int)GPUBRIDGE__STATUS__STATUS_NO_ACTIVATION,
                "gbc_status must keep gpubridge.Status numbers");
 _Static_assert((int)GBC_STATUS_HANDLER_ERROR == (int)GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR,
@@ -56,7 +58,7 @@ const char *gbc_status_name(int status)
         "STATUS_UNKNOWN_MESSAGE_TYPE", "STATUS_TOO_LARGE", "STATUS_MISSING_FIELD",
         "STATUS_TERMINATED", "STATUS_INACTIVE", "STATUS_BUSY", "STATUS_GPU_ERROR",
         "STATUS_INTERNAL", "STATUS_UNAUTHORIZED", "STATUS_TIMEOUT",
-        "STATUS_SHUTTING_DOWN", "STATUS_HANDLER_ERROR", "STATUS_NO_ACTIVATION",
+        "STATUS_SHUTTING_DOWN", "STATUS_HANDLER_ERROR", "STATUS_NO_ACTIVATION", "STATUS_UNDELIVERABLE",
     };
     if (status >= 0 && (size_t)status < sizeof names / sizeof names[0])
         return names[status];
@@ -85,7 +87,7 @@ gbc_err gbci_fail_status(const gbc_client_t *c, const gbc_reply_t *r)
 {
     const char *ep = c && r->endpoint < c->n ? c->eps[r->endpoint].addr : "bridge";
     last_status = r->status;
-    if (r->status >= 0 && r->status <= GBC_STATUS_NO_ACTIVATION)
+    if (r->status >= 0 && r->status <= GBC_STATUS_UNDELIVERABLE)
         snprintf(last_error, sizeof last_error, "%s: %s%s%s", ep, gbc_status_name(r->status),
                  r->error ? ": " : "", r->error ? r->error : "");
     else

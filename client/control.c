@@ -213,6 +213,10 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
         full.queue_depth_out = t->queue_depth_out;
         full.queue_capacity = t->queue_capacity;
         full.timestamp_ns = t->timestamp_ns;
+        full.mail_sent = t->mail_sent;
+        full.mail_forwarded = t->mail_forwarded;
+        full.mail_held = t->mail_held;
+        full.mail_undeliverable = t->mail_undeliverable;
         copy_out(out, &full, GBCI_TELEMETRY_V02_SIZE, sizeof full);
     }
     if (t)

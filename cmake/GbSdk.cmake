@@ -6,7 +6,7 @@
 include(GNUInstallDirs)
 set(GB_SDK_HEADERS
   ${PROJECT_SOURCE_DIR}/bridge/ring.h ${PROJECT_SOURCE_DIR}/bridge/grain_table.h
-  ${PROJECT_SOURCE_DIR}/bridge/dispatch.h ${PROJECT_SOURCE_DIR}/bridge/large_payload.h
+  ${PROJECT_SOURCE_DIR}/bridge/dispatch.h ${PROJECT_SOURCE_DIR}/bridge/large_payload.h ${PROJECT_SOURCE_DIR}/bridge/mail.h
   ${PROJECT_SOURCE_DIR}/actors/team.h
   ${PROJECT_SOURCE_DIR}/kernels/ring_kernel.h ${PROJECT_SOURCE_DIR}/kernels/inline_kernel.h
   ${PROJECT_SOURCE_DIR}/kernels/ldst.cuh ${PROJECT_SOURCE_DIR}/kernels/ring_kernel.cuh

@@ -182,7 +182,7 @@ static gpubridge_err load_config_libs(gpubridge_runtime_t *rt)
     char why[768];
     for (size_t i = 0; i < rt->cfg.n_libs; i++) {
         const gb_grain_lib_config_t *l = &rt->cfg.libs[i];
-        if (gb_grain_lib_load(&rt->cfg, l->path, is_gpu(rt), true, why, sizeof why) != GB_OK)
+        if (gb_grain_lib_load(&rt->cfg, l->path, is_gpu(rt), true, NULL, why, sizeof why) != GB_OK)
             return gbe_fail(GPUBRIDGE_ERR_GRAIN, "%s:%u: grains[%u].library: %s", l->file, l->line, l->index, why);
     }
     return GPUBRIDGE_OK;
@@ -289,7 +289,7 @@ gpubridge_err gpubridge_register_library(gpubridge_runtime_t *rt, const char *pa
     char why[768];
     if (!types)
         e = gbe_fail(GPUBRIDGE_ERR_NOMEM, "out of memory");
-    else if (gb_grain_lib_load(types, path, is_gpu(rt), true, why, sizeof why) != GB_OK)
+    else if (gb_grain_lib_load(types, path, is_gpu(rt), true, NULL, why, sizeof why) != GB_OK)
         e = gbe_fail(GPUBRIDGE_ERR_GRAIN, "%s", why);
     for (size_t i = 0; e == GPUBRIDGE_OK && i < types->n_grains; i++)
         e = serve(rt, types->grains[i].type);

@@ -9,6 +9,21 @@
 #include "grain_registry.h"
 #include "runtime.h"
 
+/* Messages between grains are routed by the daemon's server; an embedded
+ * runtime has none, so a type that declares targets is refused here rather
+ * than have its sends lost. */
+static gpubridge_err check_no_mail(const gpubridge_runtime_t *rt)
+{
+    for (size_t i = 0; i < rt->n_served; i++) {
+        const gb_grain_desc_t *d = gb_grain_get(gb_grain_kind_of(rt->served[i]));
+        if (d && d->n_targets)
+            return gbe_fail(GPUBRIDGE_ERR_GRAIN, "grain type '%s' sends to other grain types (GB_DEFINE_GRAIN_TARGETS), "
+                            "which an embedded runtime does not route: serve it from the gpubridge daemon",
+                            rt->served[i]);
+    }
+    return GPUBRIDGE_OK;
+}
+
 gpubridge_err gpubridge_runtime_start(gpubridge_runtime_t *rt)
 {
     if (!rt)
@@ -22,6 +37,8 @@ gpubridge_err gpubridge_runtime_start(gpubridge_runtime_t *rt)
         e = gbe_fail(GPUBRIDGE_ERR_STATE, "gpubridge_runtime_start: the runtime has started already");
         goto out;
     }
+    if ((e = check_no_mail(rt)) != GPUBRIDGE_OK)
+        goto out;
     *ecfg = rt->cfg;
     ecfg->n_grains = 0;
     for (size_t i = 0; i < rt->n_served; i++) {

@@ -35,7 +35,7 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
     const uint32_t n = min(in->n, GBK_INLINE_BYTES / S), test_flags = in->test_flags;
     gb_grain_table_t tab = a.tab;
     tab.concurrent = n > 1 ? (a.flags & GBK_F_NO_VERIFY ? 2 : 1) : 0; /* keys of one partition may activate at once */
-    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
+    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
     int bad = 0;
     long long clk1;
     if (n == 1) {

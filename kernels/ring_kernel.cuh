@@ -150,7 +150,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, gb_control_t *ct
             uint32_t out_len = 0;
             if (lane == 0) {
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)s_in;
-                const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL};
+                const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
                 gb_slot_hdr_t oh;
                 const long long h0 = clock64();
                 int bad = gbi_dispatch_one<G>(&ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h,
@@ -442,7 +442,7 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
          * key reads the entry again this round. So every entry is free when
          * the next round starts. */
         uint32_t bad = 0;
-        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL}; /* one thread per message: no team grains here */
+        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL}; /* one thread per message: no team grains here */
         gb_grain_table_t tab = a.tab;
         tab.concurrent = a.flags & GBK_F_NO_VERIFY ? 2 : 1; /* keys of one partition run at once (gb_grain_find) */
         uint32_t pending = 0; /* bit j: request tid + j * nthreads not yet run */

@@ -764,6 +764,23 @@ static void test_grain_libraries(void **state)
     expect_error("grains = ( { slot_size = 64; } );\n", 1, "missing required key 'type' (or 'library')");
 }
 
+/* messaging = { ... }: the bounds of messages between grains. */
+static void test_messaging(void **state)
+{
+    (void)state;
+    gb_config_t c;
+    load_ok("messaging = { outbox_kb = 8; hold_ms = 5; max_hops = 3; };\n", &c);
+    assert_int_equal(c.mail_outbox_kb, 8);
+    assert_int_equal(c.mail_hold_ms, 5);
+    assert_int_equal(c.mail_max_hops, 3);
+    gb_config_defaults(&c);
+    assert_int_equal(c.mail_outbox_kb, 4096);
+    assert_int_equal(c.mail_hold_ms, 10000);
+    assert_int_equal(c.mail_max_hops, 64);
+    expect_error("\nmessaging = { max_hops = 0; };\n", 2, "messaging.max_hops");
+    expect_error("messaging = { outbox = 1; };\n", 1, "unknown key 'outbox' in messaging");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -771,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_mode_names),
         cmocka_unit_test(test_default_file_equals_defaults),
         cmocka_unit_test(test_examples_load),
+        cmocka_unit_test(test_messaging),
         cmocka_unit_test(test_missing_keys_keep_defaults),
         cmocka_unit_test(test_full_valid),
         cmocka_unit_test(test_grain_merge),

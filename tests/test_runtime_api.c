@@ -428,6 +428,26 @@ static void test_builtins_and_library(void **st)
     }
 }
 
+/* A type that sends to other types: an embedded runtime does not route its
+ * messages, so the start refuses it and says why. */
+static void test_mail_refused(void **st)
+{
+    (void)st;
+    if (!g_libdir || strcmp(g_mode, "cpu") != 0)
+        skip();
+    gpubridge_options_t o = GPUBRIDGE_OPTIONS_INIT;
+    o.mode_name = g_mode;
+    o.flags = GPUBRIDGE_NO_CPU_FALLBACK;
+    gpubridge_runtime_t *rt = NULL;
+    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
+    char path[512];
+    snprintf(path, sizeof path, "%s/libgbt_mail.so", g_libdir);
+    assert_int_equal(gpubridge_register_library(rt, path), GPUBRIDGE_OK);
+    assert_int_equal(gpubridge_runtime_start(rt), GPUBRIDGE_ERR_GRAIN);
+    expect_msg("does not route");
+    gpubridge_runtime_destroy(&rt);
+}
+
 /* A type the config lists with no handler: served, but it cannot run. */
 static void test_unavailable(void **st)
 {
@@ -467,7 +487,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),  cmocka_unit_test(test_bad_options), cmocka_unit_test(test_bad_config),
-        cmocka_unit_test(test_register), cmocka_unit_test(test_bad_send),    cmocka_unit_test(test_replies),
+        cmocka_unit_test(test_register), cmocka_unit_test(test_mail_refused), cmocka_unit_test(test_bad_send),    cmocka_unit_test(test_replies),
         cmocka_unit_test(test_deactivated), cmocka_unit_test(test_one_way),  cmocka_unit_test(test_threads),
         cmocka_unit_test(test_worker_threads),
         cmocka_unit_test(test_builtins_and_library), cmocka_unit_test(test_unavailable),

@@ -26,13 +26,17 @@
  * handler; compiled as C it gives a cpu-only type. Either way it defines the
  * descriptor `gb_grain_<ident>` and registers it with the library's entry
  * point gb_grain_library(), which the daemon reads when it loads the library
- * (config: grains = ( { library = "/path/libmy.so"; } )). */
+ * (config: grains = ( { library = "/path/libmy.so"; } )).
+ *
+ * A handler may message other grains (gb_grain_send, gb_grain_forward below)
+ * of the types its descriptor lists as targets (GB_DEFINE_GRAIN_TARGETS). */
 #ifndef GPUBRIDGE_GRAIN_H
 #define GPUBRIDGE_GRAIN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mail.h" /* gb_grain_mail_t: messages to other grains */
 #include "ring.h" /* GB_HD, gb_slot_hdr_t, gb_slot_status */
 #include "team.h" /* gb_grain_ctx_t, gb_team_sync, gb_team_sum, gb_team_any */
 
@@ -40,9 +44,10 @@
 extern "C" {
 #endif
 
-/* The grain ABI: the descriptor's layout and the kernels' arguments. A
- * library built against another ABI is refused when loaded. */
-#define GB_GRAIN_ABI 1u
+/* The grain ABI: the descriptor's layout, the handler's context and the
+ * kernels' arguments. A library built against another ABI is refused when
+ * loaded. */
+#define GB_GRAIN_ABI 2u
 
 /* gb_grain_desc_t.flags */
 #define GB_GRAIN_TEAM 1u /* each message runs on a team of threads (a GPU block); see team.h */
@@ -115,7 +120,50 @@ typedef struct gb_grain_desc {
     gb_grain_handler_fn cpu;         /* the handler, host copy */
     const struct gb_grain_gpu *gpu;  /* NULL: built without nvcc (cpu mode only) */
     const gb_grain_hooks_t *hooks;   /* NULL: raw payloads, no hooks */
+    /* The grain types its handler sends to (gb_grain_send, gb_grain_forward
+     * name them by index into this list), resolved to handles when the
+     * bridge starts. At most GB_MAIL_MAX_TARGETS; none for team types. */
+    const char *const *targets;
+    uint32_t n_targets;
+    uint32_t _pad2;
 } gb_grain_desc_t;
+
+/* ---- Messaging other grains (docs/writing-grains.md) -------------------
+ *
+ * From inside a handler, to grain (targets[target], key) of the types the
+ * descriptor declares. The messages of a turn leave when the handler
+ * returns, in the order it made them; each enters the target type's ring
+ * like a client's request (turn semantics hold), and the messages from one
+ * sender type to one target type arrive in the order they were sent. rec
+ * (len bytes) is copied at once; it may lie in out. */
+
+/* The key of the grain handling this turn (for a type that declares
+ * targets; 0 otherwise). */
+GB_HD uint64_t gb_grain_self_key(const gb_grain_ctx_t *ctx) { return ctx->mail ? ctx->mail->self_key : 0; }
+
+/* A one-way message: nobody gets its reply. Returns GB_SLOT_OK, or
+ * GB_SLOT_BAD_TARGET (an index the type does not declare), GB_SLOT_MAIL_FULL
+ * (the turn's messages and reply must fit the out buffer, at most
+ * GB_MAIL_MAX_MSGS of them). A send that is accepted here and cannot be
+ * delivered later is counted (Telemetry.mail_undeliverable). */
+GB_HD uint16_t gb_grain_send(const gb_grain_ctx_t *ctx, uint32_t target, uint64_t key, uint16_t type, const void *rec,
+                             uint32_t len)
+{
+    return gb_mail_put(ctx->mail, target, key, type, 0, rec, len);
+}
+
+/* Passes this turn's request on as message `type` with record rec: the
+ * target's reply goes to the original caller, with its correlation id.
+ * Returns what the handler returns: GB_SLOT_FORWARDED, or the error above
+ * (then the caller gets that error). One forward per turn; once forwarded,
+ * the handler's reply is not sent. If the message cannot be delivered the
+ * caller gets STATUS_UNDELIVERABLE with a sentence saying why. */
+GB_HD uint16_t gb_grain_forward(const gb_grain_ctx_t *ctx, uint32_t target, uint64_t key, uint16_t type,
+                                const void *rec, uint32_t len)
+{
+    const uint16_t st = gb_mail_put(ctx->mail, target, key, type, GB_MAIL_FORWARD, rec, len);
+    return st == GB_SLOT_OK ? (uint16_t)GB_SLOT_FORWARDED : st;
+}
 
 /* The registration list of one library (or program): every GB_DEFINE_GRAIN
  * adds its descriptor when the library is loaded. */
@@ -151,9 +199,10 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
 #if defined(__CUDACC__)
 #include "grain_kernels.cuh"
 /* The traits the kernels are specialised on, and the type's GPU entry points. */
-#define GB_GRAIN_GPU_(ident, flags, handler)                                                                         \
+#define GB_GRAIN_GPU_(ident, flags, handler, n_targets_)                                                             \
     struct gb_grain_traits_##ident {                                                                                 \
         static constexpr bool team = ((flags) & GB_GRAIN_TEAM) != 0;                                                \
+        static constexpr uint32_t n_targets = (n_targets_);                                                          \
         static __host__ __device__ __forceinline__ uint16_t on_message(GB_GRAIN_ARGS_)                               \
         {                                                                                                            \
             return handler(GB_GRAIN_PASS_);                                                                          \
@@ -163,7 +212,7 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
 #define GB_GRAIN_GPU_PTR_(ident) (&gb_grain_gpu_##ident)
 #define GB_GRAIN_EXTERN_ extern "C"
 #else
-#define GB_GRAIN_GPU_(ident, flags, handler)
+#define GB_GRAIN_GPU_(ident, flags, handler, n_targets_)
 #define GB_GRAIN_GPU_PTR_(ident) NULL
 #define GB_GRAIN_EXTERN_
 #endif
@@ -173,12 +222,25 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
  * registration. msgs: an array of gb_grain_msg_t (not a pointer); hooks: a
  * const gb_grain_hooks_t * or NULL. */
 #define GB_DEFINE_GRAIN(ident, name, state_size, flags, handler, msgs, hooks)                                        \
-    GB_GRAIN_GPU_(ident, flags, handler)                                                                             \
+    GB_DEFINE_GRAIN_(ident, name, state_size, flags, handler, msgs, hooks, NULL, 0)
+
+/* The same for a type whose handler messages other grains: targets is an
+ * array of type names (not a pointer), e.g.
+ *   static const char *const my_targets[] = {"shop.stock", "shop.audit"};
+ * and the handler names targets[i] by i. A name no loaded type has stops the
+ * bridge at start (FILE:LINE of the library). */
+#define GB_DEFINE_GRAIN_TARGETS(ident, name, state_size, flags, handler, msgs, hooks, targets)                      \
+    GB_DEFINE_GRAIN_(ident, name, state_size, flags, handler, msgs, hooks, targets,                                  \
+                     (uint32_t)(sizeof(targets) / sizeof((targets)[0])))
+
+#define GB_DEFINE_GRAIN_(ident, name, state_size, flags, handler, msgs, hooks, targets, n_targets)                  \
+    GB_GRAIN_GPU_(ident, flags, handler, n_targets)                                                                  \
     static uint16_t gb_grain_cpu_##ident(GB_GRAIN_ARGS_) { return handler(GB_GRAIN_PASS_); }                        \
     GB_GRAIN_EXTERN_ const gb_grain_desc_t gb_grain_##ident;                                                          \
     GB_GRAIN_EXTERN_ const gb_grain_desc_t gb_grain_##ident = {                                                       \
         GB_GRAIN_ABI, (uint32_t)sizeof(gb_grain_desc_t), name, (uint32_t)(state_size), (uint32_t)(flags), msgs,      \
-        (uint32_t)(sizeof(msgs) / sizeof((msgs)[0])), 0, gb_grain_cpu_##ident, GB_GRAIN_GPU_PTR_(ident), hooks};    \
+        (uint32_t)(sizeof(msgs) / sizeof((msgs)[0])), 0, gb_grain_cpu_##ident, GB_GRAIN_GPU_PTR_(ident), hooks,     \
+        targets, n_targets, 0};                                                                                      \
     static gb_grain_node_t gb_grain_node_##ident = {&gb_grain_##ident, NULL};                                        \
     __attribute__((constructor)) static void gb_grain_register_##ident(void)                                        \
     {                                                                                                                \

@@ -72,7 +72,7 @@ static void test_register_checks(void **st)
     (void)st;
     static const gb_grain_msg_t msgs[] = {{1, "One"}};
     static const gb_grain_msg_t bad_msgs[] = {{0xFF00, "Reserved"}};
-    gb_grain_desc_t d = {GB_GRAIN_ABI, sizeof d, "unit.ok", 24, 0, msgs, 1, 0, nop, NULL, NULL};
+    gb_grain_desc_t d = {GB_GRAIN_ABI, sizeof d, "unit.ok", 24, 0, msgs, 1, 0, nop, NULL, NULL, NULL, 0, 0};
     char err[256];
     const int k = gb_grain_register(&d, err, sizeof err);
     assert_true(k > 0);

@@ -37,9 +37,13 @@ expect_error() {
 
 expect_error missing $'grains = (\n  { library = "'"$T"'/nope.so"; } );' "cannot load '$T/nope.so'"
 expect_error abi $'grains = (\n  { library = "'"$LIB"'/libgbt_wrong_abi.so"; } );' \
-  "was built for grain ABI 999, this gpubridge has ABI 1"
+  "was built for grain ABI 999, this gpubridge has ABI 2"
+expect_error oldabi $'grains = (\n  { library = "'"$LIB"'/libgbt_old_abi.so"; } );' \
+  "was built for grain ABI 1, this gpubridge has ABI 2"
 expect_error dup $'grains = (\n  { library = "'"$LIB"'/libgbt_dup.so"; } );' "duplicate grain type 'echo'"
 expect_error none $'grains = (\n  { library = "'"$LIB"'/libgbt_not_grains.so"; } );' "is not a grain library"
+expect_error unknown_target $'grains = (\n  { library = "'"$LIB"'/libgbt_mail_bad.so"; } );' \
+  "grain type 'mt.bad' sends to grain type 'no.such.type', which no built-in type or loaded library defines"
 # A library of cpu-only types where the mode runs ring kernels on the GPU.
 printf 'grains = (\n  { library = "%s/libgbt_counter.so"; } );\n' "$LIB" > "$T/nogpu.cfg"
 # (A host without a CUDA device falls back to cpu mode, where the library is

@@ -1,4 +1,5 @@
-/* A library that claims another grain ABI (test_grain_libs.sh). */
+/* A library that claims another grain ABI (test_grain_libs.sh): 999, or
+ * GB_TEST_ABI (1: built before messaging changed the descriptor). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -6,5 +7,9 @@ uint32_t gb_grain_library(const void **head);
 __attribute__((visibility("default"))) uint32_t gb_grain_library(const void **head)
 {
     *head = NULL;
+#ifdef GB_TEST_ABI
+    return GB_TEST_ABI;
+#else
     return 999;
+#endif
 }

@@ -114,7 +114,8 @@ typedef enum gbc_status {
     GBC_STATUS_TIMEOUT = 12,
     GBC_STATUS_SHUTTING_DOWN = 13,
     GBC_STATUS_HANDLER_ERROR = 14,
-    GBC_STATUS_NO_ACTIVATION = 15
+    GBC_STATUS_NO_ACTIVATION = 15,
+    GBC_STATUS_UNDELIVERABLE = 16 /* a grain's forward could not reach its target */
 } gbc_status;
 
 /* Options of gbc_client_new. Zero in a field means its default, so a
@@ -286,6 +287,12 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
     uint32_t queue_depth_out;
     uint32_t queue_capacity;
     uint64_t timestamp_ns;
+    /* Messages between grains (0.3): sent, forwarded and undeliverable by
+     * this type's grains; held: waiting for room in this type's ring. */
+    uint64_t mail_sent;
+    uint64_t mail_forwarded;
+    uint64_t mail_held;
+    uint64_t mail_undeliverable;
 } gbc_telemetry_t;
 
 typedef struct gbc_type_list {      /* control.GrainTypeList; free with gbc_type_list_clear */

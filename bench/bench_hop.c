@@ -1,0 +1,217 @@
+/* Hop benchmark: the cost of one grain-to-grain message. The bridge runs in
+ * this process (engine + server on a thread, as bench_bridge) with the
+ * ping-pong grains of examples/pipeline (pingpong.ping <-> pingpong.pong,
+ * each forwarding to the other); a client sends {hops} to pingpong.ping and
+ * the grain that finds it at 0 answers. A request of 0 hops is a plain round
+ * trip (the floor of this method); one of N hops adds N grain-to-grain
+ * messages, so
+ *
+ *   hop = (median round trip of N hops - median of 0 hops) / N
+ *
+ * Prints a table and a JSON line.
+ *
+ *   bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]
+ *
+ * --lib: the pipeline example's libpipeline_grains.so (default: this build's). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "detect.h"
+#include "engine.h"
+#include "gpubridge.pb-c.h"
+#include "grain_libs.h"
+#include "log.h"
+#include "server.h"
+
+#ifndef GB_PIPELINE_LIB
+#define GB_PIPELINE_LIB "libpipeline_grains.so"
+#endif
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct bridge_thr {
+    gb_config_t cfg;
+    gb_facts_t facts;
+    gb_selection_t sel;
+    gb_engine_t *engine;
+    gb_server_t *server;
+    volatile sig_atomic_t stop;
+} bridge_thr_t;
+
+static void *bridge_main(void *arg)
+{
+    bridge_thr_t *b = arg;
+    gb_server_run(b->server, &b->stop, 5000);
+    return NULL;
+}
+
+/* A request {hops} to pingpong.ping key 1, encoded into buf. */
+static size_t make_frame(uint8_t *buf, uint32_t hops)
+{
+    Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
+    g.type = "pingpong.ping";
+    g.key = 1;
+    Gpubridge__Envelope e = GPUBRIDGE__ENVELOPE__INIT;
+    e.correlation_id = 1;
+    e.grain = &g;
+    e.kind = GPUBRIDGE__KIND__KIND_REQUEST;
+    e.message_type = 1; /* PINGPONG_MSG_HOPS */
+    e.payload.data = (uint8_t *)&hops;
+    e.payload.len = 4;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
+    f.envelope = &e;
+    return gpubridge__client_frame__pack(&f, buf);
+}
+
+/* One round trip of `hops`; its time in us, or -1 when the reply is not
+ * the hops made. */
+static double round_trip(void *s, const uint8_t *frame, size_t len, uint32_t hops)
+{
+    uint8_t buf[512];
+    const double t0 = now_us();
+    zmq_send(s, frame, len, 0);
+    int n = zmq_recv(s, buf, sizeof buf, 0);
+    const double t = now_us() - t0;
+    Gpubridge__ServerFrame *f = n > 0 ? gpubridge__server_frame__unpack(NULL, (size_t)n, buf) : NULL;
+    int ok = f && f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY && f->reply->status == 0 &&
+             f->reply->payload.len == 4 && memcmp(f->reply->payload.data, &hops, 4) == 0;
+    if (f && !ok)
+        fprintf(stderr, "bench_hop: %u hops: status %d %s\n", hops, f->reply ? (int)f->reply->status : -1,
+                f->reply && f->reply->error ? f->reply->error : "");
+    if (f)
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    return ok ? t : -1;
+}
+
+/* Median and p99 of iters round trips of `hops` (after a warm-up). */
+static int measure(void *s, uint32_t hops, int iters, double *median, double *p99)
+{
+    uint8_t frame[128];
+    size_t len = make_frame(frame, hops);
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    for (int i = 0; i < iters / 10 + 10; i++)
+        if (round_trip(s, frame, len, hops) < 0)
+            return free(t), -1;
+    for (int i = 0; i < iters; i++)
+        if ((t[i] = round_trip(s, frame, len, hops)) < 0)
+            return free(t), -1;
+    qsort(t, (size_t)iters, sizeof *t, cmp_d);
+    *median = t[iters / 2];
+    *p99 = t[(size_t)((double)iters * 0.99)];
+    free(t);
+    return 0;
+}
+
+static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib, const char *endpoint)
+{
+    char err[1024];
+    gb_config_defaults(&b->cfg);
+    b->cfg.log_level = GB_LOG_WARN;
+    b->cfg.n_endpoints = 1;
+    snprintf(b->cfg.endpoints[0], sizeof b->cfg.endpoints[0], "%s", endpoint);
+    b->cfg.n_libs = 1;
+    snprintf(b->cfg.libs[0].path, sizeof b->cfg.libs[0].path, "%s", lib);
+    snprintf(b->cfg.libs[0].file, sizeof b->cfg.libs[0].file, "--lib");
+    b->cfg.mail_max_hops = 1u << 20;
+    gb_mode mode = GB_MODE_AUTO;
+    gb_mode_parse(mode_name, &mode);
+    b->cfg.mode = mode;
+    if (gb_grain_libs_load(&b->cfg, mode != GB_MODE_CPU, err, sizeof err) != GB_OK ||
+        gb_detect_run(&b->cfg, "/", mode_name, &b->facts, &b->sel, err, sizeof err) != GB_OK ||
+        gb_engine_new(&b->cfg, b->sel.mode, b->sel.device, &b->engine) != GB_OK ||
+        gb_server_new(&b->cfg, b->engine, &b->facts, &b->sel, &b->server, err, sizeof err) != GB_OK) {
+        fprintf(stderr, "bench_hop: cannot start the bridge in %s mode: %s\n", mode_name, err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode_name = "cpu", *lib = GB_PIPELINE_LIB, *hops_list = "0,1,16,64";
+    int iters = 2000;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mode"))
+            mode_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--lib"))
+            lib = argv[i + 1];
+        else if (!strcmp(argv[i], "--iters"))
+            iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--hops"))
+            hops_list = argv[i + 1];
+    }
+    if (iters < 10)
+        iters = 10;
+    char dir[] = "/tmp/gbhop.XXXXXX", ep[128];
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(ep, sizeof ep, "ipc://%s/bridge.sock", dir);
+    static bridge_thr_t b;
+    if (start_bridge(&b, mode_name, lib, ep) != 0)
+        return 1;
+    pthread_t bt;
+    pthread_create(&bt, NULL, bridge_main, &b);
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int to = 20000, linger = 0;
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(s, ep);
+    printf("bench_hop: mode %s (%s), %d round trips per row, %ld cores\n", gb_mode_name(b.sel.mode), b.sel.why,
+           iters, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("%8s %14s %11s %14s\n", "hops", "round trip us", "p99 us", "us per hop");
+    char json[2048];
+    int jl = snprintf(json, sizeof json, "{\"bench\":\"hop\",\"mode\":\"%s\",\"iters\":%d,\"rows\":[",
+                      gb_mode_name(b.sel.mode), iters);
+    double base = 0, hop_us = 0;
+    int rc = 0, first = 1;
+    for (const char *p = hops_list; *p && rc == 0; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
+        const uint32_t hops = (uint32_t)strtoul(p, NULL, 10);
+        double med, p99;
+        if (measure(s, hops, iters, &med, &p99) != 0) {
+            rc = 1;
+            break;
+        }
+        if (hops == 0)
+            base = med;
+        const double per = hops ? (med - base) / hops : 0;
+        if (hops)
+            hop_us = per; /* the longest chain's, the last row */
+        printf("%8u %14.2f %11.2f %14.3f\n", hops, med, p99, per);
+        jl += snprintf(json + jl, sizeof json - (size_t)jl,
+                       "%s{\"hops\":%u,\"median_us\":%.3f,\"p99_us\":%.3f,\"hop_us\":%.4f}", first ? "" : ",", hops,
+                       med, p99, per);
+        first = 0;
+    }
+    if (rc == 0)
+        printf("%s],\"hop_us\":%.4f}\n", json, hop_us);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    b.stop = 1;
+    pthread_join(bt, NULL);
+    gb_server_destroy(&b.server);
+    gb_engine_destroy(&b.engine, 2000);
+    char sock[160];
+    snprintf(sock, sizeof sock, "%s/bridge.sock", dir);
+    unlink(sock);
+    rmdir(dir);
+    return rc;
+}

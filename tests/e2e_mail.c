@@ -1,0 +1,401 @@
+/* Grains that message grains, end to end against the real daemon with the
+ * test grains of tests/grains/mail_grains.c (GB_MAIL_LIB names the library):
+ * forwards keep the caller's correlation id, one-way sends are counted and
+ * all arrive in order through a full inbox, cycles end in error replies
+ * without hanging the bridge, and undeliverable messages (bad target index,
+ * oversized, a target paused past its hold, a stopped target) answer the
+ * caller with a sentence while the bridge keeps serving. Each test runs its
+ * own bridge. GB_E2E_MODE: cpu (CI), persistent or relaunch (skip without
+ * a GPU). */
+#include "e2e_harness.h"
+
+#include "gpu_skip.h"
+#include "grains/mail_grains.h"
+
+#define WAIT_MS (20000 * E2E_SLOW)
+
+/* Small rings, so that messages wait for room; a small outbox and hop
+ * limit, so that cycles reach them soon (outbox_kb, hold_ms: 0 for 64 KiB
+ * and 300 ms). */
+static void start_with(bridge_t *b, unsigned outbox_kb, unsigned hold_ms)
+{
+    const char *lib = getenv("GB_MAIL_LIB");
+    assert_non_null(lib);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "grains = (\n"
+             "  { library = \"%s\"; },\n"
+             /* mt.sink first: the bridge drains its replies (making room)
+              * before it routes mt.a's new messages, which must still queue
+              * behind those waiting */
+             "  { type = \"mt.sink\"; queue_capacity = 2; slot_size = 64; },\n"
+             "  { type = \"mt.b\"; queue_capacity = 8; slot_size = 256; },\n"
+             "  { type = \"mt.a\"; queue_capacity = 8; slot_size = 2048; }\n"
+             ");\n"
+             "messaging = { outbox_kb = %u; hold_ms = %u; max_hops = 24; };\n",
+             lib, outbox_kb ? outbox_kb : 64, hold_ms ? hold_ms : 300);
+    if (bridge_start(b, cfg) != 0) {
+        bridge_print_log(b);
+        fail_msg("the bridge did not start");
+    }
+}
+
+static void start(bridge_t *b) { start_with(b, 0, 0); }
+
+static void stop(bridge_t *b)
+{
+    int st = bridge_stop(b, SIGTERM, 20000 * E2E_SLOW);
+    if (st != 0)
+        bridge_print_log(b);
+    assert_int_equal(st, 0);
+}
+
+static void send_to(void *s, uint64_t corr, const char *type, uint64_t key, uint32_t mt, const void *rec, size_t len)
+{
+    send_env(s, make_env(corr, type, key, mt, rec, len));
+}
+
+/* The next reply (of any frame); the caller frees *f once done with it. */
+typedef struct replies {
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply **r;
+    size_t n, i;
+} replies_t;
+
+static Gpubridge__Reply *next_reply(void *s, replies_t *q)
+{
+    while (!q->f || q->i == q->n) {
+        if (q->f)
+            gpubridge__server_frame__free_unpacked(q->f, NULL);
+        q->f = recv_frame(s, WAIT_MS);
+        if (!q->f)
+            fail_msg("no reply within %d ms", WAIT_MS);
+        q->r = frame_replies(q->f, &q->n);
+        q->i = 0;
+    }
+    return q->r[q->i++];
+}
+
+static void replies_free(replies_t *q)
+{
+    if (q->f)
+        gpubridge__server_frame__free_unpacked(q->f, NULL);
+    memset(q, 0, sizeof *q);
+}
+
+/* One request, one reply: returns its status, copying its error text and payload. */
+static int call(void *s, const char *type, uint64_t key, uint32_t mt, const void *rec, size_t len, char *err,
+                size_t errcap, void *pl, size_t plcap)
+{
+    static uint64_t corr = 1u << 20;
+    corr++;
+    send_to(s, corr, type, key, mt, rec, len);
+    replies_t q = {0};
+    Gpubridge__Reply *r = next_reply(s, &q);
+    assert_int_equal(r->correlation_id, corr);
+    int st = r->status;
+    if (err)
+        snprintf(err, errcap, "%s", r->error ? r->error : "");
+    if (pl && r->payload.len <= plcap)
+        memcpy(pl, r->payload.data, r->payload.len);
+    replies_free(&q);
+    return st;
+}
+
+/* Telemetry of a grain type (caller frees). */
+static Gpubridge__Telemetry *telemetry(void *s, const char *type)
+{
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__TelemetryRequest t = GPUBRIDGE__TELEMETRY_REQUEST__INIT;
+    t.grain_type = (char *)type;
+    c.op_case = GPUBRIDGE__CONTROL__OP_TELEMETRY_REQUEST;
+    c.telemetry_request = &t;
+    send_env(s, make_control(77, &c));
+    replies_t q = {0};
+    Gpubridge__Reply *r = next_reply(s, &q);
+    assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    Gpubridge__Telemetry *m = gpubridge__telemetry__unpack(NULL, r->payload.len, r->payload.data);
+    assert_non_null(m);
+    replies_free(&q);
+    return m;
+}
+
+/* A request forwarded hop by hop comes back from the last grain with the
+ * caller's correlation id; many at once, each with its own. */
+static void test_forward_keeps_correlation(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    enum { N = 64 };
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t rec[2] = {i % 9, 0};
+        send_to(s, 5000 + i, "mt.a", i % 5, MT_HOPS, rec, sizeof rec);
+    }
+    int seen[N] = {0};
+    replies_t q = {0};
+    for (int k = 0; k < N; k++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        assert_true(r->correlation_id >= 5000 && r->correlation_id < 5000 + N);
+        const uint32_t i = (uint32_t)(r->correlation_id - 5000);
+        if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
+            fail_msg("request %u: status %d: %s", i, r->status, r->error);
+        uint32_t made = 0;
+        assert_int_equal(r->payload.len, 4);
+        memcpy(&made, r->payload.data, 4);
+        assert_int_equal(made, i % 9);
+        assert_int_equal(seen[i], 0);
+        seen[i] = 1;
+    }
+    replies_free(&q);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    assert_true(t->mail_forwarded > 0);
+    assert_int_equal(t->mail_undeliverable, 0);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* A forwarded record larger than the target's slot (mt.b: 256 bytes) goes
+ * out of line and arrives whole. */
+static void test_forward_larger_than_target_slot(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    const uint32_t sizes[] = {0, 200, 224, 225, 1000, 1950};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint32_t n = sizes[k], got[2] = {0, 0}, sum = 0;
+        for (uint32_t i = 0; i < n; i++)
+            sum += (unsigned char)(i * 7);
+        char err[512];
+        int status = call(s, "mt.a", 5, MT_BIG, &n, 4, err, sizeof err, got, sizeof got);
+        if (status != 0)
+            fail_msg("%u bytes: status %d: %s", n, status, err);
+        assert_int_equal(got[0], n);
+        assert_int_equal(got[1], sum);
+    }
+    zmq_close(s);
+    stop(&b);
+}
+
+/* mt.sink's count and out-of-order notes for key, once count reaches want
+ * (or WAIT_MS passes). */
+static uint64_t sink_wait(void *s, uint64_t key, uint64_t want, uint64_t *disorder)
+{
+    uint64_t got[2] = {0, 0};
+    for (uint64_t end = e2e_ms() + WAIT_MS; e2e_ms() < end;) {
+        assert_int_equal(call(s, "mt.sink", key, MT_GET, NULL, 0, NULL, 0, got, sizeof got), 0);
+        if (got[0] >= want)
+            break;
+        usleep(2000);
+    }
+    *disorder = got[1];
+    return got[0];
+}
+
+enum { REQS = 20, PER = 50 };
+
+/* REQS requests to mt.a key 42, each sending PER numbered notes to mt.sink
+ * key 42, and after each, `direct` notes from this client to the same grain. */
+static void send_notes(void *s, uint32_t direct)
+{
+    for (uint32_t i = 0; i < REQS; i++) {
+        uint32_t rec[2] = {PER, i * PER};
+        send_to(s, 100 + i, "mt.a", 42, MT_SEND, rec, sizeof rec);
+        for (uint32_t k = 0; k < direct; k++)
+            send_to(s, 10000 + i * direct + k, "mt.sink", 42, MT_NOTE, NULL, 0);
+    }
+    replies_t q = {0};
+    for (uint32_t k = 0; k < REQS * (1 + direct); k++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
+            fail_msg("send request %llu: status %d: %s", (unsigned long long)r->correlation_id, r->status, r->error);
+    }
+    replies_free(&q);
+}
+
+/* One-way sends through a full inbox (mt.sink has 2 slots): every one
+ * arrives, in the order sent, and each is counted. The client's own notes
+ * to the same grain interleave with them one turn at a time: none is lost. */
+static void test_sends_counted_nothing_lost(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start_with(&b, 4096, 60000);
+    void *s = client_open(b.endpoint);
+    send_notes(s, 5);
+    uint64_t disorder = 99;
+    assert_int_equal(sink_wait(s, 42, REQS * PER + REQS * 5, &disorder), REQS * PER + REQS * 5);
+    assert_int_equal(disorder, 0);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    assert_int_equal(t->mail_sent, REQS * PER);
+    assert_int_equal(t->mail_undeliverable, 0);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    t = telemetry(s, "mt.sink");
+    assert_int_equal(t->mail_held, 0);
+    assert_int_equal(t->mail_outbox_bytes, 0);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* Past the outbox's bound (64 KiB, about 200 notes waiting) sends are
+ * undeliverable and counted; every other one arrives, in order. */
+static void test_sends_past_outbox_bound(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start_with(&b, 64, 60000);
+    void *s = client_open(b.endpoint);
+    send_notes(s, 0);
+    uint64_t got = 0, lost = 0, disorder = 0;
+    for (uint64_t end = e2e_ms() + WAIT_MS; e2e_ms() < end && got + lost < REQS * PER;) {
+        Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+        lost = t->mail_undeliverable;
+        assert_int_equal(t->mail_sent, REQS * PER);
+        gpubridge__telemetry__free_unpacked(t, NULL);
+        got = sink_wait(s, 42, 0, &disorder);
+        usleep(2000);
+    }
+    assert_int_equal(got + lost, REQS * PER);
+    assert_true(lost > 0);
+    assert_int_equal(disorder, 0);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* Cycles: a forward bounced between two types ends at the hop limit; one
+ * that doubles every hop fills the outbox. Each caller gets
+ * STATUS_UNDELIVERABLE, and the bridge keeps serving. */
+static void test_cycles_end(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    char err[512];
+    assert_int_equal(call(s, "mt.a", 1, MT_CYCLE, NULL, 0, err, sizeof err, NULL, 0),
+                     GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE);
+    assert_non_null(strstr(err, "messaging.max_hops"));
+    enum { N = 8 };
+    for (uint32_t i = 0; i < N; i++)
+        send_to(s, 300 + i, "mt.a", i, MT_FANOUT, NULL, 0);
+    replies_t q = {0};
+    for (int k = 0; k < N; k++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        if (r->status != GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE)
+            fail_msg("fan-out %llu: status %d: %s", (unsigned long long)r->correlation_id, r->status, r->error);
+        /* the outbox's bound or the hop limit; on a slow machine a wait past hold_ms */
+        assert_true(strstr(r->error, "outbox") || strstr(r->error, "max_hops") || strstr(r->error, "hold_ms"));
+    }
+    replies_free(&q);
+    /* The one-way copies go on until each reaches the hop limit or the
+     * outbox's bound; meanwhile a forward may be refused the same way, and
+     * once they are gone it goes through. */
+    uint32_t rec[2] = {3, 0}, made = 0;
+    int status = -1;
+    for (uint64_t end = e2e_ms() + WAIT_MS; status != 0 && e2e_ms() < end;) {
+        status = call(s, "mt.a", 2, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made);
+        if (status != 0 && status != GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE)
+            fail_msg("during the fan-out: status %d: %s", status, err);
+    }
+    assert_int_equal(status, 0);
+    assert_int_equal(made, 3);
+    Gpubridge__Telemetry *ta = telemetry(s, "mt.a"), *tb = telemetry(s, "mt.b");
+    assert_true(ta->mail_undeliverable + tb->mail_undeliverable >= N + 1);
+    gpubridge__telemetry__free_unpacked(ta, NULL);
+    gpubridge__telemetry__free_unpacked(tb, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* A handler's mistakes: a target index it does not declare, a record larger
+ * than its out buffer. Clear errors; the bridge keeps serving. */
+static void test_bad_input(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    char err[512];
+    assert_int_equal(call(s, "mt.a", 1, MT_BAD_TARGET, NULL, 0, err, sizeof err, NULL, 0),
+                     GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE);
+    assert_non_null(strstr(err, "target index"));
+    assert_int_equal(call(s, "mt.a", 1, MT_OVERSIZED, NULL, 0, err, sizeof err, NULL, 0),
+                     GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
+    assert_non_null(strstr(err, "out buffer"));
+    uint32_t rec[2] = {2, 0}, made = 0;
+    assert_int_equal(call(s, "mt.a", 1, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made), 0);
+    assert_int_equal(made, 2);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* mt.sink paused: two forwards fit its ring and wait there; the other four
+ * wait in the outbox past messaging.hold_ms and are answered undeliverable.
+ * Activated, the two in the ring are answered. */
+static void test_target_paused_past_hold(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    assert_int_equal(control_simple(s, 1, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "mt.sink"), 0);
+    for (uint32_t i = 0; i < 6; i++)
+        send_to(s, 600 + i, "mt.a", 9, MT_TO_SINK, NULL, 0);
+    replies_t q = {0};
+    for (int k = 0; k < 4; k++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE);
+        assert_true(r->correlation_id >= 602 && r->correlation_id < 606);
+        assert_non_null(strstr(r->error, "deactivated"));
+    }
+    replies_free(&q);
+    assert_int_equal(control_simple(s, 2, GPUBRIDGE__CONTROL__OP_ACTIVATE, "mt.sink"), 0);
+    for (int k = 0; k < 2; k++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+        assert_true(r->correlation_id == 600 || r->correlation_id == 601);
+    }
+    replies_free(&q);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    assert_int_equal(t->mail_undeliverable, 4);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* mt.sink terminated: a forward to it is undeliverable at once. */
+static void test_target_terminated(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    assert_int_equal(control_simple(s, 1, GPUBRIDGE__CONTROL__OP_TERMINATE, "mt.sink"), 0);
+    char err[512];
+    assert_int_equal(call(s, "mt.a", 1, MT_TO_SINK, NULL, 0, err, sizeof err, NULL, 0),
+                     GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE);
+    assert_non_null(strstr(err, "'mt.sink' is terminated"));
+    uint32_t rec[2] = {1, 0}, made = 0;
+    assert_int_equal(call(s, "mt.a", 1, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made), 0);
+    zmq_close(s);
+    stop(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forward_keeps_correlation), cmocka_unit_test(test_sends_counted_nothing_lost),
+        cmocka_unit_test(test_sends_past_outbox_bound),   cmocka_unit_test(test_forward_larger_than_target_slot),
+        cmocka_unit_test(test_cycles_end),                cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_target_paused_past_hold),   cmocka_unit_test(test_target_terminated),
+    };
+    printf("e2e messages between grains: mode %s\n", e2e_mode());
+    if (strcmp(e2e_mode(), "cpu") != 0)
+        gb_require_gpu();
+    return cmocka_run_group_tests_name("messages between grains end to end", tests, NULL, NULL) ? 1 : 0;
+}
