@@ -1,6 +1,6 @@
 /* SIGHUP reload (see reload.h). Runs on the server thread, which is the only
  * writer of the live config; the ZAP thread reads the allow-list under
- * gb_reload_lock. */
+ * gb_curve_lock (server.h). */
 #include "reload.h"
 
 #include <pthread.h>
@@ -10,11 +10,6 @@
 #include "detect.h"
 #include "grain_registry.h"
 #include "log.h"
-
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void gb_reload_lock(void) { pthread_mutex_lock(&g_lock); }
-void gb_reload_unlock(void) { pthread_mutex_unlock(&g_lock); }
 
 /* Keys read only at start: changed ones need a restart. */
 typedef struct restart_key {
@@ -123,20 +118,20 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
     if (next->curve.n_allowed != live->curve.n_allowed ||
         memcmp(next->curve.allowed_clients, live->curve.allowed_clients,
                sizeof next->curve.allowed_clients) != 0) {
-        gb_reload_lock();
+        gb_curve_lock();
         memcpy(live->curve.allowed_clients, next->curve.allowed_clients,
                sizeof live->curve.allowed_clients);
         live->curve.n_allowed = next->curve.n_allowed;
-        gb_reload_unlock();
+        gb_curve_unlock();
         GB_INFO("reload: curve.allowed_clients: %zu key(s)%s", live->curve.n_allowed,
                 live->curve.n_allowed ? "" : " (any client with the server key)");
     }
     if (next->curve.n_admin != live->curve.n_admin ||
         memcmp(next->curve.admin_clients, live->curve.admin_clients, sizeof next->curve.admin_clients) != 0) {
-        gb_reload_lock();
+        gb_curve_lock();
         memcpy(live->curve.admin_clients, next->curve.admin_clients, sizeof live->curve.admin_clients);
         live->curve.n_admin = next->curve.n_admin;
-        gb_reload_unlock();
+        gb_curve_unlock();
         GB_INFO("reload: curve.admin_clients: %zu key(s)", live->curve.n_admin);
     }
     if (next->remote_control != live->remote_control) {

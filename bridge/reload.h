@@ -31,8 +31,4 @@ int gb_reload_file(gb_reload_t *r);
 /* The server's reload callback (gb_server_on_reload): ctx is a gb_reload_t. */
 void gb_reload_run(void *ctx, gb_server_t *s);
 
-/* Held while the allow-list is read (the ZAP thread) or written (reload). */
-void gb_reload_lock(void);
-void gb_reload_unlock(void);
-
 #endif

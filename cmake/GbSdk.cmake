@@ -4,23 +4,20 @@
 # gpubridge_add_grain_library (GpubridgeGrain.cmake) builds a library the
 # daemon loads. In this build the target is gb_grain_sdk.
 include(GNUInstallDirs)
+set(GB_RT ${PROJECT_SOURCE_DIR}/runtime)
 set(GB_SDK_HEADERS
-  ${PROJECT_SOURCE_DIR}/bridge/ring.h ${PROJECT_SOURCE_DIR}/bridge/grain_table.h
-  ${PROJECT_SOURCE_DIR}/bridge/dispatch.h ${PROJECT_SOURCE_DIR}/bridge/large_payload.h ${PROJECT_SOURCE_DIR}/bridge/mail.h
-  ${PROJECT_SOURCE_DIR}/actors/team.h
-  ${PROJECT_SOURCE_DIR}/kernels/ring_kernel.h ${PROJECT_SOURCE_DIR}/kernels/inline_kernel.h
-  ${PROJECT_SOURCE_DIR}/kernels/ldst.cuh ${PROJECT_SOURCE_DIR}/kernels/ring_kernel.cuh
-  ${PROJECT_SOURCE_DIR}/kernels/inline_kernel.cuh ${PROJECT_SOURCE_DIR}/kernels/team_kernel.cuh
-  ${PROJECT_SOURCE_DIR}/kernels/grain_kernels.cuh)
+  ${GB_RT}/ring.h ${GB_RT}/grain_table.h ${GB_RT}/dispatch.h ${GB_RT}/large_payload.h ${GB_RT}/mail.h ${GB_RT}/team.h
+  ${GB_RT}/device/ring_kernel.h ${GB_RT}/device/inline_kernel.h ${GB_RT}/device/ldst.cuh
+  ${GB_RT}/device/ring_kernel.cuh ${GB_RT}/device/inline_kernel.cuh ${GB_RT}/device/team_kernel.cuh
+  ${GB_RT}/device/grain_kernels.cuh)
 
 add_library(gb_grain_sdk INTERFACE)
 add_library(gpubridge::grain ALIAS gb_grain_sdk)
 set_target_properties(gb_grain_sdk PROPERTIES EXPORT_NAME grain)
 target_include_directories(gb_grain_sdk INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/bridge>
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/actors>
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/kernels>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/runtime>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/runtime/device>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/gpubridge/sdk>)
 install(TARGETS gb_grain_sdk EXPORT gpubridgeTargets)

@@ -306,9 +306,14 @@ gpubridge_err gpubridge_serve(gpubridge_runtime_t *rt, const char *type)
     if (e != GPUBRIDGE_OK)
         return e;
     const int kind = gb_grain_kind_of(type);
-    if (!kind)
-        e = gbe_fail(GPUBRIDGE_ERR_UNKNOWN_TYPE, "no grain type '%s' is registered (built in: echo, vecadd, "
-                     "pagerank.sender, pagerank.aggregator; or register it first)", type);
+    if (!kind) {
+        char names[512] = "";
+        size_t n = 0;
+        for (int k = 1; k <= gb_grain_count() && n < sizeof names; k++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", k > 1 ? ", " : "", gb_grain_get(k)->name);
+        e = gbe_fail(GPUBRIDGE_ERR_UNKNOWN_TYPE, "no grain type '%s' is registered (registered: %s; or register "
+                     "it first)", type, names);
+    }
     else if (is_gpu(rt) && !gb_grain_get(kind)->gpu)
         e = gbe_fail(GPUBRIDGE_ERR_GRAIN, "grain type '%s' has no GPU code, and this runtime runs in %s mode",
                      type, gb_mode_name(rt->mode));

@@ -3,7 +3,7 @@
  * allocation. Shared, header-only like pb_wire.h, by the client library
  * (client/transport.c), the bridge's supervisor (correlation ids of its
  * worker's replies) and bench_bridge; the bridge writes the same field
- * numbers (bridge/server_reply.c). */
+ * numbers (server/server_reply.c). */
 #ifndef GB_PB_REPLY_H
 #define GB_PB_REPLY_H
 
@@ -121,7 +121,7 @@ static inline int gb_pb_reply_frame_open(gb_pb_reply_iter_t *it, const uint8_t *
         if (fd.wt != GB_PB_LEN)
             return -1;
         /* A body field replaces every earlier one, as protobuf-c reads
-         * it (and the bridge's decoder, bridge/wire.c); each is checked. */
+         * it (and the bridge's decoder, server/wire.c); each is checked. */
         body = fd.num;
         from = at;
         n = 0;

@@ -1,6 +1,6 @@
 /* Protobuf wire format by hand, for the hot paths that must not allocate:
  * the bridge decodes ClientFrames and encodes ServerFrames with it
- * (bridge/wire.c), the client library builds Batch frames and reads reply
+ * (server/wire.c), the client library builds Batch frames and reads reply
  * frames with it (client/batch.c, client/transport.c). protobuf-c stays the
  * codec for everything else (control messages, PageRank records, tests).
  *

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "graph.h"
-#include "grain.h"
+#include "builtin.h"
 #include "rk_wait.h"
 #include "runtime.h"
 

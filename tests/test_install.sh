@@ -82,7 +82,8 @@ int main(void)
     return n == 3 && GPUBRIDGE_VERSION_MAJOR >= 0 ? 0 : 1;
 }
 APP
-  cmake -S "$T/app" -B "$T/app/build" -DCMAKE_PREFIX_PATH="$T" > "$T/app.log" 2>&1 &&
+  cmake -S "$T/app" -B "$T/app/build" -DCMAKE_PREFIX_PATH="$T" ${GB_APP_SANITIZE:+"-DCMAKE_C_FLAGS=$GB_APP_SANITIZE"} \
+    ${GB_APP_SANITIZE:+"-DCMAKE_EXE_LINKER_FLAGS=$GB_APP_SANITIZE"} > "$T/app.log" 2>&1 &&
     cmake --build "$T/app/build" >> "$T/app.log" 2>&1 || { cat "$T/app.log"; fail "build a program against gpubridge::runtime"; return; }
   out=$("$T/app/build/app" 2>&1) || { echo "$out"; fail "the embedding program failed"; return; }
   echo "$out" | grep -q "^app.inc 3, gpubridge " || fail "the embedding program: $out"

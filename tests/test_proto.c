@@ -1529,7 +1529,7 @@ static void test_random_garbage(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Numbering shared with bridge/ring.h, and coverage of proto/.               */
+/* Numbering shared with runtime/ring.h, and coverage of proto/.               */
 
 static void test_numbers_match_ring_h(void **state)
 {

@@ -1,4 +1,4 @@
-/* The bridge's hand-written wire decoding (bridge/wire.c, bridge/codec.c)
+/* The bridge's hand-written wire decoding (server/wire.c, server/codec.c)
  * against protobuf-c, the reference: valid encodings decode to the same
  * fields, and every truncated or mutated encoding is refused by both or
  * decoded by both to the same fields. */
@@ -14,7 +14,7 @@
 
 #include "codec.h"
 #include "echo.pb-c.h"
-#include "grain.h"
+#include "builtin.h"
 #include "gpubridge.pb-c.h"
 #include "pagerank.h"
 #include "pagerank.pb-c.h"

@@ -91,6 +91,20 @@ typedef struct gb_grain_codec {
     size_t (*limits)(uint32_t rec_cap, uint32_t payload_max, gb_grain_limit_t *out, size_t max);
 } gb_grain_codec_t;
 
+/* For a codec's limits: sets entry n of out (when n < max) and returns
+ * n + 1, so that a codec can count past max and say how many it has. */
+static inline size_t gb_grain_limit_put(gb_grain_limit_t *out, size_t n, size_t max, uint32_t message_type,
+                                        const char *name, uint32_t max_payload, uint32_t max_elements)
+{
+    if (n < max) {
+        out[n].message_type = message_type;
+        out[n].name = name;
+        out[n].max_payload = max_payload;
+        out[n].max_elements = max_elements;
+    }
+    return n + 1;
+}
+
 /* Optional host-side hooks of a grain type (any may be NULL). */
 typedef struct gb_grain_hooks {
     const gb_grain_codec_t *codec; /* NULL: raw payloads */

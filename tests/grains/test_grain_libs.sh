@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Grain libraries named by the config (bridge/grain_libs.c): each error says
+# Grain libraries named by the config (runtime/grain_libs.c): each error says
 # FILE:LINE and what is wrong, from --check-config and from the daemon at
 # start (both non-zero); a good library's types are served in cpu mode.
 #   test_grain_libs.sh GPUBRIDGE LIBDIR

@@ -1,5 +1,5 @@
 /* Codec of the PageRank grains (used by codec.c): pagerank.proto messages to
- * and from the records of actors/pagerank.h. Same contracts as codec.h. */
+ * and from the records of grains/pagerank/pagerank.h. Same contracts as codec.h. */
 #ifndef GB_CODEC_PAGERANK_H
 #define GB_CODEC_PAGERANK_H
 

@@ -25,61 +25,6 @@ const uint64_t gb_metrics_bucket_ns[GB_METRICS_N_BUCKETS] = {
     1000000ull,  2500000ull,  5000000ull,   10000000ull,  25000000ull,  50000000ull,
     100000000ull, 250000000ull, 1000000000ull, UINT64_MAX};
 
-bool gb_metrics_available(void)
-{
-#ifdef GB_HAVE_MHD
-    return true;
-#else
-    return false;
-#endif
-}
-
-int gb_metrics_parse_listen(const char *listen, struct sockaddr_storage *out, char *why,
-                            size_t whylen)
-{
-    char host[GB_NAME_LEN];
-    const char *colon = listen ? strrchr(listen, ':') : NULL;
-    size_t hl = colon ? (size_t)(colon - listen) : 0;
-    if (!colon || hl == 0 || hl >= sizeof host || !colon[1]) {
-        snprintf(why, whylen, "'%s' is not ADDRESS:PORT (e.g. \"%s\")", listen ? listen : "",
-                 GB_METRICS_DEFAULT_LISTEN);
-        return -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end || errno || port > 65535 || colon[1] < '0' || colon[1] > '9') {
-        snprintf(why, whylen, "'%s': the port must be a number 0..65535", listen);
-        return -1;
-    }
-    memcpy(host, listen, hl);
-    host[hl] = '\0';
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    if (host[0] == '[' && host[hl - 1] == ']') {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        host[hl - 1] = '\0';
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1) {
-            snprintf(why, whylen, "'%s': '%s' is not a numeric IPv6 address", listen, host + 1);
-            return -1;
-        }
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
-            snprintf(why, whylen, "'%s': '%s' is not a numeric IPv4 address (IPv6: "
-                                  "\"[::1]:9464\")", listen, host);
-            return -1;
-        }
-    }
-    if (out)
-        *out = ss;
-    return 0;
-}
-
 void gb_metrics_observe(gb_metrics_type_t *t, uint64_t ns)
 {
     int b = 0;

@@ -202,6 +202,129 @@ static uint32_t ring_kernel_types(void)
     return n;
 }
 
+/* The region's memory: mapped pinned host memory when it can be had, else
+ * device memory with a pinned (or, failing that, malloc'd) host copy that
+ * staging copies keep in step. Sets rk->placement. */
+static gb_err alloc_region(gb_rk_t *rk, cuda_backend_t *b)
+{
+    const size_t size = gbi_rk_region_size(rk);
+    if (!rk->p.force_fallback_placement &&
+        cudaHostAlloc((void **)&b->host, size, cudaHostAllocMapped) == cudaSuccess) {
+        memset(b->host, 0, size);
+        CK(cudaHostGetDevicePointer((void **)&b->dev, b->host, 0), "cudaHostGetDevicePointer");
+        rk->placement = b->placement = GB_PLACEMENT_MAPPED;
+        gbi_rk_bind_region(rk, b->host);
+        return GB_OK;
+    }
+    cudaGetLastError(); /* a failed host allocation is not sticky: clear it */
+    if (!rk->p.force_fallback_placement)
+        GB_WARN("ring kernel '%s': mapped pinned memory unavailable; using device memory + staging", rk->type_name);
+    rk->placement = b->placement = GB_PLACEMENT_DEVICE_MALLOC; /* until staging is known */
+    CK(cudaMalloc((void **)&b->dev, size), "cudaMalloc(region)");
+    CK(cudaMemsetAsync(b->dev, 0, size, b->cstream), "cudaMemsetAsync(region)");
+    {
+        const char *force_malloc = gb_test_hook(GB_HOOK_FORCE_MALLOC_STAGING);
+        if (!(force_malloc && *force_malloc == '1') &&
+            cudaHostAlloc((void **)&b->host, size, cudaHostAllocDefault) == cudaSuccess) {
+            rk->placement = GB_PLACEMENT_DEVICE_PINNED;
+        } else {
+            cudaGetLastError();
+            b->host = (unsigned char *)malloc(size);
+            if (!b->host)
+                return GB_ERR_NOMEM;
+            rk->placement = GB_PLACEMENT_DEVICE_MALLOC;
+        }
+    }
+    memset(b->host, 0, size);
+    gbi_rk_bind_region(rk, b->host);
+    b->placement = rk->placement;
+    return GB_OK;
+fail:
+    return GB_ERR_CUDA;
+}
+
+/* The activation table and the kernel's state. Team grains: one partition
+ * per worker block of the team kernel (one per SM). Ring kernels: a round of
+ * a window runs one request per key on any thread, so partitions only bound
+ * the probe sequences: up to GBK_MAX_PARTITIONS of them, each still
+ * expecting 8 or more grains; every partition gets room for what uneven
+ * hashing may send it (gb_grain_partition_entries). */
+static gb_err alloc_table(gb_rk_t *rk, cuda_backend_t *b)
+{
+    if (gb_grain_is_team(rk->kind)) {
+        const uint32_t rings = rk->p.ring_kernels ? rk->p.ring_kernels : ring_kernel_types();
+        b->tab.lanes = b->gpu->team_workers(b->device, rk->geom.slot_size, rings);
+        b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
+    } else {
+        uint32_t parts = 1;
+        while (parts < GBK_MAX_PARTITIONS && rk->p.grain.max_grains / (2ull * parts) >= 8)
+            parts *= 2;
+        b->tab.lanes = parts;
+        b->tab.per_lane = gb_grain_partition_entries(rk->p.grain.max_grains, parts);
+    }
+    rk->lanes = b->tab.lanes;
+    b->tab.state_size = gb_grain_state_size(rk->kind);
+    b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
+    rk->tab_mod = gb_grain_is_team(rk->kind); /* team workers own key % workers */
+    {
+        const size_t entries = (size_t)b->tab.lanes * b->tab.per_lane;
+        gb_kstate_t ks0;
+        CK(cudaMalloc((void **)&b->tab.entries, entries * b->tab.entry_size), "cudaMalloc(grain table)");
+        CK(cudaMemsetAsync(b->tab.entries, 0, entries * b->tab.entry_size, b->cstream), "cudaMemsetAsync(table)");
+        rk->tab_geom = b->tab;
+        CK(cudaMalloc((void **)&b->kstate, sizeof(gb_kstate_t)), "cudaMalloc(kstate)");
+        /* active_seen -1: the kernel's first window always reports what it sees. */
+        memset(&ks0, 0, sizeof ks0);
+        ks0.active_seen = -1;
+        CK(cudaMemcpyAsync(b->kstate, &ks0, sizeof ks0, cudaMemcpyHostToDevice, b->cstream), "kstate init");
+        CK(cudaStreamSynchronize(b->cstream), "sync after create");
+    }
+    return GB_OK;
+fail:
+    return GB_ERR_CUDA;
+}
+
+/* The kernel's arguments; for a team type, its mirror and team state too. */
+static gb_err set_args(gb_rk_t *rk, cuda_backend_t *b)
+{
+    const uint32_t maxw = b->gpu->max_window(b->device, rk->geom.slot_size);
+    b->args.region = b->dev;
+    b->args.kstate = b->kstate;
+    b->args.tab = b->tab;
+    b->args.geom = rk->geom;
+    b->args.kind = rk->kind;
+    b->args.staging = gbi_cuda_staging(rk);
+    b->args.window = rk->p.grain.messages_per_iteration < maxw ? rk->p.grain.messages_per_iteration : maxw;
+    if (b->args.window > rk->geom.cap)
+        b->args.window = rk->geom.cap;
+    b->args.idle_spin_polls = rk->p.idle_spin_polls;
+    b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
+    b->args.budget = 0; /* persistent; relaunch sets its budget in gbi_relaunch_setup */
+    b->args.flags = kernel_flags();
+    if (!gb_grain_is_team(rk->kind))
+        return GB_OK;
+    if (!rk->p.arena) {
+        GB_ERROR("ring kernel '%s': team grains need an arena (arena_mb > 0)", rk->type_name);
+        return GB_ERR_CONFIG;
+    }
+    {
+        const size_t tsize = GBK_TEAM_STATE_SIZE(b->tab.lanes);
+        CK(cudaMalloc((void **)&b->mirror, (size_t)rk->geom.cap * rk->geom.slot_size), "cudaMalloc(mirror)");
+        CK(cudaMalloc((void **)&b->team, tsize), "cudaMalloc(team state)");
+        CK(cudaMemsetAsync(b->team, 0, tsize, b->cstream), "cudaMemsetAsync(team state)");
+        CK(cudaStreamSynchronize(b->cstream), "sync after team setup");
+    }
+    b->args.team_workers = b->tab.lanes;
+    b->args.mirror = b->mirror;
+    b->args.team = b->team;
+    b->args.arena = rk->p.arena;
+    b->args.arena_size = rk->p.arena_size;
+    GB_INFO("ring kernel '%s': team kernel of 1 reader + %u worker blocks", rk->type_name, b->tab.lanes);
+    return GB_OK;
+fail:
+    return GB_ERR_CUDA;
+}
+
 static gb_err cuda_create(gb_rk_t *rk)
 {
     const gb_grain_desc_t *desc = gb_grain_get(rk->kind);
@@ -227,117 +350,20 @@ static gb_err cuda_create(gb_rk_t *rk)
         rk->be = NULL;
         return GB_ERR_NODEV;
     }
-    size_t size = gbi_rk_region_size(rk);
-    size_t entries;
-    uint32_t maxw;
-    gb_kstate_t ks0;
+    gb_err err = GB_ERR_CUDA;
     CK(cudaSetDevice(b->device), "cudaSetDevice");
     CK(preload_all(), "loading the ring kernels"); /* before any of ours can be resident */
     CK(cudaStreamCreateWithFlags(&b->kstream, cudaStreamNonBlocking), "kernel stream");
     CK(cudaStreamCreateWithFlags(&b->cstream, cudaStreamNonBlocking), "copy stream");
-
-    if (!rk->p.force_fallback_placement &&
-        cudaHostAlloc((void **)&b->host, size, cudaHostAllocMapped) == cudaSuccess) {
-        memset(b->host, 0, size);
-        CK(cudaHostGetDevicePointer((void **)&b->dev, b->host, 0), "cudaHostGetDevicePointer");
-        rk->placement = b->placement = GB_PLACEMENT_MAPPED;
-    } else {
-        cudaGetLastError(); /* a failed host allocation is not sticky: clear it */
-        if (!rk->p.force_fallback_placement)
-            GB_WARN("ring kernel '%s': mapped pinned memory unavailable; using device memory + staging",
-                    rk->type_name);
-        rk->placement = b->placement = GB_PLACEMENT_DEVICE_MALLOC; /* until staging is known */
-        CK(cudaMalloc((void **)&b->dev, size), "cudaMalloc(region)");
-        CK(cudaMemsetAsync(b->dev, 0, size, b->cstream), "cudaMemsetAsync(region)");
-        const char *force_malloc = gb_test_hook(GB_HOOK_FORCE_MALLOC_STAGING);
-        if (!(force_malloc && *force_malloc == '1') &&
-            cudaHostAlloc((void **)&b->host, size, cudaHostAllocDefault) == cudaSuccess) {
-            rk->placement = GB_PLACEMENT_DEVICE_PINNED;
-        } else {
-            cudaGetLastError();
-            b->host = (unsigned char *)malloc(size);
-            if (!b->host) {
-                cuda_destroy(rk);
-                return GB_ERR_NOMEM;
-            }
-            rk->placement = GB_PLACEMENT_DEVICE_MALLOC;
-        }
-        memset(b->host, 0, size);
-    }
-    gbi_rk_bind_region(rk, b->host);
-    b->placement = rk->placement;
-
-    /* Activation table. Team grains: one partition per worker block of the
-     * team kernel (one per SM). Ring kernels: a round of a window runs one
-     * request per key on any thread, so partitions only bound the probe
-     * sequences: up to GBK_MAX_PARTITIONS of them, each still expecting 8 or
-     * more grains; every partition gets room for what uneven hashing may
-     * send it (gb_grain_partition_entries). */
-    if (gb_grain_is_team(rk->kind)) {
-        const uint32_t rings = rk->p.ring_kernels ? rk->p.ring_kernels : ring_kernel_types();
-        b->tab.lanes = gpu->team_workers(b->device, rk->geom.slot_size, rings);
-        b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
-    } else {
-        uint32_t parts = 1;
-        while (parts < GBK_MAX_PARTITIONS && rk->p.grain.max_grains / (2ull * parts) >= 8)
-            parts *= 2;
-        b->tab.lanes = parts;
-        b->tab.per_lane = gb_grain_partition_entries(rk->p.grain.max_grains, parts);
-    }
-    rk->lanes = b->tab.lanes;
-    b->tab.state_size = gb_grain_state_size(rk->kind);
-    b->tab.entry_size = gb_grain_entry_size(b->tab.state_size);
-    rk->tab_mod = gb_grain_is_team(rk->kind); /* team workers own key % workers */
-    entries = (size_t)b->tab.lanes * b->tab.per_lane;
-    CK(cudaMalloc((void **)&b->tab.entries, entries * b->tab.entry_size), "cudaMalloc(grain table)");
-    CK(cudaMemsetAsync(b->tab.entries, 0, entries * b->tab.entry_size, b->cstream), "cudaMemsetAsync(table)");
-    rk->tab_geom = b->tab;
-    CK(cudaMalloc((void **)&b->kstate, sizeof(gb_kstate_t)), "cudaMalloc(kstate)");
-    /* active_seen -1: the kernel's first window always reports what it sees. */
-    memset(&ks0, 0, sizeof ks0);
-    ks0.active_seen = -1;
-    CK(cudaMemcpyAsync(b->kstate, &ks0, sizeof ks0, cudaMemcpyHostToDevice, b->cstream), "kstate init");
-    CK(cudaStreamSynchronize(b->cstream), "sync after create");
-
-    maxw = gpu->max_window(b->device, rk->geom.slot_size);
-    b->args.region = b->dev;
-    b->args.kstate = b->kstate;
-    b->args.tab = b->tab;
-    b->args.geom = rk->geom;
-    b->args.kind = rk->kind;
-    b->args.staging = gbi_cuda_staging(rk);
-    b->args.window = rk->p.grain.messages_per_iteration < maxw ? rk->p.grain.messages_per_iteration : maxw;
-    if (b->args.window > rk->geom.cap)
-        b->args.window = rk->geom.cap;
-    b->args.idle_spin_polls = rk->p.idle_spin_polls;
-    b->args.idle_backoff_max_ns = rk->p.idle_backoff_max_ns;
-    b->args.budget = 0; /* persistent; relaunch sets its budget in gbi_relaunch_setup */
-    b->args.flags = kernel_flags();
-    if (gb_grain_is_team(rk->kind)) {
-        if (!rk->p.arena) {
-            GB_ERROR("ring kernel '%s': team grains need an arena (arena_mb > 0)", rk->type_name);
-            cuda_destroy(rk);
-            return GB_ERR_CONFIG;
-        }
-        size_t tsize = GBK_TEAM_STATE_SIZE(b->tab.lanes);
-        CK(cudaMalloc((void **)&b->mirror, (size_t)rk->geom.cap * rk->geom.slot_size), "cudaMalloc(mirror)");
-        CK(cudaMalloc((void **)&b->team, tsize), "cudaMalloc(team state)");
-        CK(cudaMemsetAsync(b->team, 0, tsize, b->cstream), "cudaMemsetAsync(team state)");
-        CK(cudaStreamSynchronize(b->cstream), "sync after team setup");
-        b->args.team_workers = b->tab.lanes;
-        b->args.mirror = b->mirror;
-        b->args.team = b->team;
-        b->args.arena = rk->p.arena;
-        b->args.arena_size = rk->p.arena_size;
-    }
-    if (gb_grain_is_team(rk->kind))
-        GB_INFO("ring kernel '%s': team kernel of 1 reader + %u worker blocks", rk->type_name, b->tab.lanes);
+    if ((err = alloc_region(rk, b)) != GB_OK || (err = alloc_table(rk, b)) != GB_OK ||
+        (err = set_args(rk, b)) != GB_OK)
+        goto fail;
     GB_DEBUG("ring kernel '%s': placement %s, window %u, %u lanes x %u grains", rk->type_name,
              gb_placement_name(rk->placement), b->args.window, b->tab.lanes, b->tab.per_lane);
     return GB_OK;
 fail:
     cuda_destroy(rk);
-    return GB_ERR_CUDA;
+    return err;
 }
 
 /* Staging: copy host-written control line (and kstate's activation) down. */

@@ -89,8 +89,7 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
             free(e);
             return aerr;
         }
-        GB_INFO("team grain arena: %u MiB (PageRank: a graph takes 32 bytes a vertex + 8 an edge; concurrent "
-                "jobs share it)", cfg->arena_mb);
+        GB_INFO("team grain arena: %u MiB", cfg->arena_mb);
     }
     for (int k = 1; e->arena && k <= gb_grain_count(); k++) {
         const gb_grain_desc_t *d = gb_grain_get(k);

@@ -12,14 +12,15 @@
  * - CURVE keys are checked for shape (40 Z85 characters) here; whether they are
  *   real keys is the server's business at bind time. */
 #include "config.h"
-#include "metrics.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libconfig.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "config_file.h"
 
@@ -55,23 +56,13 @@ static void gbi_copy_str(char *dst, size_t cap, const char *src)
 }
 
 /* Orleans' default collection age: 15 minutes. */
-#define GBI_COLLECTION_AGE_S 900
 
 static const gb_grain_config_t gbi_generic_grain = {
     .type = "", .queue_capacity = 1024, .slot_size = 256,
     .messages_per_iteration = 256, .max_grains = 1024, .cpu_threads = 0,
-    .collection_age_s = GBI_COLLECTION_AGE_S, .max_evicted_kb = GB_MAX_EVICTED_KB_DEFAULT,
+    .collection_age_s = GB_COLLECTION_AGE_S_DEFAULT, .max_evicted_kb = GB_MAX_EVICTED_KB_DEFAULT,
 };
 
-/* vecadd and echo: windows of 1,024 (about twice the throughput of 256 in
- * bench_ring on an H100; shared memory holds them at 64-byte slots). */
-static const gb_grain_config_t gbi_default_grains[] = {
-    {"vecadd", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
-    {"echo", 4096, 64, 1024, 65536, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
-    {"pagerank.sender", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
-    {"pagerank.aggregator", 512, 16384, 256, 4096, 0, GBI_COLLECTION_AGE_S, GB_MAX_EVICTED_KB_DEFAULT},
-};
-#define GBI_N_DEFAULT_GRAINS (sizeof gbi_default_grains / sizeof gbi_default_grains[0])
 
 void gb_config_defaults(gb_config_t *cfg)
 {
@@ -94,9 +85,9 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->mail_hold_ms = 10000;
     cfg->mail_max_hops = 64;
     cfg->force_fallback_placement = false;
-    cfg->n_grains = GBI_N_DEFAULT_GRAINS;
-    for (size_t i = 0; i < GBI_N_DEFAULT_GRAINS; i++)
-        cfg->grains[i] = gbi_default_grains[i];
+    cfg->n_grains = gb_n_builtin_grain_configs;
+    for (size_t i = 0; i < gb_n_builtin_grain_configs; i++)
+        cfg->grains[i] = gb_builtin_grain_configs[i];
     cfg->n_hosts = 0;
     cfg->curve.enabled = false;
     cfg->curve.n_allowed = 0;
@@ -529,7 +520,7 @@ static int gbi_load_grains(gbi_ctx *c, const config_setting_t *root, gb_config_t
             if (cfg->n_grains >= GB_MAX_GRAIN_TYPES)
                 return gbi_fail(c, g, "grains: too many grain types (at most %d, counting "
                                       "the %zu built-in types)", GB_MAX_GRAIN_TYPES,
-                                GBI_N_DEFAULT_GRAINS);
+                                gb_n_builtin_grain_configs);
             dst = &cfg->grains[cfg->n_grains++];
             *dst = gbi_generic_grain;
             gbi_copy_str(dst->type, sizeof dst->type, type);
@@ -990,4 +981,59 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
             gb_log_format_name(cfg->log_format), cfg->metrics.enabled ? "true" : "false");
     gbi_print_str(out, cfg->metrics.listen);
     fprintf(out, ";\n};\n");
+}
+
+int gb_metrics_parse_listen(const char *listen, struct sockaddr_storage *out, char *why,
+                            size_t whylen)
+{
+    char host[GB_NAME_LEN];
+    const char *colon = listen ? strrchr(listen, ':') : NULL;
+    size_t hl = colon ? (size_t)(colon - listen) : 0;
+    if (!colon || hl == 0 || hl >= sizeof host || !colon[1]) {
+        snprintf(why, whylen, "'%s' is not ADDRESS:PORT (e.g. \"%s\")", listen ? listen : "",
+                 GB_METRICS_DEFAULT_LISTEN);
+        return -1;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end || errno || port > 65535 || colon[1] < '0' || colon[1] > '9') {
+        snprintf(why, whylen, "'%s': the port must be a number 0..65535", listen);
+        return -1;
+    }
+    memcpy(host, listen, hl);
+    host[hl] = '\0';
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (host[0] == '[' && host[hl - 1] == ']') {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        host[hl - 1] = '\0';
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1) {
+            snprintf(why, whylen, "'%s': '%s' is not a numeric IPv6 address", listen, host + 1);
+            return -1;
+        }
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
+            snprintf(why, whylen, "'%s': '%s' is not a numeric IPv4 address (IPv6: "
+                                  "\"[::1]:9464\")", listen, host);
+            return -1;
+        }
+    }
+    if (out)
+        *out = ss;
+    return 0;
+}
+
+bool gb_metrics_available(void)
+{
+#ifdef GB_HAVE_MHD
+    return true;
+#else
+    return false;
+#endif
 }

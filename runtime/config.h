@@ -42,7 +42,7 @@ int gb_mode_parse(const char *name, gb_mode *out);
 
 /* Per grain type ring settings (the `grains` list). */
 typedef struct gb_grain_config {
-    char type[GB_NAME_LEN];          /* grain type name, e.g. "vecadd" */
+    char type[GB_NAME_LEN];          /* grain type name, e.g. "bank.account" */
     uint32_t queue_capacity;         /* slots per ring, power of two, 2..1<<24 */
     uint32_t slot_size;              /* bytes per slot incl. 32-byte header, power of two, 64..65536 */
     uint32_t messages_per_iteration; /* dispatch window of the kernel/threads, 1..4096 */
@@ -53,6 +53,12 @@ typedef struct gb_grain_config {
                                       * built by hand): GB_MAX_EVICTED_KB_DEFAULT */
 } gb_grain_config_t;
 
+/* Orleans' default collection age: 15 minutes. */
+#define GB_COLLECTION_AGE_S_DEFAULT 900u
+/* The settings of the built-in grain types (grains/builtin_grains.c), the
+ * defaults of a config: a type the config does not list keeps its own. */
+extern const gb_grain_config_t gb_builtin_grain_configs[];
+extern const size_t gb_n_builtin_grain_configs;
 /* The default bound of a grain type's store of evicted states: 64 MiB. */
 #define GB_MAX_EVICTED_KB_DEFAULT 65536u
 #define GB_MAX_EVICTED_KB_MAX (64u << 20) /* 64 GiB */
@@ -152,6 +158,17 @@ gb_err gb_config_check_curve(const gb_config_t *cfg, char *secret_out, char *err
 
 /* Writes the effective config in libconfig syntax (what --check-config prints). */
 void gb_config_print(const gb_config_t *cfg, FILE *out);
+
+/* The metrics group's listen address (the server's Prometheus endpoint,
+ * server/metrics.h), checked here with the rest of the config. */
+#define GB_METRICS_DEFAULT_LISTEN "127.0.0.1:9464"
+/* Checks "IPV4:PORT" or "[IPV6]:PORT" (numeric addresses, port 0..65535);
+ * fills *out when not NULL. Returns 0, or -1 with a reason in why. */
+/* Whether this build has libmicrohttpd. */
+bool gb_metrics_available(void);
+struct sockaddr_storage;
+int gb_metrics_parse_listen(const char *listen, struct sockaddr_storage *out, char *why,
+                            size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,15 @@
 /* Codec of the PageRank grains: protobuf (pagerank.proto) <-> the records of
- * actors/pagerank_layout.h. Everything a client can get wrong is caught here
+ * pagerank_layout.h. Everything a client can get wrong is caught here
  * with a sentence; the handlers check indices against the graph again (they alone
  * know n and m). */
-#include "codec_pagerank.h"
+#include "pagerank_codec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "grain.h"
+#include "builtin.h"
+#include "builtin_codecs.h"
 #include "log.h"
 #include "pagerank.pb-c.h"
 #include "pb_wire.h"
@@ -98,7 +99,13 @@ static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
 
 static uint64_t g_arena_bytes; /* the engine's arena (for messages) */
 
-void gbi_codec_pr_set_arena(uint64_t bytes) { g_arena_bytes = bytes; }
+void gbi_codec_pr_set_arena(uint64_t bytes)
+{
+    if (bytes != g_arena_bytes) /* two hooks (sender, aggregator), one arena: said once */
+        GB_INFO("PageRank: a graph takes 32 bytes a vertex + 8 an edge of the %llu MiB arena; concurrent jobs "
+                "share it", (unsigned long long)(bytes >> 20));
+    g_arena_bytes = bytes;
+}
 
 static int pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, unsigned char *rec, uint32_t cap,
                       uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
@@ -363,3 +370,98 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
         return 0;
     }
 }
+
+/* ---- the two types' codecs (builtin_codecs.h) ---- */
+
+/* The most entries of `entry` bytes a chunk record of rec_cap bytes holds,
+ * and that fit `payload` bytes in their shortest encoding (first entry 0,
+ * one-byte varints: tag, length, then a byte each). */
+static uint32_t chunk_max(uint32_t rec_cap, uint32_t entry, uint32_t payload)
+{
+    uint64_t n = rec_cap < GB_PR_CHUNK_HDR ? 0 : (rec_cap - GB_PR_CHUNK_HDR) / entry;
+    while (n > 0 && 1 + gb_pb_varint_len(n) + n > payload)
+        n--;
+    return (uint32_t)n;
+}
+
+static int pr_sender_request(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
+                             uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    return gbi_codec_pr_request(1, key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+static int pr_aggregator_request(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len,
+                                 unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
+                                 size_t errlen)
+{
+    return gbi_codec_pr_request(0, key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+}
+
+static int pr_sender_reply(const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                           size_t *out_len, uint32_t *message_type)
+{
+    if (cap < gbi_codec_pr_reply_bound(hdr->len))
+        return -1;
+    return gbi_codec_pr_reply(1, hdr, rec, out, cap, out_len, message_type);
+}
+
+static int pr_aggregator_reply(const gb_slot_hdr_t *hdr, const unsigned char *rec, uint8_t *out, size_t cap,
+                               size_t *out_len, uint32_t *message_type)
+{
+    if (cap < gbi_codec_pr_reply_bound(hdr->len))
+        return -1;
+    return gbi_codec_pr_reply(0, hdr, rec, out, cap, out_len, message_type);
+}
+
+const char *gbi_codec_pr_sender_error(const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    return hdr->status == GB_SLOT_HANDLER_ERROR ? gbi_codec_pr_error(1, hdr, buf, cap) : NULL;
+}
+
+const char *gbi_codec_pr_aggregator_error(const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    return hdr->status == GB_SLOT_HANDLER_ERROR ? gbi_codec_pr_error(0, hdr, buf, cap) : NULL;
+}
+
+size_t gbi_codec_pr_sender_limits(uint32_t rc, uint32_t pb, gb_grain_limit_t *out, size_t max)
+{
+    size_t n = 0;
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION,
+            "StartIterationCommand", pb, 0);
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, "GraphInit", pb, 0);
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT, "PartitionInit",
+            pb, 0);
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, "OutDegreeChunk",
+            pb, chunk_max(rc, 4, pb));
+    return gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, "JobEnd", pb, 0);
+}
+
+size_t gbi_codec_pr_aggregator_limits(uint32_t rc, uint32_t pb, gb_grain_limit_t *out, size_t max)
+{
+    size_t n = 0;
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_START_ITERATION,
+            "StartIterationCommand", pb, 0);
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT, "PartitionInit",
+            pb, 0);
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS, "InOffsetChunk", pb,
+            chunk_max(rc, 8, pb));
+    n = gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, "InEdgeChunk", pb,
+            chunk_max(rc, 4, pb));
+    /* The reply (8 + 4 x count bytes) fits where the record goes. */
+    return gb_grain_limit_put(out, n, max, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, "RankQuery", pb,
+               (uint32_t)gbi_codec_pr_max_query(rc));
+}
+
+uint32_t gbi_pr_reply_max(uint16_t type, const void *rec, uint32_t len)
+{
+    uint32_t count = 0;
+    if (type != GB_PR_MSG_RANK_QUERY || len != GB_PR_CHUNK_HDR)
+        return GB_PR_REPLY_LEN;
+    memcpy(&count, (const unsigned char *)rec + 8, 4);
+    uint64_t b = 8 + 4ull * count;
+    return b < UINT32_MAX ? (uint32_t)b : UINT32_MAX;
+}
+const gb_grain_codec_t gbi_codec_pr_sender = {pr_sender_request, pr_sender_reply, gbi_codec_pr_reply_bound,
+                                              gbi_codec_pr_sender_limits};
+const gb_grain_codec_t gbi_codec_pr_aggregator = {pr_aggregator_request, pr_aggregator_reply,
+                                                  gbi_codec_pr_reply_bound, gbi_codec_pr_aggregator_limits};

@@ -24,7 +24,6 @@
 extern "C" {
 #endif
 
-#define GB_METRICS_DEFAULT_LISTEN "127.0.0.1:9464"
 #define GB_METRICS_N_STATUS 32  /* reply statuses counted (proto Status numbers) */
 #define GB_METRICS_N_BUCKETS 16 /* latency buckets; the last is +Inf */
 
@@ -60,14 +59,6 @@ typedef struct gb_metrics_snap {
 } gb_metrics_snap_t;
 
 typedef struct gb_metrics gb_metrics_t;
-
-/* Whether this build has libmicrohttpd. */
-bool gb_metrics_available(void);
-
-/* Checks "IPV4:PORT" or "[IPV6]:PORT" (numeric addresses, port 0..65535);
- * fills *out when not NULL. Returns 0, or -1 with a reason in why. */
-int gb_metrics_parse_listen(const char *listen, struct sockaddr_storage *out, char *why,
-                            size_t whylen);
 
 /* Starts the HTTP thread on mc->listen. On error err holds a sentence. */
 gb_err gb_metrics_start(const gb_metrics_config_t *mc, gb_metrics_t **out, char *err,

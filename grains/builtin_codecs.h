@@ -1,5 +1,5 @@
-/* The built-in grain types' host hooks (codec.c, codec_limits.c), which
- * their grain definitions (actors/ *_grain.c) name. */
+/* The built-in grain types' host hooks (grains/<type>/<type>_codec.c),
+ * which their grain definitions (grains/<type>/<type>_grain.c) name. */
 #ifndef GB_BUILTIN_CODECS_H
 #define GB_BUILTIN_CODECS_H
 
@@ -21,6 +21,11 @@ uint32_t gbi_vecadd_reply_max(uint16_t type, const void *rec, uint32_t len);
 uint32_t gbi_pr_reply_max(uint16_t type, const void *rec, uint32_t len);
 /* The PageRank arena's size, for the codec's checks (the engine sets it). */
 void gbi_codec_pr_set_arena(uint64_t bytes);
+
+static inline uint32_t gbi_min32(uint64_t a, uint64_t b) { return (uint32_t)(a < b ? a : b); }
+/* A reply of the record's bytes in one field: tag and length prefixes, and
+ * echo's grain_count. */
+static inline size_t gbi_plain_reply_bound(uint32_t rec_len) { return (size_t)rec_len + 32; }
 
 #ifdef __cplusplus
 }

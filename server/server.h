@@ -55,4 +55,9 @@ void gb_server_count_reload(gb_server_t *s, int ok);
 /* Closes the socket (lingering briefly so the last replies go out); takes NULL. */
 void gb_server_destroy(gb_server_t **s);
 
+/* Held while the CURVE allow-list of the live config is read (the ZAP
+ * thread) or replaced (a SIGHUP reload, on the server thread). */
+void gb_curve_lock(void);
+void gb_curve_unlock(void);
+
 #endif

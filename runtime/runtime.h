@@ -29,7 +29,7 @@ extern "C" {
 typedef struct gb_rk gb_rk_t;
 
 typedef struct gb_rk_params {
-    const char *type;              /* grain type name ("echo", "vecadd", ...) */
+    const char *type;              /* grain type name */
     gb_mode mode;                  /* GB_MODE_PERSISTENT, _RELAUNCH or _CPU (not AUTO) */
     gb_grain_config_t grain;       /* ring geometry and lanes */
     int device;                    /* CUDA device index */

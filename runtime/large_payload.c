@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grain.h"
 #include "log.h"
 #include "runtime_internal.h"
 

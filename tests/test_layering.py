@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The source tree's layers (docs/design.md, "Source layout"): each folder's
+files include only from the folders below it, and no file of the runtime,
+the server or the daemon names a built-in grain type.
+
+    include/   the public API (gpubridge/grain.h, gpubridge/runtime.h)
+    runtime/   rings, registry, dispatch, backends, device code, config
+    grains/    the built-in grain types, on the public API
+    server/    the ZeroMQ server: wire, codecs, control, CURVE, metrics
+    embed/     the embedding API
+    bridge/    the daemon: main, supervisor, reload
+
+Usage: test_layering.py SOURCE_DIR. Exits 1 with one line per violation."""
+import os
+import re
+import sys
+
+SRC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+EXT = (".c", ".h", ".cu", ".cuh")
+
+# What each layer may include from the project (besides its own folder and
+# the generated protobuf headers); anything not listed is refused.
+ALLOWED = {
+    "include": {"include", "runtime"},  # grain.h instantiates the SDK's device code
+    "runtime": {"include", "runtime"},
+    "grains": {"include", "grains", "proto", "runtime:sdk"},
+    "server": {"include", "runtime", "server", "proto"},
+    "embed": {"include", "runtime", "embed"},
+    "bridge": {"include", "runtime", "server", "bridge", "proto"},
+}
+# The runtime's headers a grain may use: the SDK (cmake/GbSdk.cmake) and the log.
+SDK = {"ring.h", "grain_table.h", "dispatch.h", "large_payload.h", "mail.h", "team.h", "log.h"}
+# The one file of grains/ that fills the runtime's tables of built-in types.
+GLUE = {"grains/builtin_grains.c": {"config.h", "grain_registry.h"}}
+BUILTIN_NAME = re.compile(r'"(echo|vecadd|pagerank\.(sender|aggregator))"|\bGB_(ECHO|VECADD|PR)_\w+|'
+                          r'\bgbi?_(codec_(echo|vecadd|pr)|grain_(echo|vecadd|pagerank))\w*')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of(rel):
+    top = rel.split("/", 1)[0]
+    return top if top in ALLOWED else None
+
+
+def index_headers():
+    """Header name (as included) -> the layers that hold a file of that name."""
+    where = {}
+    for top in ALLOWED:
+        for root, _, files in os.walk(os.path.join(SRC, top)):
+            for f in files:
+                if f.endswith(EXT):
+                    rel = os.path.relpath(os.path.join(root, f), os.path.join(SRC, top))
+                    where.setdefault(f, set()).add(top)
+                    where.setdefault(rel, set()).add(top)
+    for f in os.listdir(os.path.join(SRC, "proto")):
+        if f.endswith(".h") or f.endswith(".proto"):
+            where.setdefault(f.replace(".proto", ".pb-c.h"), set()).add("proto")
+    return where
+
+
+def main():
+    where = index_headers()
+    bad = []
+    for top in ALLOWED:
+        for root, _, files in os.walk(os.path.join(SRC, top)):
+            for f in sorted(files):
+                if not f.endswith(EXT):
+                    continue
+                path = os.path.join(root, f)
+                rel = os.path.relpath(path, SRC)
+                text = open(path, encoding="utf-8").read()
+                own = os.path.dirname(path)
+                for inc in INCLUDE.findall(text):
+                    if os.path.exists(os.path.join(own, inc)):
+                        continue  # its own folder
+                    layers = where.get(inc) or where.get(os.path.basename(inc))
+                    if not layers:
+                        continue  # generated (version.h) or a system header in quotes
+                    ok = ALLOWED[top]
+                    if layers & ok:
+                        continue
+                    if "runtime:sdk" in ok and "runtime" in layers and os.path.basename(inc) in SDK:
+                        continue
+                    if inc in GLUE.get(rel, ()):
+                        continue
+                    bad.append(f"{rel}: includes \"{inc}\" from {', '.join(sorted(layers))}/ "
+                               f"({top}/ may include from {', '.join(sorted(ok))})")
+                if top in ("runtime", "server", "bridge", "embed"):
+                    for n, line in enumerate(text.splitlines(), 1):
+                        m = BUILTIN_NAME.search(line)
+                        if m:
+                            bad.append(f"{rel}:{n}: names the built-in grain type in '{m.group(0)}' "
+                                       f"(built-in types live in grains/)")
+    for b in bad:
+        print(b)
+    print(f"layering: {len(bad)} problem(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
