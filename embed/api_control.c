@@ -53,8 +53,9 @@ gpubridge_err gpubridge_runtime_start(gpubridge_runtime_t *rt)
                      gb_mode_name(rt->mode), gb_strerror(ge));
         goto out;
     }
-    /* Replies waiting for gpubridge_poll: past this many, rings are left
-     * full (sends get GPUBRIDGE_ERR_FULL) until the program polls. */
+    /* Replies waiting for gpubridge_poll, with those on their way: past
+     * this many, gpubridge_send returns GPUBRIDGE_ERR_FULL until the program
+     * polls (calls go on). */
     rt->q_max = 0;
     for (size_t i = 0; i < rt->engine->n_types; i++)
         if (rt->engine->types[i].rk)

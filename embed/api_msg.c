@@ -44,7 +44,7 @@ static void fill_reply(gpubridge_reply_t *r, const gb_engine_type_t *t, const gb
 }
 
 /* Takes reply h (payload p, len bytes) of type t; 0 when it must stay in
- * its ring (the queue is at its bound). */
+ * its ring (no memory for it now). */
 static int take(gpubridge_runtime_t *rt, const gb_engine_type_t *t, const gb_slot_hdr_t *h, const unsigned char *p,
                 uint32_t len)
 {
@@ -61,8 +61,8 @@ static int take(gpubridge_runtime_t *rt, const gb_engine_type_t *t, const gb_slo
     }
     if (h->corr & GBE_TAG_ONE_WAY)
         return 1;
-    if (rt->q_len >= rt->q_max)
-        return 0;
+    /* Queued whatever the count: gpubridge_send keeps it near q_max, and a
+     * reply left in its ring would hold up the calls' replies behind it. */
     gbe_node_t *n = malloc(sizeof *n + len);
     if (!n)
         return 0; /* left in the ring: taken when memory comes back */
@@ -89,10 +89,17 @@ void gbe_drain(gpubridge_runtime_t *rt)
         const gb_slot_hdr_t *h;
         while ((h = gb_rk_peek(t->rk)) != NULL) {
             const unsigned char *p = gb_rk_reply_payload(t->rk, h);
-            uint32_t len = h->len;
-            if (!p || (p == (const unsigned char *)(h + 1) && len > gb_rk_payload_cap(t->rk)))
-                len = 0; /* a length past its room: nothing trustworthy to copy */
-            if (!take(rt, t, h, p, len))
+            gb_slot_hdr_t bad;
+            if (!p || (p == (const unsigned char *)(h + 1) && h->len > gb_rk_payload_cap(t->rk))) {
+                /* A length past its room (the handler's *out_len): nothing
+                 * trustworthy to copy, and the caller must not read OK. */
+                bad = *h;
+                bad.len = 0;
+                if (bad.status == GB_SLOT_OK)
+                    bad.status = GB_SLOT_TOO_LARGE;
+                h = &bad;
+            }
+            if (!take(rt, t, h, p, h->len))
                 break;
             gb_rk_consume(t->rk);
         }
@@ -186,6 +193,17 @@ static gpubridge_err send_locked(gpubridge_runtime_t *rt, const char *type, uint
     return GPUBRIDGE_OK;
 }
 
+/* Requests in every ring, replies included that wait to be drained (lock
+ * held): a bound on the replies still to come to the queue. */
+static uint64_t in_flight(const gpubridge_runtime_t *rt)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < rt->engine->n_types; i++)
+        if (rt->engine->types[i].rk)
+            n += gb_rk_in_flight(rt->engine->types[i].rk);
+    return n;
+}
+
 gpubridge_err gpubridge_send(gpubridge_runtime_t *rt, const char *type, uint64_t key, uint32_t msg_type,
                              const void *payload, size_t len, uint64_t corr, unsigned flags)
 {
@@ -199,7 +217,13 @@ gpubridge_err gpubridge_send(gpubridge_runtime_t *rt, const char *type, uint64_t
     if (flags & GPUBRIDGE_ONE_WAY)
         corr = GBE_TAG_ONE_WAY;
     pthread_mutex_lock(&rt->lock);
-    gpubridge_err e = send_locked(rt, type, key, msg_type, payload, len, corr, NULL);
+    gpubridge_err e = GPUBRIDGE_OK;
+    uint64_t owed;
+    if (!(flags & GPUBRIDGE_ONE_WAY) && rt->engine && (owed = rt->q_len + in_flight(rt)) >= rt->q_max)
+        e = gbe_fail(GPUBRIDGE_ERR_FULL, "%llu replies unpolled or on their way (at most %llu): poll replies, then "
+                     "retry", (unsigned long long)owed, (unsigned long long)rt->q_max);
+    else
+        e = send_locked(rt, type, key, msg_type, payload, len, corr, NULL);
     pthread_mutex_unlock(&rt->lock);
     return e;
 }

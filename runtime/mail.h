@@ -4,7 +4,7 @@
  * Transport. The messages of one turn travel with the turn's reply: the
  * handler's calls write them below the end of its out buffer, and once it
  * returns, the dispatch step (dispatch.h) moves them behind the reply and
- * marks the reply GB_SLOT_MAIL. The host's router (bridge/server_route.c)
+ * marks the reply GB_SLOT_MAIL. The host's router (server/server_route.c)
  * reads them when it drains the reply ring and puts each into its target
  * type's request ring, as it does a client's request. So a kernel never waits
  * for a target's room and needs no code beyond the dispatch step; a device
@@ -29,6 +29,9 @@
 #define GB_MAIL_MAX_MSGS 64 /* messages of one turn */
 #define GB_MAIL_MAX_TARGETS 16 /* target types one grain type may declare */
 #define GB_MAIL_MAGIC 0x4C49414Du /* "MAIL" */
+/* Message types from here up are the bridge's (gpubridge/grain.h GB_MSG_*,
+ * e.g. DeactivateKey): a grain may not send them. */
+#define GB_MAIL_TYPE_RESERVED 0xFF00u
 
 /* One message: 16 bytes, then len bytes of record, padded to 16. */
 typedef struct gb_mail_msg {
@@ -80,13 +83,16 @@ GB_HD void gb_mail_move(unsigned char *dst, const unsigned char *src, uint32_t n
 }
 
 /* Lays down one message; returns GB_SLOT_OK or why not (no mail here or a
- * bad target index: GB_SLOT_BAD_TARGET; no room: GB_SLOT_MAIL_FULL; a second
+ * bad target index: GB_SLOT_BAD_TARGET; type 0 or a reserved type:
+ * GB_SLOT_UNKNOWN_MESSAGE_TYPE; no room: GB_SLOT_MAIL_FULL; a second
  * forward: GB_SLOT_HANDLER_ERROR). */
 GB_HD uint16_t gb_mail_put(gb_grain_mail_t *m, uint32_t target, uint64_t key, uint16_t type, uint32_t flags,
                            const void *rec, uint32_t len)
 {
     if (!m || target >= m->n_targets)
         return GB_SLOT_BAD_TARGET;
+    if (type == 0 || type >= GB_MAIL_TYPE_RESERVED) /* 0 and the bridge's own (GB_MSG_*) */
+        return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     if ((flags & GB_MAIL_FORWARD) && m->forwarded)
         return GB_SLOT_HANDLER_ERROR;
     const uint32_t size = 16u + gb_mail_pad16(len);
@@ -134,6 +140,8 @@ GB_HD uint32_t gb_mail_finish(gb_grain_mail_t *m, unsigned char *out, uint32_t s
         return st == GB_SLOT_FORWARDED ? (uint32_t)GB_SLOT_HANDLER_ERROR : st; /* FORWARDED without a forward */
     if (m->forwarded)
         st = GB_SLOT_FORWARDED; /* the forward's target answers the caller */
+    else if (st == GB_SLOT_FORWARDED)
+        st = GB_SLOT_HANDLER_ERROR; /* FORWARDED, but no forward was accepted: the caller must hear */
     const uint32_t reply_len = st == GB_SLOT_OK ? *out_len : 0;
     const uint32_t off = gb_mail_pad16(reply_len);
     if (reply_len > m->room || off > m->room - m->used) {

@@ -64,7 +64,9 @@ static int put(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pendi
         undeliverable(s, from, o, forward, why);
         return HANDLED;
     }
-    if (gb_rk_free_slots(rk) == 0)
+    /* A deactivated target takes no message into its ring: it waits in the
+     * outbox, where messaging.hold_ms bounds its wait. */
+    if (gb_rk_free_slots(rk) == 0 || !gb_rk_is_active(rk))
         return NEEDS_ROOM;
     const uint64_t pos = gb_rk_next_pos(rk);
     const uint32_t cap = gb_rk_payload_cap(rk), reply_max = gb_grain_reply_max(to->t->kind, type, rec, len);
@@ -159,6 +161,9 @@ static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, con
     if (m->target >= r->t->n_targets) {
         snprintf(why, sizeof why, "target index %u, and the type declares %u targets", m->target, r->t->n_targets);
         undeliverable(s, r, &o, forward, why);
+    } else if (m->type == 0 || m->type >= GB_MAIL_TYPE_RESERVED) {
+        snprintf(why, sizeof why, "message type %u is reserved to the bridge", m->type);
+        undeliverable(s, r, &o, forward, why);
     } else if (r->t->target[m->target] < 0) {
         snprintf(why, sizeof why, "grain type '%s' is not served by this bridge",
                  gb_grain_get(r->t->kind)->targets[m->target]);
@@ -180,11 +185,21 @@ void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, cons
         pl = NULL; /* a length past the slot */
     gb_mail_trailer_t t;
     const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
-    const int n = gb_mail_parse(pl, h->len, &t, msgs);
+    int n = gb_mail_parse(pl, h->len, &t, msgs);
+    /* The trailer is the sender's word: a FORWARDED turn must carry exactly
+     * one forward and any other none, or its caller would get no reply, or
+     * two. */
+    int forwards = 0;
+    for (int i = 0; i < n; i++)
+        forwards += (msgs[i]->flags & GB_MAIL_FORWARD) != 0;
+    if (n >= 0 && forwards != (t.status == GB_SLOT_FORWARDED))
+        n = -1;
     if (n < 0) {
+        r->mail_undeliverable++; /* at least one message lost; the count is not to be trusted */
         if (!(p->one_way && p->corr == 0))
             gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
-                      "the grain wrote a malformed reply with messages", 0, NULL, 0);
+                      "the grain wrote a malformed reply with messages (none was delivered)", 0, NULL, 0);
+        gbi_publish_all(s);
         return;
     }
     for (int i = 0; i < n; i++)

@@ -1,4 +1,4 @@
-/* The handler side of messages between grains (bridge/mail.h, the SDK's
+/* The handler side of messages between grains (runtime/mail.h, the SDK's
  * gb_grain_send / gb_grain_forward): what a turn lays down, the layout the
  * router reads, and the errors a handler gets. */
 #include <setjmp.h>
@@ -107,6 +107,24 @@ static void test_errors(void **state)
     assert_int_equal(gb_mail_finish(&m, out, GB_SLOT_FORWARDED, &len), GB_SLOT_HANDLER_ERROR);
     assert_int_equal(gb_mail_finish(&m, out, GB_SLOT_OK, &len), GB_SLOT_OK);
     assert_int_equal(len, 3);
+    /* FORWARDED after a send, with no forward accepted (one that failed for
+     * room, say): the caller gets the error, and the send still leaves. */
+    c = ctx_with(&m, 1);
+    assert_int_equal(gb_grain_send(&c, 0, 1, 1, NULL, 0), GB_SLOT_OK);
+    assert_int_equal(gb_grain_forward(&c, 0, 1, 1, NULL, CAP), GB_SLOT_MAIL_FULL);
+    len = 0;
+    assert_int_equal(gb_mail_finish(&m, out, GB_SLOT_FORWARDED, &len), GB_SLOT_MAIL);
+    gb_mail_trailer_t t;
+    const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
+    assert_int_equal(gb_mail_parse(out, len, &t, msgs), 1);
+    assert_int_equal(t.status, GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(msgs[0]->flags & GB_MAIL_FORWARD, 0);
+    /* Type 0 and the bridge's reserved types (DeactivateKey) cannot be sent. */
+    c = ctx_with(&m, 1);
+    assert_int_equal(gb_grain_send(&c, 0, 1, 0, NULL, 0), GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+    assert_int_equal(gb_grain_send(&c, 0, 1, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+    assert_int_equal(gb_grain_forward(&c, 0, 1, 0xFFFF, NULL, 0), GB_SLOT_UNKNOWN_MESSAGE_TYPE);
+    assert_int_equal(gb_grain_send(&c, 0, 1, 0xFEFF, NULL, 0), GB_SLOT_OK);
 }
 
 /* A reply's payload comes from a kernel: the parser trusts none of it. */

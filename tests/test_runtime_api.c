@@ -343,6 +343,46 @@ static void test_threads(void **st)
     gpubridge_runtime_destroy(&rt);
 }
 
+/* Replies left unpolled past the runtime's bound: sends get FULL, and calls
+ * still get their replies (queued behind the unpolled ones in the ring). */
+static void test_calls_past_unpolled(void **st)
+{
+    (void)st;
+    if (strcmp(g_mode, "cpu") != 0)
+        skip();
+    gpubridge_options_t o = GPUBRIDGE_OPTIONS_INIT;
+    o.mode_name = "cpu";
+    o.flags = GPUBRIDGE_NO_CONFIG_GRAINS;
+    o.log_level = "warn";
+    o.config_text = "grains = ( { type = \"test.tally\"; queue_capacity = 16; } );\n";
+    gpubridge_runtime_t *rt = NULL;
+    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
+    assert_int_equal(gpubridge_register_grain(rt, &gb_grain_test_tally), GPUBRIDGE_OK);
+    assert_int_equal(gpubridge_runtime_start(rt), GPUBRIDGE_OK);
+    int64_t v = 1, out[2];
+    gpubridge_reply_t r;
+    uint64_t sent = 0, full = 0;
+    for (int i = 0; i < 200; i++) {
+        gpubridge_err e = gpubridge_send(rt, "test.tally", 1, 1, &v, 8, (uint64_t)i, 0);
+        if (e == GPUBRIDGE_OK)
+            sent++;
+        else {
+            assert_int_equal(e, GPUBRIDGE_ERR_FULL);
+            full++;
+        }
+        assert_int_equal(gpubridge_call(rt, "test.tally", 2, 1, &v, 8, &r, out, sizeof out, 10000), GPUBRIDGE_OK);
+        assert_int_equal(out[0], i + 1); /* grain 2's own count: every call answered, in order */
+    }
+    assert_true(full > 0); /* the bound was reached */
+    gpubridge_telemetry_t t;
+    assert_int_equal(gpubridge_telemetry(rt, "test.tally", &t), GPUBRIDGE_OK);
+    assert_true(t.queued <= 4u * 16u);
+    for (uint64_t k = 0; k < sent; k++)
+        assert_int_equal(gpubridge_poll(rt, &r, out, sizeof out, 10000), GPUBRIDGE_OK);
+    assert_int_equal(gpubridge_poll(rt, &r, out, sizeof out, 0), GPUBRIDGE_ERR_EMPTY);
+    gpubridge_runtime_destroy(&rt);
+}
+
 /* cpu mode with worker threads (cpu_threads from the config's entry for the
  * type): calls, a burst of sends polled back, calls from several threads. */
 static void test_worker_threads(void **st)
@@ -488,7 +528,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),  cmocka_unit_test(test_bad_options), cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_register), cmocka_unit_test(test_mail_refused), cmocka_unit_test(test_bad_send),    cmocka_unit_test(test_replies),
-        cmocka_unit_test(test_deactivated), cmocka_unit_test(test_one_way),  cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_deactivated), cmocka_unit_test(test_one_way),  cmocka_unit_test(test_threads), cmocka_unit_test(test_calls_past_unpolled),
         cmocka_unit_test(test_worker_threads),
         cmocka_unit_test(test_builtins_and_library), cmocka_unit_test(test_unavailable),
     };
