@@ -39,6 +39,9 @@ static const restart_key_t g_restart_keys[] = {
     RK("curve.server_public_key", curve.server_public_key),
     RK("metrics.enabled", metrics.enabled),
     RK("metrics.listen", metrics.listen),
+    RK("messaging.outbox_kb", mail_outbox_kb),
+    RK("messaging.hold_ms", mail_hold_ms),
+    RK("messaging.max_hops", mail_max_hops),
 };
 
 static int restart_keys(const gb_config_t *live, const gb_config_t *next)

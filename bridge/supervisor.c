@@ -1282,7 +1282,10 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
 /* Answers what is still waiting, stops the worker, frees everything. */
 static void close_all(gbi_sup_t *s)
 {
-    size_t left = 0;
+    /* A frame held for the worker: its requests, or the frame, answered. */
+    size_t left = s->router ? drop_held(s, GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
+                                        "the bridge is shutting down; the request was not processed")
+                            : 0;
     if (s->stall_peer) {
         zmq_msg_close(&s->stall_msg);
         s->stall_peer = NULL;

@@ -184,6 +184,10 @@ static void test_reload_apply(void **state)
     /* Nothing changed: nothing to say. */
     gb_config_t same = live;
     assert_int_equal(gb_reload_apply(&live, &same, false, "testhost"), 0);
+    /* The messaging group is read at start: a change is said to need a restart. */
+    same.mail_hold_ms = live.mail_hold_ms + 1;
+    same.mail_max_hops = live.mail_max_hops + 1;
+    assert_int_equal(gb_reload_apply(&live, &same, false, "testhost"), 2);
     gb_log_set_level(saved);
 }
 
