@@ -126,8 +126,8 @@ static int read_one(gb_server_t *s)
             break;
         more = zmq_msg_more(&part);
         parts++;
-        if (parts == 1 && zmq_msg_size(&part) == 0 && more) {
-            delim = 1; /* REQ-style empty delimiter: keep it in replies */
+        if (parts == 1 && !delim && zmq_msg_size(&part) == 0 && more) {
+            delim = 1; /* one REQ-style empty delimiter: keep it in replies */
             parts = 0;
             continue;
         }

@@ -502,6 +502,7 @@ def t_bad_frames(s):
     one = pb.ClientFrame(envelope=pb.Envelope(correlation_id=999001, kind=pb.KIND_REQUEST)).SerializeToString()
     frame_refused(s, [one, one], pb.STATUS_MALFORMED, "two parts")
     frame_refused(s, [b"", one, one], pb.STATUS_MALFORMED, "a delimiter and two parts")
+    frame_refused(s, [b"", b"", one], pb.STATUS_MALFORMED, "two delimiters")
     # 'A known field with the wrong wire type ... make the whole frame
     # undecodable ... none of its envelopes is handled'
     env_bad = field(1, 0, 999002) + field(3, 2, b"\x01")

@@ -3,9 +3,11 @@
 # tests/stranger_client.py, written from docs/protocol.md and proto/*.proto
 # alone, against a real bridge in cpu mode, then stops the bridge with
 # SIGTERM ('The bridge then exits 0').
-#   test_stranger_client.sh GPUBRIDGE_BIN SOURCE_DIR
+#   test_stranger_client.sh GPUBRIDGE_BIN SOURCE_DIR [BRIDGE_OPTION]...
+# (e.g. --supervise: the same client through the supervisor)
 set -uo pipefail
 BIN=$1 SRC=$2
+shift 2
 PY=/usr/bin/python3
 "$PY" -c 'import zmq, google.protobuf' 2>/dev/null \
   || { echo "SKIP: $PY lacks zmq or protobuf (python3-zmq, python3-protobuf)"; exit 77; }
@@ -17,7 +19,7 @@ cat > "$T/bridge.cfg" <<CFG
 endpoints = [ "ipc://$T/bridge.sock" ];
 arena_mb = 16;
 CFG
-"$BIN" --config "$T/bridge.cfg" --mode cpu 2> "$T/bridge.log" &
+"$BIN" --config "$T/bridge.cfg" --mode cpu "$@" 2> "$T/bridge.log" &
 PID=$!
 for _ in $(seq 100); do
   [ -S "$T/bridge.sock" ] && break
