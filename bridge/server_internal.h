@@ -134,6 +134,9 @@ typedef struct gbi_ring {
     /* Messages its grains made: one-way sends, forwards, and of those the
      * ones that could not be delivered (Telemetry). */
     uint64_t mail_sent, mail_forwarded, mail_undeliverable;
+    /* The kernel's heartbeat as the health check last saw it change, and
+     * when (GrainTypeStatus.heartbeat_age_ns). */
+    uint64_t hb_seen, hb_seen_ns;
 } gbi_ring_t;
 
 /* Replies waiting to go to one client, flushed as one frame. They are

@@ -651,6 +651,18 @@ def t_terminate(s):
                       terminate=ctl.Terminate(grain_type="echo"))
     check(st.state == ctl.GRAIN_STATE_TERMINATED, f"Terminate answered state {st.state}")
     s.expect(s.call(s.echo(key=1)), pb.STATUS_TERMINATED, "echo after Terminate")
+    # A stopped kernel's heartbeat stands still, so its heartbeat_age_ns ('how
+    # long since the bridge saw it change (staleness)') grows from 0.
+    ages, tries = [], 0
+    while len(ages) < 2:
+        st = s.grain_status("echo")
+        if st.heartbeat_age_ns > 0:
+            ages.append(st.heartbeat_age_ns)
+        else:
+            tries += 1
+            check(tries < GUARD_MS // 20, "heartbeat_age_ns of a terminated type stays 0")
+            s.sock.poll(20, zmq.POLLIN)   # paces the loop; nothing is owed
+    check(ages[1] > ages[0], f"heartbeat_age_ns of a stopped kernel does not grow: {ages}")
     s.expect(s.call(s.control(activate=ctl.Activate(grain_type="echo"))), pb.STATUS_TERMINATED,
              "Activate after Terminate")
     vec_call(s, 0, [1], [2], "vecadd after echo's Terminate")
