@@ -7,6 +7,7 @@
 
 #include "authority.h"
 #include "codec.h"
+#include "grain_registry.h"
 #include "log.h"
 #include "server_internal.h"
 
@@ -209,9 +210,15 @@ static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
     if (!t)
         fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", shown);
     else if (!t->rk)
-        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' has no handler in this build",
-             shown);
+        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' %s", shown, gbi_unserved_why(t));
     return t && t->rk ? t : NULL;
+}
+
+/* Why a configured grain type has no ring kernel, for its refusals. */
+const char *gbi_unserved_why(const gb_engine_type_t *t)
+{
+    const int kind = gb_grain_kind_of(t->name);
+    return kind && gb_grain_is_team(kind) ? "has no memory: arena_mb is 0" : "has no handler in this build";
 }
 
 void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,

@@ -293,6 +293,8 @@ void gbi_reply_slot_error(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h,
 /* server_feed.c: publishes what was claimed in every ring. */
 void gbi_publish_all(gb_server_t *s);
 
+/* Why a configured grain type has no ring kernel (for its refusals). */
+const char *gbi_unserved_why(const gb_engine_type_t *t);
 /* Answers control operation op of request corr (all but DeactivateGrain,
  * which goes through the grain's ring). */
 void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,

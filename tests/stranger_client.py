@@ -7,7 +7,10 @@ quoted or named next to the check, never from the bridge's source. It uses no
 code of the project: the Python modules are generated here with protoc from
 proto/, as protocol.md says.
 
-    stranger_client.py ENDPOINT PROTO_DIR
+    stranger_client.py ENDPOINT PROTO_DIR [--no-arena]
+
+--no-arena: the bridge runs with arena_mb = 0, so its PageRank types are
+configured but not served; checks only that.
 
 Exit 0 when every check passes, 1 on the first failure, 77 when python3-zmq,
 python3-protobuf or protoc is missing.
@@ -678,19 +681,36 @@ def t_quiet(s):
     check(not s.replies, f"unclaimed replies: {list(s.replies)}")
 
 
+def t_no_arena(s):
+    """PageRank: 'Unavailable when arena_mb is 0'; ListGrainTypes leaves out
+    a type it cannot serve, and a request to it gets
+    STATUS_UNKNOWN_GRAIN_TYPE, whose text says why."""
+    ctl, pb = s.ctl, s.pb
+    names = list(s.control_ok(ctl.CONTROL_MESSAGE_TYPE_GRAIN_TYPE_LIST,
+                              list_grain_types=ctl.ListGrainTypes()).grain_types)
+    check("pagerank.sender" not in names and "echo" in names, f"ListGrainTypes: {names}")
+    e = s.echo(); e.grain.type = "pagerank.sender"
+    for what, env in (("a request", e), ("a status request", s.control(
+            status_request=ctl.StatusRequest(grain_type="pagerank.sender")))):
+        r = s.call(env)
+        s.expect(r, pb.STATUS_UNKNOWN_GRAIN_TYPE, f"{what} to a PageRank type without an arena")
+        check("arena_mb" in r.error, f"{what}: the error does not say why: {r.error!r}")
+    s.alive("a type without an arena")
+
+
 TESTS = [t_discovery, t_echo, t_vecadd, t_limits_edge, t_batch, t_one_way, t_bad_envelopes,
          t_bad_frames, t_decoding, t_delimiter, t_pause, t_deactivate_grain, t_telemetry,
          t_terminate, t_quiet]
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["--no-arena"]):
         print(__doc__)
         return 2
     gen = gen_modules(sys.argv[2])
     try:
         s = Stranger(sys.argv[1])
-        for t in TESTS:
+        for t in (TESTS if len(sys.argv) == 3 else [t_no_arena]):
             try:
                 note = t(s)
             except Fail as e:

@@ -15,24 +15,33 @@ command -v protoc >/dev/null || { echo "SKIP: no protoc (protobuf-compiler)"; ex
 T=$(mktemp -d /tmp/gbstranger.XXXXXX)
 PID=
 trap '[ -n "$PID" ] && kill -KILL $PID 2>/dev/null; rm -rf "$T"' EXIT
-cat > "$T/bridge.cfg" <<CFG
+# run_client ARENA_MB [CLIENT_OPTION]: a bridge with that arena, the client
+# against it, then SIGTERM.
+run_client() {
+  rm -f "$T/bridge.sock"
+  cat > "$T/bridge.cfg" <<CFG
 endpoints = [ "ipc://$T/bridge.sock" ];
-arena_mb = 16;
+arena_mb = $1;
 CFG
-"$BIN" --config "$T/bridge.cfg" --mode cpu "$@" 2> "$T/bridge.log" &
-PID=$!
-for _ in $(seq 100); do
-  [ -S "$T/bridge.sock" ] && break
-  kill -0 $PID 2>/dev/null || break
-  sleep 0.1
-done
-[ -S "$T/bridge.sock" ] || { cat "$T/bridge.log"; echo "FAIL: the bridge did not start"; exit 1; }
-"$PY" "$SRC/tests/stranger_client.py" "ipc://$T/bridge.sock" "$SRC/proto"
-rc=$?
-kill -TERM $PID
-wait $PID
-brc=$?
-PID=
-if [ $rc -ne 0 ]; then tail -20 "$T/bridge.log"; exit $rc; fi
-[ $brc -eq 0 ] || { tail -20 "$T/bridge.log"; echo "FAIL: the bridge exited $brc after SIGTERM"; exit 1; }
+  shift
+  "$BIN" --config "$T/bridge.cfg" --mode cpu "${OPTS[@]}" 2> "$T/bridge.log" &
+  PID=$!
+  for _ in $(seq 100); do
+    [ -S "$T/bridge.sock" ] && break
+    kill -0 $PID 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -S "$T/bridge.sock" ] || { cat "$T/bridge.log"; echo "FAIL: the bridge did not start"; exit 1; }
+  "$PY" "$SRC/tests/stranger_client.py" "ipc://$T/bridge.sock" "$SRC/proto" "$@"
+  rc=$?
+  kill -TERM $PID
+  wait $PID
+  brc=$?
+  PID=
+  if [ $rc -ne 0 ]; then tail -20 "$T/bridge.log"; exit $rc; fi
+  [ $brc -eq 0 ] || { tail -20 "$T/bridge.log"; echo "FAIL: the bridge exited $brc after SIGTERM"; exit 1; }
+}
+OPTS=("$@")
+run_client 16
+run_client 0 --no-arena
 echo PASS
