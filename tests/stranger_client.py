@@ -515,7 +515,17 @@ def t_bad_frames(s):
     frame_refused(s, [field(2, 2, batch)], pb.STATUS_MALFORMED, "a batch with one bad envelope")
     ctl_bad = field(1, 0, 999003) + field(3, 0, pb.KIND_CONTROL) + field(6, 0, 1)
     frame_refused(s, [field(1, 2, ctl_bad)], pb.STATUS_MALFORMED, "Envelope.control as varint")
-    return "oversized, garbage, empty, multipart, wrong wire types"
+    for junk, what in ((field(1, 2, b"")[:1] + varint(2**63) + b"abc", "a length of 2^63"),
+                       (b"\x0a" + b"\xff" * 10 + b"\x01", "an overlong varint"),
+                       (field(2, 2, b"\x0a" + varint(2**32 + 5)), "an envelope length past the batch")):
+        frame_refused(s, [junk], pb.STATUS_MALFORMED, what)
+    # 'Errors for requests without a correlation id ... are folded into the
+    # frame's first such reply'
+    f = pb.ClientFrame()
+    for _ in range(50000):
+        f.batch.envelopes.add()
+    frame_refused(s, [f.SerializeToString()], pb.STATUS_MISSING_FIELD, "50,000 empty envelopes")
+    return "oversized, garbage, empty, multipart, wrong wire types, bad lengths"
 
 
 def t_decoding(s):
@@ -539,17 +549,24 @@ def t_decoding(s):
     s.sock.send(field(1, 2, lone.SerializeToString())
                 + field(2, 2, field(1, 2, inb.SerializeToString())))
     s.expect(s.wait([inb.correlation_id])[0], pb.STATUS_OK, "oneof: last member")
-    # 'Strings must be valid UTF-8': a grain type that is not gets an error,
+    # Payloads follow the same protobuf rules: repeated floats packed or not
+    va = s.va
+    unpacked = b"".join(varint((2 << 3) | 5) + struct.pack("<f", x) for x in (1, 2, 3)) \
+        + field(3, 2, struct.pack("<fff", 10, 20, 30))
+    e = s.vecadd(0, [], [])
+    e.payload = unpacked
+    r = s.call(e)
+    s.expect(r, pb.STATUS_OK, "vecadd with unpacked floats")
+    check(list(va.VectorAddResponse.FromString(r.payload).result) == [11, 22, 33], "unpacked floats")
+    # 'Strings are not checked for UTF-8': a grain type that is not gets an error,
     # and the reply's own text stays valid UTF-8 (Reply.error's comment)
     cid = 999200
     s.sent.add(cid)
     bad = field(1, 0, cid) + field(2, 2, field(1, 2, b"ech\xff\xfe") + field(2, 0, 1)) \
         + field(3, 0, pb.KIND_REQUEST) + field(4, 0, 1)
     s.sock.send(field(1, 2, bad))
-    while cid not in s.replies and not s.zero:
-        check(s.pump(), "no reply to a grain type that is not UTF-8")
-    r = s.replies.pop(cid) if cid in s.replies else s.zero.pop(0)
-    check(r.status != pb.STATUS_OK, "a grain type that is not UTF-8 was served")
+    r = s.wait([cid])[0]
+    s.expect(r, pb.STATUS_UNKNOWN_GRAIN_TYPE, "a grain type that is not UTF-8")
     s.alive("a grain type that is not UTF-8")
     return f"non-UTF-8 type: {s.status(r)}"
 
