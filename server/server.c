@@ -126,8 +126,8 @@ static int read_one(gb_server_t *s)
             break;
         more = zmq_msg_more(&part);
         parts++;
-        if (parts == 1 && zmq_msg_size(&part) == 0 && more) {
-            delim = 1; /* REQ-style empty delimiter: keep it in replies */
+        if (parts == 1 && !delim && zmq_msg_size(&part) == 0 && more) {
+            delim = 1; /* one REQ-style empty delimiter: keep it in replies */
             parts = 0;
             continue;
         }
@@ -371,6 +371,10 @@ static void check_health(gb_server_t *s)
             continue;
         gb_rk_status_t before;
         gb_rk_status(r->t->rk, &before);
+        if (before.heartbeat != r->hb_seen || !r->hb_seen_ns) {
+            r->hb_seen = before.heartbeat;
+            r->hb_seen_ns = gb_now_ns();
+        }
         if (gb_rk_poll(r->t->rk) != GB_OK && before.state == GB_RK_RUNNING) {
             gb_rk_status_t st;
             gb_rk_status(r->t->rk, &st);

@@ -7,6 +7,7 @@
 
 #include "authority.h"
 #include "codec.h"
+#include "grain_registry.h"
 #include "log.h"
 #include "server_internal.h"
 
@@ -76,6 +77,12 @@ static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.last_error_code = st.last_error;
     m.last_error_name = st.last_error_name;
     m.heartbeat = st.heartbeat;
+    const gbi_ring_t *r = &c->s->rings[t - c->s->engine->types]; /* rings[i] serves types[i] */
+    const uint64_t now = gb_now_ns();
+    /* Unchanged since the health check (every 100 ms) saw it change: stale
+     * for that long. Changed since: beating. */
+    if (st.heartbeat == r->hb_seen && r->hb_seen_ns && now > r->hb_seen_ns)
+        m.heartbeat_age_ns = now - r->hb_seen_ns;
     m.device = st.mode == GB_MODE_CPU ? -1 : c->s->engine->device;
     m.queue_capacity = st.capacity;
     m.slot_size = st.slot_size;
@@ -203,9 +210,15 @@ static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
     if (!t)
         fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", shown);
     else if (!t->rk)
-        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' has no handler in this build",
-             shown);
+        fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' %s", shown, gbi_unserved_why(t));
     return t && t->rk ? t : NULL;
+}
+
+/* Why a configured grain type has no ring kernel, for its refusals. */
+const char *gbi_unserved_why(const gb_engine_type_t *t)
+{
+    const int kind = gb_grain_kind_of(t->name);
+    return kind && gb_grain_is_team(kind) ? "has no memory: arena_mb is 0" : "has no handler in this build";
 }
 
 void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,

@@ -159,8 +159,8 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     if (!t)
         FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", name);
     if (!t->rk)
-        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE,
-             "grain type '%s' is configured but has no handler in this build", name);
+        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' is configured but %s", name,
+             gbi_unserved_why(t));
     gb_rk_state state = gb_rk_state_of(t->rk);
     if (state == GB_RK_TERMINATED)
         FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);

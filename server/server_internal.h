@@ -134,6 +134,9 @@ typedef struct gbi_ring {
     /* Messages its grains made: one-way sends, forwards, and of those the
      * ones that could not be delivered (Telemetry). */
     uint64_t mail_sent, mail_forwarded, mail_undeliverable;
+    /* The kernel's heartbeat as the health check last saw it change, and
+     * when (GrainTypeStatus.heartbeat_age_ns). */
+    uint64_t hb_seen, hb_seen_ns;
 } gbi_ring_t;
 
 /* Replies waiting to go to one client, flushed as one frame. They are
@@ -290,6 +293,8 @@ void gbi_reply_slot_error(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h,
 /* server_feed.c: publishes what was claimed in every ring. */
 void gbi_publish_all(gb_server_t *s);
 
+/* Why a configured grain type has no ring kernel (for its refusals). */
+const char *gbi_unserved_why(const gb_engine_type_t *t);
 /* Answers control operation op of request corr (all but DeactivateGrain,
  * which goes through the grain's ring). */
 void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr,

@@ -362,7 +362,7 @@ typedef struct gbc_type_limits {   /* control.GrainTypeLimits */
 
 typedef struct gbc_limits {        /* control.Limits; free with gbc_limits_clear */
     uint32_t max_message_size;      /* largest frame the bridge reads */
-    uint64_t hold_bound;            /* bytes of frames held for full rings before it stops reading */
+    uint64_t hold_bound;            /* bytes of frames held for full rings, all clients; past it: STATUS_BUSY */
     uint32_t max_replies_per_frame;
     size_t n_types;
     gbc_type_limits_t *types;
