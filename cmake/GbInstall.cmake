@@ -23,3 +23,7 @@ foreach(page gpubridge.8 gbctl.1)
   configure_file(${PROJECT_SOURCE_DIR}/docs/man/${page} ${PROJECT_BINARY_DIR}/man/${page} @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/man/${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
 endforeach()
+# The pkg-config files' prefix, relative to the .pc file (lib*/pkgconfig),
+# so that an install relocates (cmake --install --prefix anywhere).
+file(RELATIVE_PATH GB_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" GB_PC_TO_PREFIX "${GB_PC_TO_PREFIX}")

@@ -87,6 +87,15 @@ APP
     cmake --build "$T/app/build" >> "$T/app.log" 2>&1 || { cat "$T/app.log"; fail "build a program against gpubridge::runtime"; return; }
   out=$("$T/app/build/app" 2>&1) || { echo "$out"; fail "the embedding program failed"; return; }
   echo "$out" | grep -q "^app.inc 3, gpubridge " || fail "the embedding program: $out"
+  # The same program built with pkg-config and cc alone.
+  local pc
+  pc=$(ls -d "$T"/lib*/pkgconfig "$T"/lib/*/pkgconfig 2>/dev/null | head -1)
+  flags=$(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs gpubridge-runtime) || { fail "pkg-config gpubridge-runtime"; return; }
+  # shellcheck disable=SC2086 # flags are words
+  cc $GB_APP_SANITIZE -o "$T/app/app_pc" "$T/app/app.c" $flags -Wl,-rpath,"$(dirname "$pc")" 2> "$T/app_pc.log" ||
+    { cat "$T/app_pc.log"; fail "build a program with pkg-config gpubridge-runtime"; return; }
+  out=$("$T/app/app_pc" 2>&1) || { echo "$out"; fail "the program built with pkg-config failed"; return; }
+  echo "$out" | grep -q "^app.inc 3, gpubridge " || fail "the program built with pkg-config: $out"
 }
 embed_check
 if [ $fails = 0 ]; then echo "PASS: install"; exit 0; fi
