@@ -19,7 +19,7 @@ def read_pairs(path, what):
     with open(path) as f:
         for no, line in enumerate(f, 1):
             s = line.strip()
-            if not s or s.startswith("#"):
+            if not s or s.startswith(("#", "%")):
                 continue
             parts = s.split()
             if len(parts) != 2:

@@ -166,7 +166,7 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
         const char *s = p;
         while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
             s++;
-        if (s < eol && *s != '#') {
+        if (s < eol && *s != '#' && *s != '%') { /* '%': KONECT and Matrix Market comments */
             uint64_t a = 0, b = 0;
             int ra = parse_id(&s, eol, &a);
             while (s < eol && (*s == ' ' || *s == '\t'))

@@ -18,7 +18,7 @@ typedef struct gb_graph {
     uint32_t *col;       /* m: targets, grouped by source */
 } gb_graph_t;
 
-/* Reads a SNAP-style edge list: '#' comments, blank lines, lines of two
+/* Reads a SNAP-style edge list: '#' (or '%') comments, blank lines, lines of two
  * whitespace-separated unsigned integer ids (any values; they are renumbered
  * densely in order of first appearance). Returns 0, or -1 with "path:line:
  * what is wrong" in err. */

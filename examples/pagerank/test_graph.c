@@ -34,7 +34,7 @@ static void test_valid(void **state)
 {
     (void)state;
     gb_graph_t *g = parse_ok("# FromNodeId\tToNodeId\n\n10 20\r\n20\t10\n  30 30\n10 20\n"
-                             "18446744073709551615 10\n# trailing comment");
+                             "18446744073709551615 10\n% a KONECT-style comment\n# trailing comment");
     assert_int_equal(g->n, 4);
     assert_int_equal(g->m, 5); /* the duplicate and the self-loop are kept */
     assert_int_equal(g->orig_id[0], 10);
