@@ -366,6 +366,32 @@ static void test_target_paused_past_hold(void **st)
     stop(&b);
 }
 
+/* A handler that breaks the rules: one that scribbles a forward flag onto
+ * its send and replies too, one that returns FORWARDED after its forward was
+ * refused. Each caller gets exactly one reply, an error, never none or two. */
+static void test_trailer_checked(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start(&b);
+    void *s = client_open(b.endpoint);
+    char err[512];
+    assert_int_equal(call(s, "mt.a", 3, MT_SCRIBBLE, NULL, 0, err, sizeof err, NULL, 0),
+                     GPUBRIDGE__STATUS__STATUS_INTERNAL);
+    assert_non_null(strstr(err, "malformed"));
+    assert_int_equal(call(s, "mt.a", 3, MT_LOST_FWD, NULL, 0, err, sizeof err, NULL, 0),
+                     GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR);
+    /* No second reply to either: the next call's reply is its own. */
+    uint32_t rec[2] = {1, 0}, made = 0;
+    assert_int_equal(call(s, "mt.a", 3, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made), 0);
+    assert_int_equal(made, 1);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    assert_true(t->mail_undeliverable >= 1); /* the scribbled turn's message */
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
 /* mt.sink terminated: a forward to it is undeliverable at once. */
 static void test_target_terminated(void **st)
 {
@@ -391,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_sends_past_outbox_bound),   cmocka_unit_test(test_forward_larger_than_target_slot),
         cmocka_unit_test(test_cycles_end),                cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_target_paused_past_hold),   cmocka_unit_test(test_target_terminated),
+        cmocka_unit_test(test_trailer_checked),
     };
     printf("e2e messages between grains: mode %s\n", e2e_mode());
     if (strcmp(e2e_mode(), "cpu") != 0)

@@ -64,6 +64,25 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
         for (uint32_t i = 0; i < v[0]; i++)
             out[i] = (unsigned char)(i * 7);
         return gb_grain_forward(ctx, MT_TO_OTHER, self, MT_BYTES, out, v[0]);
+    case MT_SCRIBBLE: { /* writes past its reply, over the message's header (what the rules forbid) */
+        const uint64_t seq = 0;
+        const uint16_t st = gb_grain_send(ctx, MT_TARGET_SINK, self, MT_NOTE, &seq, 8);
+        if (st != GB_SLOT_OK)
+            return st;
+        gb_mail_msg_t *m = (gb_mail_msg_t *)(out + (out_cap & ~15u) - 16u - gb_mail_pad16(8));
+        m->flags = GB_MAIL_FORWARD;
+        memcpy(out, "own", 3);
+        *out_len = 3;
+        return GB_SLOT_OK;
+    }
+    case MT_LOST_FWD: { /* ignores the forward's refusal */
+        const uint64_t seq = 0;
+        const uint16_t st = gb_grain_send(ctx, MT_TARGET_SINK, self, MT_NOTE, &seq, 8);
+        if (st != GB_SLOT_OK)
+            return st;
+        (void)gb_grain_forward(ctx, MT_TO_OTHER, self, MT_HOPS, out, out_cap); /* MAIL_FULL */
+        return GB_SLOT_FORWARDED;
+    }
     default:
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     }
@@ -100,7 +119,8 @@ GB_HD uint16_t sink_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t 
 
 static const gb_grain_msg_t mt_msgs[] = {{MT_HOPS, "Hops"},         {MT_SEND, "Send"},     {MT_BAD_TARGET, "BadTarget"},
                                          {MT_OVERSIZED, "Oversized"}, {MT_CYCLE, "Cycle"}, {MT_FANOUT, "Fanout"},
-                                         {MT_TO_SINK, "ToSink"},     {MT_BIG, "Big"},       {MT_BYTES, "Bytes"}};
+                                         {MT_TO_SINK, "ToSink"},     {MT_BIG, "Big"},       {MT_BYTES, "Bytes"},
+                                         {MT_SCRIBBLE, "Scribble"},  {MT_LOST_FWD, "LostForward"}};
 static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}};
 static const char *const a_targets[] = {"mt.b", "mt.sink"};
 static const char *const b_targets[] = {"mt.a"};

@@ -12,6 +12,8 @@ enum {
     MT_TO_SINK = 7,    /* mt.a: forwards to mt.sink NOTE */
     MT_BIG = 8,        /* mt.a: {uint32 n} -> forwards n bytes (byte i = i * 7) to mt.b BYTES */
     MT_BYTES = 9,      /* mt.b: any record -> {uint32 length, uint32 sum of its bytes} */
+    MT_SCRIBBLE = 10,  /* mt.a: sends a note to mt.sink, then (a bug) marks it a forward and replies */
+    MT_LOST_FWD = 11,  /* mt.a: sends a note, its forward refused for room, returns FORWARDED anyway */
     MT_NOTE = 1,       /* mt.sink: {uint64 number} or empty -> {uint64 count, uint64 out of order} */
     MT_GET = 2,        /* mt.sink: -> {uint64 count, uint64 out of order} */
 };
