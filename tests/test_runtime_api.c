@@ -31,19 +31,24 @@ static void expect_msg(const char *part)
         fail_msg("error '%s' lacks '%s'", gpubridge_last_error(), part);
 }
 
-/* A started runtime serving test.tally only. */
-static gpubridge_runtime_t *tally_runtime(void)
+/* A started runtime serving test.tally only, with config text cfg (may be
+ * NULL). */
+static gpubridge_runtime_t *tally_runtime_with(const char *cfg)
 {
     gpubridge_options_t o;
     gpubridge_options_init(&o);
     o.mode_name = g_mode;
     o.flags = GPUBRIDGE_NO_CONFIG_GRAINS | GPUBRIDGE_NO_CPU_FALLBACK;
+    o.log_level = "warn";
+    o.config_text = cfg;
     gpubridge_runtime_t *rt = NULL;
     assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
     assert_int_equal(gpubridge_register_grain(rt, &gb_grain_test_tally), GPUBRIDGE_OK);
     assert_int_equal(gpubridge_runtime_start(rt), GPUBRIDGE_OK);
     return rt;
 }
+
+static gpubridge_runtime_t *tally_runtime(void) { return tally_runtime_with(NULL); }
 
 /* Adds v to grain key; returns the total. */
 static int64_t add(gpubridge_runtime_t *rt, uint64_t key, int64_t v)
@@ -350,15 +355,7 @@ static void test_calls_past_unpolled(void **st)
     (void)st;
     if (strcmp(g_mode, "cpu") != 0)
         skip();
-    gpubridge_options_t o = GPUBRIDGE_OPTIONS_INIT;
-    o.mode_name = "cpu";
-    o.flags = GPUBRIDGE_NO_CONFIG_GRAINS;
-    o.log_level = "warn";
-    o.config_text = "grains = ( { type = \"test.tally\"; queue_capacity = 16; } );\n";
-    gpubridge_runtime_t *rt = NULL;
-    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
-    assert_int_equal(gpubridge_register_grain(rt, &gb_grain_test_tally), GPUBRIDGE_OK);
-    assert_int_equal(gpubridge_runtime_start(rt), GPUBRIDGE_OK);
+    gpubridge_runtime_t *rt = tally_runtime_with("grains = ( { type = \"test.tally\"; queue_capacity = 16; } );\n");
     int64_t v = 1, out[2];
     gpubridge_reply_t r;
     uint64_t sent = 0, full = 0;
@@ -390,15 +387,8 @@ static void test_worker_threads(void **st)
     (void)st;
     if (strcmp(g_mode, "cpu") != 0)
         skip();
-    gpubridge_options_t o = GPUBRIDGE_OPTIONS_INIT;
-    o.mode_name = "cpu";
-    o.flags = GPUBRIDGE_NO_CONFIG_GRAINS;
-    o.log_level = "warn";
-    o.config_text = "grains = ( { type = \"test.tally\"; cpu_threads = 2; queue_capacity = 64; } );\n";
-    gpubridge_runtime_t *rt = NULL;
-    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
-    assert_int_equal(gpubridge_register_grain(rt, &gb_grain_test_tally), GPUBRIDGE_OK);
-    assert_int_equal(gpubridge_runtime_start(rt), GPUBRIDGE_OK);
+    gpubridge_runtime_t *rt =
+        tally_runtime_with("grains = ( { type = \"test.tally\"; cpu_threads = 2; queue_capacity = 64; } );\n");
     gpubridge_telemetry_t t;
     assert_int_equal(gpubridge_telemetry(rt, "test.tally", &t), GPUBRIDGE_OK);
     assert_int_equal(t.lanes, 2);
