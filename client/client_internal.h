@@ -98,6 +98,9 @@ gbc_err gbci_batch_append(gbci_batch_t *b, const Gpubridge__Envelope *env, size_
 void gbci_batch_frame(gbci_batch_t *b, const uint8_t **data, size_t *len);
 /* Drops records after (len, count) (a rollback to an earlier state). */
 void gbci_batch_truncate(gbci_batch_t *b, size_t len, size_t count);
+/* Drops the first record when its correlation id is id (a request that
+ * expired before it could be sent); true when dropped. */
+bool gbci_batch_drop_first(gbci_batch_t *b, uint64_t id);
 void gbci_batch_free(gbci_batch_t *b);
 
 /* ---- client.c / transport.c: the client ---- */

@@ -1,7 +1,8 @@
 /* deadline.c: pipelined requests (gbc_send) expire after the client's
  * timeout, as a gbc_call does: a request whose bridge died (or never
  * answers) completes with a STATUS_TIMEOUT reply made here, instead of
- * staying in flight for ever. */
+ * staying in flight for ever. One still queued in the client is taken
+ * out of its batch, never to be sent. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,16 @@ static int expired_reply(gbc_client_t *c, const gbci_deadline_t *d)
     gbci_endpoint_t *ep = &c->eps[d->ep];
     gbci_monitor_drain(ep);
     char text[256];
-    snprintf(text, sizeof text, "no reply within %d ms (the client's timeout); the request may or may not have "
-             "been processed%s", c->timeout_ms, ep->connected ? "" : " (connection to the bridge lost)");
+    /* Still queued here (the bridge down or full): taken out, so it is never
+     * sent later, and the caller knows it did not run. */
+    if (gbci_batch_drop_first(&ep->batch, d->id))
+        snprintf(text, sizeof text, "not sent within %d ms (the client's timeout), so not processed: %s", c->timeout_ms,
+                 ep->connected ? "the bridge accepted no more requests (backpressure)"
+                 : ep->ever_connected ? "not connected (connection to the bridge lost)"
+                                      : "not connected to the bridge");
+    else
+        snprintf(text, sizeof text, "no reply within %d ms (the client's timeout); the request may or may not have "
+                 "been processed%s", c->timeout_ms, ep->connected ? "" : " (connection to the bridge lost)");
     r.error = strdup(text);
     if (!r.error || gbci_replyq_push(&c->ready, &r) != 0) {
         gbc_reply_clear(&r);

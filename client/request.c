@@ -183,10 +183,10 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     /* A request past its own deadline completes now (gbci_expire), so wait
      * no longer than the first one due. */
     int64_t due = gbci_expire(c, gbci_now_ns());
-    gbc_err ferr = flush_all(c, due < deadline ? due : deadline);
-    char why[512] = "";
-    if (ferr) /* kept: pumping below may set another error text */
-        snprintf(why, sizeof why, "%s", gbc_last_error());
+    /* Batches that cannot go at once (a bridge down or full) go out while
+     * replies are awaited below: waiting for room here would hold back
+     * the replies of the other bridges. */
+    gbc_err ferr = flush_all(c, gbci_now_ns());
     gbc_err err = GBC_OK;
     while (c->ready.n == 0 && (c->async_in_flight || ferr)) {
         gbci_pump(c, due < deadline ? due : deadline, 0, NULL, &err);
@@ -200,6 +200,13 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     }
     if (err)
         return err;
+    /* Why requests are still queued, as of now. */
+    ferr = GBC_OK;
+    for (size_t i = 0; i < c->n && !ferr; i++)
+        if (c->eps[i].batch.count)
+            ferr = gbci_send_failure(c, i);
+    char why[512] = "";
+    snprintf(why, sizeof why, "%s", gbc_last_error());
     if (ferr) {
         /* Not waiting was asked for: unsent requests are no failure. */
         if (timeout_ms == GBC_TIMEOUT_NOWAIT && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))

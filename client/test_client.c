@@ -277,15 +277,17 @@ static void test_not_connected(void **state)
     uint64_t id;
     assert_int_equal(gbc_send(c, "test", 1, 1, "q", 1, &id), GBC_OK); /* queued */
     assert_int_equal(gbc_flush(c), GBC_ERR_CONNECT);
-    /* Unsent, it still expires after the client's timeout, as a call does. */
+    /* Unsent, it still expires after the client's timeout, as a call does,
+     * and is taken out of the queue. */
     assert_int_equal(gbc_poll(c, &r, 2000), GBC_ERR_STATUS);
     assert_int_equal(r.correlation_id, id);
     assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
-    assert_non_null(strstr(r.error, "connection to the bridge lost"));
+    assert_non_null(strstr(r.error, "not sent"));
+    assert_non_null(strstr(r.error, "not connected to the bridge"));
     gbc_reply_clear(&r);
     assert_int_equal(gbc_in_flight(c), 0);
     /* The bridge comes up: new requests go through (the expired one is
-     * sent with them; its reply is dropped). */
+     * never sent). */
     fake_t *f = fake_start(ep, NULL);
     assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
     gbc_reply_clear(&r);
@@ -295,10 +297,53 @@ static void test_not_connected(void **state)
     assert_memory_equal(r.payload, "q", 1);
     gbc_reply_clear(&r);
     assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
-    /* The failed call was never sent. */
-    assert_int_equal(atomic_load(&f->envelopes), 3);
+    /* Neither the failed call nor the expired request was sent. */
+    assert_int_equal(atomic_load(&f->envelopes), 2);
     gbc_client_destroy(&c);
     fake_stop(&f);
+}
+
+/* Two endpoints, one of them down: gbc_poll hands over the live bridge's
+ * replies while the other's requests wait unsent, rather than waiting for
+ * room there first (with no deadline, for ever). The requests queued for
+ * the dead endpoint go out once it is up. */
+static void test_poll_with_one_endpoint_down(void **state)
+{
+    (void)state;
+    fake_t *live = fake_start(NULL, NULL);
+    char dead_ep[128];
+    endpoint_name(dead_ep, sizeof dead_ep);
+    const char *eps[2] = {live->endpoint, dead_ep};
+    gbc_options_t opt = {.timeout_ms = GBC_TIMEOUT_FOREVER};
+    gbc_client_t *c = NULL;
+    assert_int_equal(gbc_client_new(eps, 2, &opt, &c), GBC_OK);
+    uint64_t k_live = 0, k_dead = 0;
+    while (gbc_placement("test", k_live, 2) != 0)
+        k_live++;
+    while (gbc_placement("test", k_dead, 2) != 1)
+        k_dead++;
+    uint64_t id_dead, id_live;
+    assert_int_equal(gbc_send(c, "test", k_dead, 1, "d", 1, &id_dead), GBC_OK);
+    assert_int_equal(gbc_send(c, "test", k_live, 1, "l", 1, &id_live), GBC_OK);
+    gbc_reply_t r;
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
+    assert_int_equal(r.correlation_id, id_live);
+    assert_int_equal(r.endpoint, 0);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_in_flight(c), 1);
+    /* Not waiting: the queued one is no failure. */
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_TIMEOUT);
+    assert_non_null(strstr(gbc_last_error(), "still queued"));
+    fake_t *late = fake_start(dead_ep, NULL);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
+    assert_int_equal(r.correlation_id, id_dead);
+    assert_int_equal(r.endpoint, 1);
+    assert_memory_equal(r.payload, "d", 1);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_EMPTY);
+    gbc_client_destroy(&c);
+    fake_stop(&live);
+    fake_stop(&late);
 }
 
 /* A bridge at its descriptor limit: each connection is reset once the
@@ -1114,6 +1159,7 @@ int main(void)
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_no_batching_and_frame_limit),
         cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_poll_with_one_endpoint_down),
         cmocka_unit_test(test_typed_helpers),
         cmocka_unit_test(test_control),
         cmocka_unit_test(test_garbage_from_bridge),

@@ -268,15 +268,32 @@ static long poll_ms(int64_t deadline)
     return ms > INT_MAX ? INT_MAX : (long)ms;
 }
 
-/* Waits for input on every endpoint (and room on endpoint `out_ep` when it
- * is < n) until deadline; then drains what came in. */
+/* One try at sending endpoint i's queued batch, not waiting: 1 sent, 0 no
+ * room or no connection (it stays queued), -1 a ZeroMQ failure. */
+static int try_send(gbci_endpoint_t *ep)
+{
+    const uint8_t *data;
+    size_t len;
+    gbci_batch_frame(&ep->batch, &data, &len);
+    if (zmq_send(ep->sock, data, len, ZMQ_DONTWAIT) >= 0) {
+        gbci_batch_truncate(&ep->batch, 0, 0);
+        return 1;
+    }
+    return zmq_errno() == EAGAIN || zmq_errno() == EINTR ? 0 : -1;
+}
+
+/* Waits for input on every endpoint, room on endpoint `out_ep` (when it is
+ * < n) and on every other endpoint with a queued batch, until deadline; then
+ * sends those batches that have room and drains what came in. So a bridge
+ * that is down or full delays only its own requests. */
 static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
                               uint64_t want, gbc_reply_t *got, bool *found, bool *writable)
 {
     for (size_t i = 0; i < c->n; i++) {
+        bool out = i == out_ep || c->eps[i].batch.count > 0;
         c->items[i].socket = c->eps[i].sock;
         c->items[i].fd = 0;
-        c->items[i].events = (short)(ZMQ_POLLIN | (i == out_ep ? ZMQ_POLLOUT : 0));
+        c->items[i].events = (short)(ZMQ_POLLIN | (out ? ZMQ_POLLOUT : 0));
         c->items[i].revents = 0;
     }
     if (zmq_poll(c->items, (int)c->n, poll_ms(deadline)) < 0) {
@@ -287,6 +304,8 @@ static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
     for (size_t i = 0; i < c->n; i++) {
         if (i == out_ep && (c->items[i].revents & ZMQ_POLLOUT))
             *writable = true;
+        else if ((c->items[i].revents & ZMQ_POLLOUT) && c->eps[i].batch.count > 0 && try_send(&c->eps[i]) < 0)
+            return zfail(GBC_ERR_IO, "send", c->eps[i].addr);
         if (c->items[i].revents & ZMQ_POLLIN) {
             gbc_err err = drain(c, i, want, got, found);
             if (err || *found)
@@ -301,16 +320,11 @@ gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline)
     gbci_endpoint_t *ep = &c->eps[i];
     if (ep->batch.count == 0)
         return GBC_OK;
-    const uint8_t *data;
-    size_t len;
-    gbci_batch_frame(&ep->batch, &data, &len);
     for (;;) {
-        if (zmq_send(ep->sock, data, len, ZMQ_DONTWAIT) >= 0) {
-            gbci_batch_truncate(&ep->batch, 0, 0);
+        int sent = try_send(ep);
+        if (sent > 0)
             return GBC_OK;
-        }
-        int e = zmq_errno();
-        if (e != EAGAIN && e != EINTR)
+        if (sent < 0)
             return zfail(GBC_ERR_IO, "send", ep->addr);
         if (gbci_now_ns() >= deadline)
             return gbci_send_failure(c, i);
