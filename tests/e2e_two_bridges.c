@@ -5,7 +5,8 @@
  *   gbc_placement names, and its state lives there only (test.counter's
  *   count, echo's grain_count, each bridge's telemetry);
  * - a bridge killed (SIGKILL) with requests in flight: its callers get
- *   errors by their deadline, none hangs, nothing is answered twice, and the
+ *   errors (those in flight as soon as the connection ends, those not sent
+ *   at their deadline), none hangs, each request completes once, and the
  *   other bridge keeps answering correctly meanwhile;
  * - the bridge restarted on the same endpoint: its keys are served again,
  *   with fresh state. */
@@ -238,7 +239,8 @@ static void expect_lost(const gbc_reply_t *r, bool sent)
 
 /* Bridge 1 dies with requests in flight (its counter type paused, so none
  * can be answered before): each completes once, with STATUS_TIMEOUT, while
- * bridge 0 answers every request right. Then bridge 1 comes back. */
+ * bridge 0 answers every request right. Then bridge 1 comes back on its
+ * endpoint. */
 static void test_bridge_dies_and_returns(void **state)
 {
     (void)state;
