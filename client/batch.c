@@ -71,6 +71,27 @@ void gbci_batch_truncate(gbci_batch_t *b, size_t len, size_t count)
     }
 }
 
+bool gbci_batch_drop_first(gbci_batch_t *b, uint64_t id)
+{
+    if (b->count == 0)
+        return false;
+    /* `0x0a len Envelope`, and the Envelope starts with correlation_id
+     * (field 1, varint): protobuf-c packs fields in number order and the id
+     * is never 0, so it is always there. */
+    const uint8_t *rec = b->buf + GBCI_PREFIX, *end = rec + b->len, *p = rec + 1;
+    uint64_t env_len = 0, corr = 0;
+    if (gb_pb_varint_get(&p, end, &env_len) != 0 || env_len > (uint64_t)(end - p))
+        return false;
+    const uint8_t *next = p + env_len, *q = p + 1;
+    if (env_len < 2 || *p != 0x08 || gb_pb_varint_get(&q, next, &corr) != 0 || corr != id)
+        return false;
+    size_t rec_len = (size_t)(next - rec);
+    memmove(b->buf + GBCI_PREFIX, next, b->len - rec_len);
+    b->len -= rec_len;
+    b->count--;
+    return true;
+}
+
 void gbci_batch_free(gbci_batch_t *b)
 {
     free(b->buf);

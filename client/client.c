@@ -242,7 +242,7 @@ gbc_err gbc_client_new(const char *const *endpoints, size_t n, const gbc_options
     c->echo_seq = 1;
     c->n = n;
     c->eps = calloc(n, sizeof *c->eps);
-    c->items = calloc(n, sizeof *c->items);
+    c->items = calloc(2 * n, sizeof *c->items);
     c->ctx = zmq_ctx_new();
     if (!c->eps || !c->items || !c->ctx) {
         err = c->ctx ? gbci_fail(GBC_ERR_NOMEM, "out of memory")

@@ -87,6 +87,7 @@ typedef struct gbci_batch {
     size_t cap;   /* bytes of buf */
     size_t len;   /* record bytes after the prefix */
     size_t count; /* records */
+    uint64_t last_id; /* correlation id of the last record appended */
 } gbci_batch_t;
 
 /* Bytes the frame would have with one more envelope of env_len bytes. */
@@ -98,6 +99,9 @@ gbc_err gbci_batch_append(gbci_batch_t *b, const Gpubridge__Envelope *env, size_
 void gbci_batch_frame(gbci_batch_t *b, const uint8_t **data, size_t *len);
 /* Drops records after (len, count) (a rollback to an earlier state). */
 void gbci_batch_truncate(gbci_batch_t *b, size_t len, size_t count);
+/* Drops the first record when its correlation id is id (a request that
+ * expired before it could be sent); true when dropped. */
+bool gbci_batch_drop_first(gbci_batch_t *b, uint64_t id);
 void gbci_batch_free(gbci_batch_t *b);
 
 /* ---- client.c / transport.c: the client ---- */
@@ -112,6 +116,11 @@ typedef struct gbci_endpoint {
     bool handshake_failed;
     int handshake_event; /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* */
     int handshake_errno; /* its value: for NO_DETAIL, the error that ended the connection */
+    uint64_t sent_upto;  /* highest correlation id handed to ZeroMQ here */
+    /* Requests up to this id went out on a connection that has ended: their
+     * replies cannot come (a new connection has a new routing id). */
+    uint64_t lost_upto;
+    bool lost_new;       /* lost_upto grew; async requests not yet completed */
 } gbci_endpoint_t;
 
 struct gbc_client {
@@ -129,7 +138,7 @@ struct gbc_client {
     gbci_replyq_t ready;    /* async replies not yet polled */
     gbci_deadlines_t deadlines; /* of the async ids, in send order */
     uint64_t bad_frames;    /* frames from a bridge that did not decode */
-    struct zmq_pollitem_t *items; /* n, for zmq_poll */
+    struct zmq_pollitem_t *items; /* 2n, for zmq_poll: the DEALERs, then their monitors */
 };
 
 /* errors (client.c): record the failure for gbc_last_error, return err. */
@@ -162,17 +171,23 @@ gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline);
  * soon as the reply to `want` (non-zero) is in *got, or, with want 0, as
  * soon as c->ready is not empty; false at the deadline. A failing receive
  * sets *err (else GBC_OK). */
-bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, gbc_reply_t *got,
-               gbc_err *err);
+/* Also returns false, before the deadline, when the connection that carried
+ * `want` (sent on endpoint want_ep) has ended, or, with want 0, when some
+ * endpoint has requests lost so (lost_new). */
+bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, size_t want_ep,
+               gbc_reply_t *got, gbc_err *err);
+/* Reads the replies already waiting on endpoint i (async ones to c->ready). */
+gbc_err gbci_drain_ep(gbc_client_t *c, size_t i);
 /* Why endpoint i could not send before the deadline: CONNECT, AUTH or
  * TIMEOUT (backpressure), recorded for gbc_last_error. */
 gbc_err gbci_send_failure(gbc_client_t *c, size_t i);
 /* Reads pending monitor events of endpoint i into its flags. */
 void gbci_monitor_drain(gbci_endpoint_t *ep);
 
-/* deadline.c: completes every async request whose deadline is past now
- * with a STATUS_TIMEOUT reply in c->ready (a late reply is then dropped);
- * returns the earliest deadline still pending (INT64_MAX when none). */
+/* deadline.c: completes every async request whose deadline is past now,
+ * or whose connection ended with it in flight (lost_upto), with a
+ * STATUS_TIMEOUT reply in c->ready (a late reply is then dropped); returns
+ * the earliest deadline still pending (INT64_MAX when none). */
 int64_t gbci_expire(gbc_client_t *c, int64_t now);
 
 /* request.c: one envelope to endpoint i, waiting for its reply (calls and

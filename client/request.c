@@ -29,6 +29,7 @@ static gbc_err enqueue(gbc_client_t *c, size_t i, Gpubridge__Envelope *env, int6
     *mark_count = b->count;
     if (gbci_batch_append(b, env, env_len) != GBC_OK)
         return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    b->last_id = env->correlation_id;
     c->next_corr++;
     return GBC_OK;
 }
@@ -61,7 +62,7 @@ gbc_err gbci_call_env(gbc_client_t *c, size_t i, Gpubridge__Envelope *env, gbc_r
         gbci_batch_truncate(&c->eps[i].batch, mark_len, mark_count);
         return err;
     }
-    if (gbci_pump(c, deadline, id, out, &err)) {
+    if (gbci_pump(c, deadline, id, i, out, &err)) {
         if (out->status != GBC_STATUS_OK)
             return gbci_fail_status(c, out);
         return GBC_OK;
@@ -74,6 +75,9 @@ gbc_err gbci_call_env(gbc_client_t *c, size_t i, Gpubridge__Envelope *env, gbc_r
         return err;
     gbci_endpoint_t *ep = &c->eps[i];
     gbci_monitor_drain(ep);
+    if (ep->lost_upto >= id)
+        return gbci_fail(GBC_ERR_TIMEOUT, "%s: connection to the bridge lost with request %llu in flight: no reply "
+                         "can come; it may or may not have been processed", ep->addr, (unsigned long long)id);
     return gbci_fail(GBC_ERR_TIMEOUT, "%s: no reply to request %llu within %d ms%s", ep->addr,
                      (unsigned long long)id, gbci_timeout_ms(c, timeout_ms),
                      ep->connected ? "" : " (connection to the bridge lost)");
@@ -183,13 +187,13 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     /* A request past its own deadline completes now (gbci_expire), so wait
      * no longer than the first one due. */
     int64_t due = gbci_expire(c, gbci_now_ns());
-    gbc_err ferr = flush_all(c, due < deadline ? due : deadline);
-    char why[512] = "";
-    if (ferr) /* kept: pumping below may set another error text */
-        snprintf(why, sizeof why, "%s", gbc_last_error());
+    /* Batches that cannot go at once (a bridge down or full) go out while
+     * replies are awaited below: waiting for room here would hold back
+     * the replies of the other bridges. */
+    gbc_err ferr = flush_all(c, gbci_now_ns());
     gbc_err err = GBC_OK;
     while (c->ready.n == 0 && (c->async_in_flight || ferr)) {
-        gbci_pump(c, due < deadline ? due : deadline, 0, NULL, &err);
+        gbci_pump(c, due < deadline ? due : deadline, 0, SIZE_MAX, NULL, &err);
         due = gbci_expire(c, gbci_now_ns());
         if (err || gbci_now_ns() >= deadline)
             break;
@@ -200,6 +204,13 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     }
     if (err)
         return err;
+    /* Why requests are still queued, as of now. */
+    ferr = GBC_OK;
+    for (size_t i = 0; i < c->n && !ferr; i++)
+        if (c->eps[i].batch.count)
+            ferr = gbci_send_failure(c, i);
+    char why[512] = "";
+    snprintf(why, sizeof why, "%s", gbc_last_error());
     if (ferr) {
         /* Not waiting was asked for: unsent requests are no failure. */
         if (timeout_ms == GBC_TIMEOUT_NOWAIT && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))

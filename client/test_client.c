@@ -147,16 +147,14 @@ static void test_timeouts(void **state)
     fake_stop(&f);
 }
 
-/* Pipelined requests whose bridge died expire after the client's timeout:
- * each completes once, with STATUS_TIMEOUT and a text that says so, nothing
- * stays in flight, and the client goes on once the bridge is back. */
+/* Pipelined requests that get no reply expire after the client's timeout:
+ * each completes once, with STATUS_TIMEOUT and a text that says so, and
+ * nothing stays in flight. */
 static void test_pipelined_deadline(void **state)
 {
     (void)state;
     enum { N = 100 };
     fake_t *f = fake_start(NULL, NULL);
-    char ep[128];
-    snprintf(ep, sizeof ep, "%s", f->endpoint);
     gbc_options_t opt = {.timeout_ms = 300};
     gbc_client_t *c = client_for(&f, 1, &opt);
     gbc_reply_t r;
@@ -164,8 +162,6 @@ static void test_pipelined_deadline(void **state)
     gbc_reply_clear(&r);
     for (int i = 0; i < N; i++)
         assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
-    assert_int_equal(gbc_flush(c), GBC_OK);
-    fake_stop(&f); /* the bridge dies with all of them in flight */
     assert_int_equal(gbc_in_flight(c), N);
     static bool seen[N + 2];
     memset(seen, 0, sizeof seen);
@@ -182,14 +178,79 @@ static void test_pipelined_deadline(void **state)
     }
     assert_int_equal(gbc_in_flight(c), 0);
     assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
+    gbc_client_destroy(&c);
+    fake_stop(&f);
+}
+
+/* Stops the fake once it has taken `after` envelopes (from its own thread:
+ * the test's thread waits in a call meanwhile). */
+typedef struct {
+    fake_t *f;
+    int after;
+} stopper_t;
+
+static void *stop_later(void *arg)
+{
+    stopper_t *s = arg;
+    while (atomic_load(&s->f->envelopes) < s->after)
+        usleep(1000);
+    fake_stop(&s->f);
+    return NULL;
+}
+
+/* A bridge that dies with requests in flight: with no deadline at all, each
+ * completes as soon as the connection ends (no reply can come on another
+ * one), once, with a text that says so; and the client goes on once the
+ * bridge is back. */
+static void test_connection_lost_in_flight(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    fake_t *f = fake_start(NULL, NULL);
+    char ep[128];
+    snprintf(ep, sizeof ep, "%s", f->endpoint);
+    gbc_options_t opt = {.timeout_ms = GBC_TIMEOUT_FOREVER};
+    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_reply_t r;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK); /* connected */
+    gbc_reply_clear(&r);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
+    assert_int_equal(gbc_flush(c), GBC_OK);
+    while (atomic_load(&f->envelopes) < N + 1)
+        usleep(1000);
+    fake_stop(&f); /* the bridge dies with all of them in flight */
+    static bool seen[N + 2];
+    memset(seen, 0, sizeof seen);
+    for (int k = 0; k < N; k++) {
+        assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_ERR_STATUS);
+        assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
+        assert_true(r.correlation_id >= 2 && r.correlation_id <= N + 1);
+        assert_false(seen[r.correlation_id]);
+        seen[r.correlation_id] = true;
+        assert_non_null(strstr(r.error, "connection to the bridge lost"));
+        assert_non_null(strstr(r.error, "no reply can come"));
+        gbc_reply_clear(&r);
+    }
+    assert_int_equal(gbc_in_flight(c), 0);
+    assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
     /* The bridge is back: pipelined and synchronous requests work again. */
     f = fake_start(ep, NULL);
     uint64_t id;
     assert_int_equal(gbc_send(c, "test", 1, 1, "z", 1, &id), GBC_OK);
-    assert_int_equal(gbc_poll(c, &r, 5000), GBC_OK);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
     assert_int_equal(r.correlation_id, id);
     gbc_reply_clear(&r);
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    /* A call waiting for ever: it fails once the connection ends. */
+    stopper_t st = {f, atomic_load(&f->envelopes) + 1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_later, &st), 0);
+    assert_int_equal(gbc_call(c, "silent", 1, 1, NULL, 0, &r, GBC_TIMEOUT_FOREVER), GBC_ERR_TIMEOUT);
+    assert_non_null(strstr(gbc_last_error(), "no reply can come"));
+    assert_null(r.payload);
+    pthread_join(th, NULL);
+    f = fake_start(ep, NULL);
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
     gbc_reply_clear(&r);
     assert_int_equal(gbc_in_flight(c), 0);
     gbc_client_destroy(&c);
@@ -277,15 +338,17 @@ static void test_not_connected(void **state)
     uint64_t id;
     assert_int_equal(gbc_send(c, "test", 1, 1, "q", 1, &id), GBC_OK); /* queued */
     assert_int_equal(gbc_flush(c), GBC_ERR_CONNECT);
-    /* Unsent, it still expires after the client's timeout, as a call does. */
+    /* Unsent, it still expires after the client's timeout, as a call does,
+     * and is taken out of the queue. */
     assert_int_equal(gbc_poll(c, &r, 2000), GBC_ERR_STATUS);
     assert_int_equal(r.correlation_id, id);
     assert_int_equal(r.status, GBC_STATUS_TIMEOUT);
-    assert_non_null(strstr(r.error, "connection to the bridge lost"));
+    assert_non_null(strstr(r.error, "not sent"));
+    assert_non_null(strstr(r.error, "not connected to the bridge"));
     gbc_reply_clear(&r);
     assert_int_equal(gbc_in_flight(c), 0);
     /* The bridge comes up: new requests go through (the expired one is
-     * sent with them; its reply is dropped). */
+     * never sent). */
     fake_t *f = fake_start(ep, NULL);
     assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
     gbc_reply_clear(&r);
@@ -295,10 +358,53 @@ static void test_not_connected(void **state)
     assert_memory_equal(r.payload, "q", 1);
     gbc_reply_clear(&r);
     assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
-    /* The failed call was never sent. */
-    assert_int_equal(atomic_load(&f->envelopes), 3);
+    /* Neither the failed call nor the expired request was sent. */
+    assert_int_equal(atomic_load(&f->envelopes), 2);
     gbc_client_destroy(&c);
     fake_stop(&f);
+}
+
+/* Two endpoints, one of them down: gbc_poll hands over the live bridge's
+ * replies while the other's requests wait unsent, rather than waiting for
+ * room there first (with no deadline, for ever). The requests queued for
+ * the dead endpoint go out once it is up. */
+static void test_poll_with_one_endpoint_down(void **state)
+{
+    (void)state;
+    fake_t *live = fake_start(NULL, NULL);
+    char dead_ep[128];
+    endpoint_name(dead_ep, sizeof dead_ep);
+    const char *eps[2] = {live->endpoint, dead_ep};
+    gbc_options_t opt = {.timeout_ms = GBC_TIMEOUT_FOREVER};
+    gbc_client_t *c = NULL;
+    assert_int_equal(gbc_client_new(eps, 2, &opt, &c), GBC_OK);
+    uint64_t k_live = 0, k_dead = 0;
+    while (gbc_placement("test", k_live, 2) != 0)
+        k_live++;
+    while (gbc_placement("test", k_dead, 2) != 1)
+        k_dead++;
+    uint64_t id_dead, id_live;
+    assert_int_equal(gbc_send(c, "test", k_dead, 1, "d", 1, &id_dead), GBC_OK);
+    assert_int_equal(gbc_send(c, "test", k_live, 1, "l", 1, &id_live), GBC_OK);
+    gbc_reply_t r;
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
+    assert_int_equal(r.correlation_id, id_live);
+    assert_int_equal(r.endpoint, 0);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_in_flight(c), 1);
+    /* Not waiting: the queued one is no failure. */
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_TIMEOUT);
+    assert_non_null(strstr(gbc_last_error(), "still queued"));
+    fake_t *late = fake_start(dead_ep, NULL);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
+    assert_int_equal(r.correlation_id, id_dead);
+    assert_int_equal(r.endpoint, 1);
+    assert_memory_equal(r.payload, "d", 1);
+    gbc_reply_clear(&r);
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_EMPTY);
+    gbc_client_destroy(&c);
+    fake_stop(&live);
+    fake_stop(&late);
 }
 
 /* A bridge at its descriptor limit: each connection is reset once the
@@ -1108,12 +1214,14 @@ int main(void)
         cmocka_unit_test(test_error_replies),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_pipelined_deadline),
+        cmocka_unit_test(test_connection_lost_in_flight),
         cmocka_unit_test(test_abi),
         cmocka_unit_test(test_not_connected),
         cmocka_unit_test(test_connection_reset),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_no_batching_and_frame_limit),
         cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_poll_with_one_endpoint_down),
         cmocka_unit_test(test_typed_helpers),
         cmocka_unit_test(test_control),
         cmocka_unit_test(test_garbage_from_bridge),

@@ -108,6 +108,10 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
             break;
         case ZMQ_EVENT_DISCONNECTED:
             ep->connected = false;
+            if (ep->sent_upto > ep->lost_upto) {
+                ep->lost_upto = ep->sent_upto;
+                ep->lost_new = true;
+            }
             break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
@@ -268,18 +272,38 @@ static long poll_ms(int64_t deadline)
     return ms > INT_MAX ? INT_MAX : (long)ms;
 }
 
-/* Waits for input on every endpoint (and room on endpoint `out_ep` when it
- * is < n) until deadline; then drains what came in. */
+/* One try at sending endpoint i's queued batch, not waiting: 1 sent, 0 no
+ * room or no connection (it stays queued), -1 a ZeroMQ failure. */
+static int try_send(gbci_endpoint_t *ep)
+{
+    /* An ended connection is noted before sending: what goes out now may
+     * travel on a new one, so it must not count as lost with the old. */
+    gbci_monitor_drain(ep);
+    const uint8_t *data;
+    size_t len;
+    gbci_batch_frame(&ep->batch, &data, &len);
+    if (zmq_send(ep->sock, data, len, ZMQ_DONTWAIT) >= 0) {
+        ep->sent_upto = ep->batch.last_id;
+        gbci_batch_truncate(&ep->batch, 0, 0);
+        return 1;
+    }
+    return zmq_errno() == EAGAIN || zmq_errno() == EINTR ? 0 : -1;
+}
+
+/* Waits for input on every endpoint and its monitor, room on endpoint
+ * `out_ep` (when it is < n) and on every other endpoint with a queued batch,
+ * until deadline; then sends those batches that have room and drains what
+ * came in. So a bridge that is down or full delays only its own requests,
+ * and a connection that ends wakes the caller. */
 static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
                               uint64_t want, gbc_reply_t *got, bool *found, bool *writable)
 {
     for (size_t i = 0; i < c->n; i++) {
-        c->items[i].socket = c->eps[i].sock;
-        c->items[i].fd = 0;
-        c->items[i].events = (short)(ZMQ_POLLIN | (i == out_ep ? ZMQ_POLLOUT : 0));
-        c->items[i].revents = 0;
+        bool out = i == out_ep || c->eps[i].batch.count > 0;
+        c->items[i] = (zmq_pollitem_t){c->eps[i].sock, 0, (short)(ZMQ_POLLIN | (out ? ZMQ_POLLOUT : 0)), 0};
+        c->items[c->n + i] = (zmq_pollitem_t){c->eps[i].mon, 0, ZMQ_POLLIN, 0};
     }
-    if (zmq_poll(c->items, (int)c->n, poll_ms(deadline)) < 0) {
+    if (zmq_poll(c->items, (int)(2 * c->n), poll_ms(deadline)) < 0) {
         if (zmq_errno() == EINTR)
             return GBC_OK;
         return gbci_fail(GBC_ERR_IO, "zmq_poll: %s", zmq_strerror(zmq_errno()));
@@ -287,6 +311,14 @@ static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
     for (size_t i = 0; i < c->n; i++) {
         if (i == out_ep && (c->items[i].revents & ZMQ_POLLOUT))
             *writable = true;
+        else if ((c->items[i].revents & ZMQ_POLLOUT) && c->eps[i].batch.count > 0 && try_send(&c->eps[i]) < 0)
+            return zfail(GBC_ERR_IO, "send", c->eps[i].addr);
+        /* A connection that ended: the replies it brought are read first. */
+        if (c->items[c->n + i].revents & ZMQ_POLLIN) {
+            gbci_monitor_drain(&c->eps[i]);
+            if (c->eps[i].lost_new)
+                c->items[i].revents |= ZMQ_POLLIN;
+        }
         if (c->items[i].revents & ZMQ_POLLIN) {
             gbc_err err = drain(c, i, want, got, found);
             if (err || *found)
@@ -301,16 +333,11 @@ gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline)
     gbci_endpoint_t *ep = &c->eps[i];
     if (ep->batch.count == 0)
         return GBC_OK;
-    const uint8_t *data;
-    size_t len;
-    gbci_batch_frame(&ep->batch, &data, &len);
     for (;;) {
-        if (zmq_send(ep->sock, data, len, ZMQ_DONTWAIT) >= 0) {
-            gbci_batch_truncate(&ep->batch, 0, 0);
+        int sent = try_send(ep);
+        if (sent > 0)
             return GBC_OK;
-        }
-        int e = zmq_errno();
-        if (e != EAGAIN && e != EINTR)
+        if (sent < 0)
             return zfail(GBC_ERR_IO, "send", ep->addr);
         if (gbci_now_ns() >= deadline)
             return gbci_send_failure(c, i);
@@ -323,8 +350,25 @@ gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline)
     }
 }
 
-bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, gbc_reply_t *got,
-               gbc_err *err)
+gbc_err gbci_drain_ep(gbc_client_t *c, size_t i)
+{
+    bool found = false;
+    return drain(c, i, 0, NULL, &found);
+}
+
+/* Whether the pump should stop for requests lost with their connection. */
+static bool lost(const gbc_client_t *c, uint64_t want, size_t want_ep)
+{
+    if (want)
+        return want_ep < c->n && c->eps[want_ep].lost_upto >= want;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->eps[i].lost_new)
+            return true;
+    return false;
+}
+
+bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, size_t want_ep,
+               gbc_reply_t *got, gbc_err *err)
 {
     bool found = false;
     *err = GBC_OK;
@@ -341,6 +385,12 @@ bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, gbc_reply_t *go
             return false;
         for (size_t i = 0; i < c->n; i++)
             gbci_monitor_drain(&c->eps[i]);
+        if (lost(c, want, want_ep)) {
+            /* Its reply may have come just before the connection ended. */
+            if (want && (*err = drain(c, want_ep, want, got, &found)) == GBC_OK && found)
+                return true;
+            return false;
+        }
         bool writable = false;
         if ((*err = wait_and_drain(c, deadline, SIZE_MAX, want, got, &found, &writable)))
             return false;

@@ -11,6 +11,19 @@
  * whatever its language, places a key on the same endpoint; changing n moves
  * keys (their grain state starts afresh on the new bridge).
  *
+ * A bridge that dies (docs/operations.md "Several bridges"): requests
+ * already sent to it fail as soon as the client sees the connection end,
+ * whatever their deadline, since no reply can come on a new connection
+ * (gbc_call: GBC_ERR_TIMEOUT; gbc_send: a STATUS_TIMEOUT reply in gbc_poll;
+ * both texts say "connection to the bridge lost"); they may have run. Requests made
+ * while it is down are never sent: gbc_call fails with GBC_ERR_CONNECT at
+ * its deadline, a gbc_send request completes with STATUS_TIMEOUT ("not
+ * sent ..., so not processed") and is dropped. Keys on the other bridges
+ * are served meanwhile, and gbc_poll hands over their replies without
+ * waiting for the dead one. Nothing is re-placed on another bridge. Once
+ * the bridge is back on its endpoint the client reconnects by itself; the
+ * grains there start afresh.
+ *
  * Use: gbc_call for one synchronous round trip; gbc_send + gbc_poll to keep
  * many requests in flight (pipelining): sends are queued per endpoint into
  * Batch frames, flushed when a batch is full, on gbc_flush or on gbc_poll.
@@ -84,7 +97,8 @@ typedef enum gbc_err {
     GBC_OK = 0,
     GBC_ERR_NOMEM,       /* an allocation failed */
     GBC_ERR_INVALID,     /* a bad argument (NULL, empty type, bad endpoint, bad key) */
-    GBC_ERR_TIMEOUT,     /* no reply before the deadline (request sent; it may still run) */
+    GBC_ERR_TIMEOUT,     /* no reply before the deadline, or none can come (the connection
+                            ended with it in flight); request sent, it may have run */
     GBC_ERR_CONNECT,     /* not connected: the request could not be sent before the deadline */
     GBC_ERR_AUTH,        /* the CURVE handshake failed (wrong server key, client key not allowed) */
     GBC_ERR_STATUS,      /* the bridge answered with a non-OK status (see the reply) */
@@ -229,10 +243,16 @@ GBC_API gbc_err gbc_flush(gbc_client_t *c);
  * here with a reply made by the client: status GBC_STATUS_TIMEOUT, an error
  * text that says so (and whether the connection was lost), its
  * correlation_id; a late reply from the bridge is then dropped. So a bridge
- * that dies never leaves requests in flight for ever. */
+ * that dies never leaves requests in flight for ever; one sent on a
+ * connection that ends completes at once, the same way (text: "connection
+ * to the bridge lost with the request in flight"). A request that could
+ * not even be sent by then (bridge down, or full) is taken out of the queue,
+ * never to be sent, and its text says "not sent". */
 GBC_API gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms);
 
-/* gbc_send requests not yet answered (queued ones included). */
+/* gbc_send requests not yet answered (queued ones included). A reply
+ * received, or made at the deadline, counts as answered before gbc_poll
+ * hands it over: to take every reply, poll until GBC_ERR_EMPTY. */
 GBC_API size_t gbc_in_flight(const gbc_client_t *c);
 
 /* Frees what r holds and zeroes it. Takes NULL and cleared replies. */
