@@ -419,7 +419,7 @@ int main(int argc, char **argv)
         res[i].rate_single = median_of(v[2], rounds);
         res[i].rate_batch = median_of(v[3], rounds);
     }
-    b.stop = 1;
+    __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED); /* the server thread reads it */
     pthread_join(bt, NULL);
     for (int k = 0; k < 2; k++) {
         echo[k].stop = 1;

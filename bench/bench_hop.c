@@ -205,7 +205,7 @@ int main(int argc, char **argv)
         printf("%s],\"hop_us\":%.4f}\n", json, hop_us);
     zmq_close(s);
     zmq_ctx_term(ctx);
-    b.stop = 1;
+    __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED); /* the server thread reads it */
     pthread_join(bt, NULL);
     gb_server_destroy(&b.server);
     gb_engine_destroy(&b.engine, 2000);
