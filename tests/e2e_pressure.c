@@ -1428,6 +1428,37 @@ static void test_drain_refuses_late_requests(void **state)
     assert_true(log_contains(&g_b, "after 3000 ms"));
 }
 
+/* A client that paused a type and sent it more than its ring holds resumes
+ * it itself: its Activate (a frame of control messages) is not held behind
+ * its own waiting requests, which would wait for ever. Then every request is
+ * answered once, in order per grain. */
+static void test_own_activate_not_held(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "grains = ( { type = \"echo\"; queue_capacity = 64; } );\n"), 0);
+    void *c = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(c, 1, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    enum { PER = 100, FRAMES = 20 };
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_batch(1000 + k * PER, PER, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    usleep(200000); /* the frames past the ring's 64 slots are held by now */
+    assert_int_equal(set_deactivated(c, 2, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    tally_t t;
+    tally_init(&t, 1000 + (uint64_t)PER * FRAMES);
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &w, REPLY_MS);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.ok, (uint64_t)PER * FRAMES);
+    free(t.seen);
+    still_serves(c);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+}
+
 /* Telemetry of echo through s, read until two reads 200 ms apart agree
  * on what was taken (the bridge has settled); the caller frees it. */
 static Gpubridge__Telemetry *echo_settled(void *s, uint64_t *corr)
@@ -1525,6 +1556,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_replies, stop_bridge),      cmocka_unit_test_teardown(test_error_amplification, stop_bridge),
         cmocka_unit_test_teardown(test_drain_refuses_late_requests, stop_bridge),
         cmocka_unit_test_teardown(test_drain_refuses_unread_shutting_down, stop_bridge),
+        cmocka_unit_test_teardown(test_own_activate_not_held, stop_bridge),
         cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
         cmocka_unit_test_teardown(test_unread_replies_answered_once, stop_bridge),
         cmocka_unit_test_teardown(test_refused_frames_answered_once, stop_bridge),
