@@ -58,7 +58,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     p->one_way = (uint8_t)one_way;
     memcpy(p->id, id, id_len);
     s->unpublished |= 1u << (r - s->rings);
-    s->requests++;
+    GBI_ADD(s->requests, 1);
     if (s->stats)
         gbi_stats_request(s, r, pos);
     return HANDLED;
@@ -76,6 +76,26 @@ static void publish_all(gb_server_t *s)
         s->unpublished &= s->unpublished - 1;
         gb_rk_publish(s->rings[i].t->rk);
     }
+    for (uint32_t m = s->locked & ~s->pinned; m; m &= m - 1) /* a shard lets go of its rings */
+        pthread_mutex_unlock(&s->ring_locks[__builtin_ctz(m)]);
+    s->locked &= s->pinned;
+}
+
+int gbi_ring_take(gb_server_t *s, gbi_ring_t *r)
+{
+    const uint32_t bit = 1u << (r - s->rings);
+    if (!s->front || (s->locked & bit))
+        return 1;
+    pthread_mutex_t *m = &s->ring_locks[r - s->rings];
+    if (s->pinned) {
+        if (pthread_mutex_trylock(m) != 0)
+            return 0;
+    } else {
+        publish_all(s);
+        pthread_mutex_lock(m);
+    }
+    s->locked |= bit;
+    return 1;
 }
 
 void gbi_publish_all(gb_server_t *s) { publish_all(s); }
@@ -114,10 +134,13 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
             snprintf(err, sizeof err, "unknown grain type '%s'", name);
             gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, err, 0, NULL, 0);
         } else {
+            gbi_ring_take(s, r);
             ret = enqueue(s, r, id, id_len, delim, env->corr, d->key, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0, 0);
         }
     }
     gpubridge__control__free_unpacked(ctl, NULL);
+    if (ret == HANDLED)
+        publish_all(s); /* the rings a control operation took */
     return ret;
 }
 
@@ -161,6 +184,8 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     if (!t->rk)
         FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE,
              "grain type '%s' is configured but has no handler in this build", name);
+    gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
+    gbi_ring_take(s, r); /* a shard: every ring call below under the ring's lock */
     gb_rk_state state = gb_rk_state_of(t->rk);
     if (state == GB_RK_TERMINATED)
         FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
@@ -199,7 +224,6 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
             gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
         return HANDLED;
     }
-    gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
     const unsigned char *rp = big ? big : rec;
     int ret = enqueue(s, r, id, id_len, delim, corr, env->key, slot_type, rp, rec_len,
                       gb_grain_reply_max(t->kind, slot_type, rp, rec_len), one_way);
@@ -226,7 +250,7 @@ static void refuse_rest(gb_server_t *s, const gbi_frame_t *f, size_t from, const
     for (size_t i = from; i < f->n; i++) {
         if (!(f->envs[i].kind == GPUBRIDGE__KIND__KIND_ONE_WAY && f->envs[i].corr == 0))
             gbi_reply(s, id, id_len, delim, f->envs[i].corr, GPUBRIDGE__STATUS__STATUS_BUSY, why, 0, NULL, 0);
-        s->requests_busy++;
+        GBI_ADD(s->requests_busy, 1);
     }
 }
 
@@ -275,7 +299,7 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
     nh->admin = (uint8_t)s->peer_admin;
     nh->err_bytes = s->frame_err_bytes;
     nh->err_corr0 = s->frame_corr0;
-    s->held_bytes += mem;
+    GBI_ADD(s->held_bytes, mem);
     c->held_mem += mem;
     push_held(s->blocked, nh);
     return NEEDS_ROOM;
@@ -349,7 +373,7 @@ void gbi_held_free(gbi_held_t *h)
 /* A held frame fully handled: out of the bounds, and freed. */
 static void unhold(gb_server_t *s, gbi_held_t *h)
 {
-    s->held_bytes -= h->bytes;
+    GBI_ADD(s->held_bytes, -h->bytes);
     h->client->held_mem -= h->bytes;
     gbi_client_release(s, h->client);
     gbi_held_free(h);
@@ -360,7 +384,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
 {
     int progress = 0;
     gbi_held_t *h;
-    while ((h = r->held_head) && gb_rk_free_slots(r->t->rk) > 0) {
+    while ((h = r->held_head) && gbi_ring_take(s, r) && gb_rk_free_slots(r->t->rk) > 0) {
         size_t before = h->next_env;
         if (gbi_feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, h) == HANDLED) {
             pop_held(r);
@@ -376,6 +400,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
         push_held(s->blocked, h);
         progress++;
     }
+    publish_all(s);
     return progress;
 }
 
