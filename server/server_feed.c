@@ -260,14 +260,15 @@ static size_t hold_mem(const gbi_frame_t *f, size_t from)
     return sizeof(gbi_held_t) + sizeof(gbi_frame_t) + (f->n - from) * sizeof(gbi_env_t) + f->size + 32;
 }
 
-/* Copies envelopes [i, n) of a fresh frame to wait in s->blocked's FIFO, if
- * the bounds let it: the client's share, and all holds together. */
+/* Copies envelopes [i, n) of a fresh frame to wait in s->blocked's FIFO (or,
+ * behind set, after the client's older held frames), if the bounds let it:
+ * the client's share, and all holds together. */
 static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint8_t *id, uint8_t id_len,
-                      uint8_t delim)
+                      uint8_t delim, int behind)
 {
     size_t mem = hold_mem(f, i);
     gbi_client_t *c = gbi_client_get(s, id, id_len, delim);
-    if (c && c->held_mem + c->out_mem + mem > s->client_limit) {
+    if (c && c->held_mem + gbi_out_of(s, id, id_len, c->out_mem) + mem > s->client_limit) {
         refuse_rest(s, f, i, id, id_len, delim,
                     "the bridge holds as much as one client may have waiting (grain type paused or busy); "
                     "retry later");
@@ -301,7 +302,15 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
     nh->err_corr0 = s->frame_corr0;
     GBI_ADD(s->held_bytes, mem);
     c->held_mem += mem;
-    push_held(s->blocked, nh);
+    if (!behind) {
+        push_held(s->blocked, nh);
+    } else {
+        if (c->wait_tail)
+            c->wait_tail->next = nh;
+        else
+            c->wait_head = nh;
+        c->wait_tail = nh;
+    }
     return NEEDS_ROOM;
 }
 
@@ -309,7 +318,13 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
  * not read, and each request fed could add a reply of up to large_max. */
 static int client_over(gb_server_t *s, const uint8_t *id, uint8_t id_len)
 {
-    if (!s->out_mem || s->refusing) /* no client has unsent replies: held_mem alone stays within */
+    if (s->refusing)
+        return 0;
+    if (s->front) { /* a shard: the front keeps the client's replies */
+        gbi_client_t *c = gbi_client_find(s, id, id_len);
+        return (c ? c->held_mem : 0) + gbi_out_of(s, id, id_len, 0) > s->client_limit;
+    }
+    if (!s->out_mem) /* no client has unsent replies: held_mem alone stays within */
         return 0;
     gbi_client_t *c = gbi_client_find(s, id, id_len);
     return c && c->held_mem + c->out_mem > s->client_limit;
@@ -326,6 +341,13 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
     s->frame_err_bytes = h ? h->err_bytes : 0;
     s->frame_corr0 = h ? h->err_corr0 : 0;
     int ret = HANDLED;
+    gbi_client_t *older = h || s->refusing ? NULL : gbi_client_find(s, id, id_len);
+    if (older && older->held_mem) { /* an older frame of its client is held: this one waits behind it */
+        ret = hold_fresh(s, f, from, id, id_len, delim, 1);
+        s->resuming = NULL;
+        s->feeding = 0;
+        return ret;
+    }
     for (size_t i = from; i < f->n; i++) {
         if (client_over(s, id, id_len)) {
             refuse_rest(s, f, i, id, id_len, delim,
@@ -345,7 +367,7 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
         }
         /* A fresh frame's envelopes point into bytes that are about to go:
          * the rest of the frame is copied to wait. */
-        ret = hold_fresh(s, f, i, id, id_len, delim);
+        ret = hold_fresh(s, f, i, id, id_len, delim, 0);
         break;
     }
     publish_all(s);
@@ -370,13 +392,29 @@ void gbi_held_free(gbi_held_t *h)
     free(h);
 }
 
-/* A held frame fully handled: out of the bounds, and freed. */
+/* A held frame fully handled: out of the bounds, and freed. Its client's
+ * frames that waited behind it go on, in order, until one needs room. */
 static void unhold(gb_server_t *s, gbi_held_t *h)
 {
+    gbi_client_t *c = h->client;
     GBI_ADD(s->held_bytes, -h->bytes);
-    h->client->held_mem -= h->bytes;
-    gbi_client_release(s, h->client);
+    c->held_mem -= h->bytes;
     gbi_held_free(h);
+    while (c->wait_head) {
+        gbi_held_t *w = c->wait_head;
+        c->wait_head = w->next;
+        if (!c->wait_head)
+            c->wait_tail = NULL;
+        w->next = NULL;
+        if (gbi_feed_frame(s, w->frame, w->next_env, w->id, w->id_len, w->delim, w->bytes, w) == NEEDS_ROOM) {
+            push_held(s->blocked, w);
+            break;
+        }
+        GBI_ADD(s->held_bytes, -w->bytes);
+        c->held_mem -= w->bytes;
+        gbi_held_free(w);
+    }
+    gbi_client_release(s, c);
 }
 
 /* Feeds the frames waiting on ring r, in order, while it has room. */

@@ -171,6 +171,10 @@ typedef struct gbi_client {
     uint64_t run_first[GBI_REFUSED_RUNS], run_last[GBI_REFUSED_RUNS];
     uint8_t n_runs;
     uint64_t last_tag;
+    /* Its frames that came while an older one of its frames was held: they
+     * wait, whole and in order, until that one is fed (server_feed.c), so
+     * that no later frame overtakes it at a ring it has not reached yet. */
+    struct gbi_held *wait_head, *wait_tail;
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
@@ -257,7 +261,36 @@ struct gb_server {
     uint64_t taken;              /* a shard: frames fully handled (atomic) */
     int quiet;                   /* a shard: passes in a row with nothing to do (atomic) */
     int io_shutting, io_stop, io_abort; /* the front's word to its shards (atomic) */
+    /* Replies not yet taken by ZeroMQ per client, by hash of routing id
+     * (GBI_OUT_HASH buckets, atomic): on their way from a shard, or kept by
+     * the front. A shard checks a client's bound with it. */
+    uint64_t *out_hash;
 };
+
+#define GBI_OUT_HASH 4096
+/* Routing id's hash (FNV-1a): the shard of a client, its out_hash bucket. */
+static inline uint32_t gbi_id_hash(const uint8_t *id, uint8_t id_len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < id_len; i++)
+        h = (h ^ id[i]) * 16777619u;
+    return h;
+}
+
+static inline void gbi_out_note(gb_server_t *s, const uint8_t *id, uint8_t id_len, int64_t delta)
+{
+    if (s->out_hash)
+        __atomic_fetch_add(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* Bytes of client (id)'s replies not yet taken by ZeroMQ: its record's, or,
+ * in a shard, its bucket's (which clients that share it add to). */
+static inline size_t gbi_out_of(gb_server_t *s, const uint8_t *id, uint8_t id_len, size_t own)
+{
+    if (s->front && s->out_hash)
+        return (size_t)__atomic_load_n(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], __ATOMIC_RELAXED);
+    return own;
+}
 
 /* Shard or single loop: whether s drains ring i (its owner). */
 static inline int gbi_owns(const gb_server_t *s, size_t i)

@@ -54,18 +54,10 @@ void gbi_totals(gb_server_t *s, size_t ring, gbi_totals_t *t)
     }
 }
 
-static uint32_t id_hash(const uint8_t *id, uint8_t id_len)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < id_len; i++)
-        h = (h ^ id[i]) * 16777619u;
-    return h;
-}
-
 /* [id][delim, admin, refusing][frame]: the frame's message moves, uncopied. */
 void gbi_io_forward(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, void *body)
 {
-    int k = (int)(id_hash(id, id_len) % (uint32_t)s->n_shards);
+    int k = (int)(gbi_id_hash(id, id_len) % (uint32_t)s->n_shards);
     uint8_t meta[3] = {delim, (uint8_t)s->peer_admin, (uint8_t)s->shutting_down};
     zmq_send(s->pairs[k], id, id_len, ZMQ_SNDMORE);
     zmq_send(s->pairs[k], meta, sizeof meta, ZMQ_SNDMORE);
@@ -206,6 +198,7 @@ static int from_shards(gb_server_t *s)
             gbi_flush(s); /* the front's own replies first */
             gbi_deliver(s, zmq_msg_data(&id), (uint8_t)zmq_msg_size(&id), *(const uint8_t *)zmq_msg_data(&delim),
                         zmq_msg_data(&frame), zmq_msg_size(&frame), 1);
+            gbi_out_note(s, zmq_msg_data(&id), (uint8_t)zmq_msg_size(&id), -(int64_t)zmq_msg_size(&frame));
             zmq_msg_close(&frame);
             zmq_msg_close(&delim);
             zmq_msg_close(&id);
@@ -260,6 +253,7 @@ static gb_server_t *shard_new(gb_server_t *s, int k, int n)
     h->front = s;
     h->shard_idx = k;
     h->ring_locks = s->ring_locks;
+    h->out_hash = s->out_hash;
     for (size_t i = 0; i < s->engine->n_types; i++) {
         h->rings[i].t = s->rings[i].t;
         h->rings[i].pending = s->rings[i].pending;
@@ -274,7 +268,8 @@ static gb_server_t *shard_new(gb_server_t *s, int k, int n)
 /* Makes the pairs and the shards and starts them. */
 static gb_err io_start(gb_server_t *s, int n)
 {
-    if (!(s->ring_locks = calloc(GB_MAX_GRAIN_TYPES, sizeof *s->ring_locks)))
+    if (!(s->ring_locks = calloc(GB_MAX_GRAIN_TYPES, sizeof *s->ring_locks)) ||
+        !(s->out_hash = calloc(GBI_OUT_HASH, sizeof *s->out_hash)))
         return GB_ERR_NOMEM;
     for (int i = 0; i < GB_MAX_GRAIN_TYPES; i++)
         pthread_mutex_init(&s->ring_locks[i], NULL);
@@ -370,7 +365,7 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             __atomic_store_n(&s->io_shutting, 1, __ATOMIC_RELEASE);
             deadline = now_ms() + (uint64_t)drain_ms;
         }
-        int progress = 0;
+        int progress = from_shards(s); /* replies first: a client's bound counts them */
         for (int k = 0; k < 256 && gbi_read_one(s); k++)
             progress++;
         progress += from_shards(s);
@@ -443,4 +438,6 @@ void gbi_io_destroy(gb_server_t *s)
         free(s->ring_locks);
         s->ring_locks = NULL;
     }
+    free(s->out_hash);
+    s->out_hash = NULL;
 }

@@ -97,14 +97,19 @@ static void client_free(gb_server_t *s, gbi_client_t *c)
         n = q->next;
         free(q);
     }
+    for (gbi_held_t *w = c->wait_head, *n; w; w = n) { /* frames that waited behind a held one (shutdown) */
+        n = w->next;
+        gbi_held_free(w);
+    }
     GBI_ADD(s->out_mem, -c->out_mem);
+    gbi_out_note(s, c->id, c->id_len, -(int64_t)c->out_mem);
     s->n_clients--;
     free(c);
 }
 
 void gbi_client_release(gb_server_t *s, gbi_client_t *c)
 {
-    if (c && !c->held_mem && !c->out_head && !c->refused_owed && !c->n_runs)
+    if (c && !c->held_mem && !c->wait_head && !c->out_head && !c->refused_owed && !c->n_runs)
         client_free(s, c);
 }
 
@@ -124,6 +129,7 @@ static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
     if (s->front) {
         /* A shard: to its front, which sends it or keeps it for the client.
          * The pair has no high-water mark: this never blocks. */
+        gbi_out_note(s, id, id_len, (int64_t)len); /* the front takes it off when it has it */
         zmq_send(s->sock, id, id_len, ZMQ_SNDMORE);
         zmq_send(s->sock, &delim, 1, ZMQ_SNDMORE);
         zmq_send(s->sock, frame, len, 0);
@@ -156,6 +162,7 @@ static void backlog_push(gb_server_t *s, gbi_client_t *c, const uint8_t *frame, 
     c->out_tail = q;
     c->out_mem += sizeof *q + len;
     GBI_ADD(s->out_mem, sizeof *q + len);
+    gbi_out_note(s, c->id, c->id_len, (int64_t)(sizeof *q + len));
 }
 
 /* Sends what c has waiting, in order, while ZeroMQ takes it. 1: all of it. */
@@ -170,6 +177,7 @@ static int client_drain(gb_server_t *s, gbi_client_t *c, int *sent)
             c->out_tail = NULL;
         c->out_mem -= sizeof *q + q->len;
         GBI_ADD(s->out_mem, -(sizeof *q + q->len));
+        gbi_out_note(s, c->id, c->id_len, -(int64_t)(sizeof *q + q->len));
         free(q);
         (*sent)++;
     }
