@@ -74,7 +74,10 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
     gbi_client_t *c = gbi_client_find(s, id, id_len);
     if (c && s->frame_tag)
         tag_seen(c, s->frame_tag);
-    if (c && (c->out_mem > s->client_limit || (s->frame_tag && c->n_runs == GBI_REFUSED_RUNS))) {
+    if (!c && s->out_hash && gbi_out_of(s, id, id_len, 0) > s->client_limit)
+        c = gbi_client_get(s, id, id_len, delim); /* its replies are on their way from a shard */
+    if (c && (gbi_out_of(s, id, id_len, c->out_mem) > s->client_limit ||
+              (s->frame_tag && c->n_runs == GBI_REFUSED_RUNS))) {
         if (s->frame_tag)
             refuse_tagged(c, s->frame_tag);
         else

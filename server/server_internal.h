@@ -284,10 +284,11 @@ static inline void gbi_out_note(gb_server_t *s, const uint8_t *id, uint8_t id_le
 }
 
 /* Bytes of client (id)'s replies not yet taken by ZeroMQ: its record's, or,
- * in a shard, its bucket's (which clients that share it add to). */
+ * with several I/O threads, its bucket's (which clients that share it add
+ * to, and which counts replies on their way from the shards). */
 static inline size_t gbi_out_of(gb_server_t *s, const uint8_t *id, uint8_t id_len, size_t own)
 {
-    if (s->front && s->out_hash)
+    if (s->out_hash)
         return (size_t)__atomic_load_n(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], __ATOMIC_RELAXED);
     return own;
 }

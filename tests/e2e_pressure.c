@@ -1457,6 +1457,13 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     (void)state;
     if (supervised())
         skip(); /* the supervisor's own refusals are not in the worker's telemetry */
+    /* With several I/O threads the client's frames are read ahead of its
+     * replies (its shard holds them, within the client's bound), so the
+     * frame-level refusal this starts from is not reached the same way;
+     * tests/e2e_io.c covers the drain there. */
+    const char *io = getenv("GB_E2E_IO_THREADS");
+    if (io && atoi(io) > 1)
+        skip();
     assert_int_equal(bridge_start(&g_b, "shutdown_drain_ms = 2000;\n"
                                         "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n"),
                      0);
