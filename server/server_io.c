@@ -59,12 +59,17 @@ void gbi_io_forward(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t d
 {
     int k = (int)(gbi_id_hash(id, id_len) % (uint32_t)s->n_shards);
     uint8_t meta[3] = {delim, (uint8_t)s->peer_admin, (uint8_t)s->shutting_down};
-    zmq_send(s->pairs[k], id, id_len, ZMQ_SNDMORE);
-    zmq_send(s->pairs[k], meta, sizeof meta, ZMQ_SNDMORE);
-    if (zmq_msg_send(body, s->pairs[k], 0) < 0) {
-        GB_ERROR("cannot hand a frame to I/O thread %d: %s", k, zmq_strerror(errno));
-        return;
-    }
+    /* The pair may be full: the front waits for the shard, and a signal
+     * (SIGTERM, SIGHUP) may cut the wait short, so each part is retried. */
+    while (zmq_send(s->pairs[k], id, id_len, ZMQ_SNDMORE) < 0 && errno == EINTR)
+        ;
+    while (zmq_send(s->pairs[k], meta, sizeof meta, ZMQ_SNDMORE) < 0 && errno == EINTR)
+        ;
+    while (zmq_msg_send(body, s->pairs[k], 0) < 0)
+        if (errno != EINTR) {
+            GB_ERROR("cannot hand a frame to I/O thread %d: %s", k, zmq_strerror(errno));
+            return;
+        }
     s->forwarded[k]++;
 }
 
