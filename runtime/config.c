@@ -370,8 +370,8 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 /* ----------------------------------------------------------- sections */
 
 static const char *const gbi_top_keys[] = {
-    "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "io_threads", "persistent",
-    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", "messaging", NULL};
+    "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
+    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", "messaging", "io_threads", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
