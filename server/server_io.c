@@ -150,6 +150,8 @@ static void shard_wait(gb_server_t *s, int shutting, uint64_t *spin_until)
         gb_rk_arm(s->rings[armed[a]].t->rk, 0);
     }
     gbi_publish_all(s);
+    if (must_poll)
+        gbi_check_health(s); /* relaunch grain types move on here */
     *spin_until = 0;
 }
 
@@ -179,6 +181,8 @@ static void *shard_main(void *arg)
     if (__atomic_load_n(&f->io_abort, __ATOMIC_ACQUIRE)) {
         gbi_refuse_held(s); /* the drain ran out: what waits is answered */
         gbi_route_fini(s, 1);
+        while (shard_read(s)) /* and frames handed on but not yet read (refusing) */
+            ;
     }
     gbi_flush(s);
     return NULL;
