@@ -335,6 +335,8 @@ static int drain_owned(gb_server_t *s, gbi_ring_t *r)
     int n = drain_ring(s, r);
     s->pinned = 0;
     gbi_publish_all(s);
+    if (n)
+        gbi_io_room_bell(s);
     return n;
 }
 

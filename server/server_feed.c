@@ -75,6 +75,8 @@ static void publish_all(gb_server_t *s)
         int i = __builtin_ctz(s->unpublished);
         s->unpublished &= s->unpublished - 1;
         gb_rk_publish(s->rings[i].t->rk);
+        if (s->front && !gbi_owns(s, (size_t)i))
+            gbi_io_ring_bell(s, (size_t)i);
     }
     for (uint32_t m = s->locked & ~s->pinned; m; m &= m - 1) /* a shard lets go of its rings */
         pthread_mutex_unlock(&s->ring_locks[__builtin_ctz(m)]);

@@ -265,6 +265,9 @@ struct gb_server {
      * (GBI_OUT_HASH buckets, atomic): on their way from a shard, or kept by
      * the front. A shard checks a client's bound with it. */
     uint64_t *out_hash;
+    int bell;     /* a shard: eventfd that wakes it when another shard fed a ring it drains */
+    int sleeping; /* a shard: in its poll (atomic) */
+    int wants_room; /* a shard: it holds frames or messages for rings (atomic) */
 };
 
 #define GBI_OUT_HASH 4096
@@ -358,6 +361,10 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
 int gbi_read_one(gb_server_t *s);
 void gbi_io_forward(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, void *body);
 void gbi_io_destroy(gb_server_t *s);
+/* A shard published into ring i, which another shard drains: wakes it. */
+void gbi_io_ring_bell(gb_server_t *s, size_t i);
+/* A shard drained replies: wakes the shards that wait for room. */
+void gbi_io_room_bell(gb_server_t *s);
 /* Totals over the front and its shards (Telemetry, metrics; ring i's mail counts). */
 typedef struct gbi_totals {
     uint64_t frames_in, frames_too_large, requests_busy, frames_refused_unread, requests, replies, error_replies;

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "log.h"
@@ -71,6 +73,34 @@ void gbi_io_forward(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t d
             return;
         }
     s->forwarded[k]++;
+}
+
+void gbi_io_ring_bell(gb_server_t *s, size_t i)
+{
+    gb_server_t *owner = s->front->shards[i % (size_t)s->front->n_io];
+    /* Pairs with the owner's store of `sleeping` before it looks at its
+     * rings: either it sees the request published, or this sees it asleep. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&owner->sleeping, __ATOMIC_SEQ_CST)) {
+        uint64_t one = 1;
+        if (write(owner->bell, &one, sizeof one) < 0) { /* full counter: it is woken already */
+        }
+    }
+}
+
+void gbi_io_room_bell(gb_server_t *s)
+{
+    gb_server_t *f = s->front;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int k = 0; k < f->n_io; k++) {
+        gb_server_t *o = f->shards[k];
+        if (o != s && __atomic_load_n(&o->sleeping, __ATOMIC_SEQ_CST) &&
+            __atomic_load_n(&o->wants_room, __ATOMIC_RELAXED)) {
+            uint64_t one = 1;
+            if (write(o->bell, &one, sizeof one) < 0) { /* full counter: it is woken already */
+            }
+        }
+    }
 }
 
 /* A shard: one frame from its front, if there is one. */
@@ -125,10 +155,21 @@ static void shard_wait(gb_server_t *s, int shutting, uint64_t *spin_until)
         sched_yield();
         return;
     }
-    zmq_pollitem_t items[1 + GB_MAX_GRAIN_TYPES];
+    zmq_pollitem_t items[2 + GB_MAX_GRAIN_TYPES];
     size_t armed[GB_MAX_GRAIN_TYPES];
     int n_items = 0, n_armed = 0, ready = 0;
     items[n_items++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
+    items[n_items++] = (zmq_pollitem_t){NULL, s->bell, ZMQ_POLLIN, 0};
+    /* Other shards feed the rings this one drains: they ring its bell once
+     * it says it sleeps, and a request published before that is seen below. */
+    __atomic_store_n(&s->wants_room, s->held_bytes || s->mail_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->sleeping, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (size_t i = 0; i < s->engine->n_types && !in_flight; i++) {
+        gb_rk_t *rk = s->rings[i].t ? s->rings[i].t->rk : NULL;
+        if (rk && gbi_owns(s, i) && gb_rk_in_flight(rk) > 0)
+            ready = 1;
+    }
     for (size_t i = 0; i < s->engine->n_types && in_flight; i++) {
         gbi_ring_t *r = &s->rings[i];
         gb_rk_t *rk = r->t ? r->t->rk : NULL;
@@ -145,6 +186,10 @@ static void shard_wait(gb_server_t *s, int shutting, uint64_t *spin_until)
     int timeout = must_poll || shutting || s->held_bytes || s->mail_bytes ? 1 : 100;
     if (!ready && zmq_poll(items, n_items, timeout) < 0 && errno != EINTR)
         GB_ERROR("zmq_poll: %s", zmq_strerror(errno));
+    __atomic_store_n(&s->sleeping, 0, __ATOMIC_SEQ_CST);
+    uint64_t rung;
+    if (read(s->bell, &rung, sizeof rung) < 0) { /* not rung: nothing to clear */
+    }
     for (int a = 0; a < n_armed; a++) {
         gbi_ring_take(s, &s->rings[armed[a]]);
         gb_rk_arm(s->rings[armed[a]].t->rk, 0);
@@ -267,7 +312,10 @@ static gb_server_t *shard_new(gb_server_t *s, int k, int n)
         h->rings[i].t = s->rings[i].t;
         h->rings[i].pending = s->rings[i].pending;
     }
-    if (gbi_outbox_init(&h->out) != 0) {
+    h->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->bell < 0 || gbi_outbox_init(&h->out) != 0) {
+        if (h->bell >= 0)
+            close(h->bell);
         free(h);
         return NULL;
     }
@@ -434,6 +482,7 @@ void gbi_io_destroy(gb_server_t *s)
         if (s->pairs[k])
             zmq_close(s->pairs[k]);
         gbi_clients_fini(h);
+        close(h->bell);
         gbi_outbox_fini(&h->out);
         gbi_frame_fini(&h->scratch);
         free(h);
