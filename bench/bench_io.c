@@ -176,7 +176,7 @@ static int bridge_start(bridge_thr_t *b, gb_mode mode, const char *mode_name, co
 
 static void bridge_stop(bridge_thr_t *b)
 {
-    b->stop = 1;
+    __atomic_store_n(&b->stop, 1, __ATOMIC_RELAXED); /* read atomically by the server thread */
     pthread_join(b->thread, NULL);
     gb_server_destroy(&b->server);
     gb_engine_destroy(&b->engine, 2000);

@@ -415,7 +415,8 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     uint64_t last_tick = now_ms(), deadline = 0;
     int abort = 0;
     for (;;) {
-        if ((*stop || any_gpu_failed(s)) && !s->shutting_down) {
+        /* An atomic read: a program may stop the server from another thread. */
+        if ((__atomic_load_n(stop, __ATOMIC_RELAXED) || any_gpu_failed(s)) && !s->shutting_down) {
             GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight; draining for up "
                     "to %d ms", (unsigned long long)total_in_flight(s), drain_ms);
             s->shutting_down = 1;
