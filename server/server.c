@@ -465,7 +465,9 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         return gbi_io_run(s, stop, drain_ms);
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
     for (;;) {
-        if ((*stop || s->gpu_failed) && !s->shutting_down) {
+        /* An atomic read: a program may stop the server from another thread
+         * (the daemon's signal handler runs on this one). */
+        if ((__atomic_load_n(stop, __ATOMIC_RELAXED) || s->gpu_failed) && !s->shutting_down) {
             /* Frames already read (held ones too) still go through, until
              * the drain deadline; frames read from now on are refused. */
             GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight, %zu bytes of "
