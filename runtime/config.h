@@ -22,6 +22,7 @@ extern "C" {
 #define GB_MAX_ENDPOINTS 8
 #define GB_MAX_GRAIN_TYPES 16
 #define GB_MAX_GRAIN_LIBS 8
+#define GB_MAX_IO_THREADS 16
 #define GB_MAX_HOSTS 16
 #define GB_MAX_CLIENT_KEYS 32
 #define GB_NAME_LEN 64
@@ -109,6 +110,7 @@ typedef struct gb_config {
     uint32_t max_message_size;        /* bytes of one ZeroMQ frame, checked before decoding */
     uint32_t arena_mb;                /* MiB of bulk memory for team grains (PageRank's graph); 0: none */
     uint32_t shutdown_drain_ms;       /* after SIGTERM: how long in-flight requests may still finish */
+    uint32_t io_threads;              /* bridge threads that decode, feed rings and encode (1: one loop) */
     /* persistent mode */
     uint32_t idle_spin_polls;         /* polls before the kernel starts to back off */
     uint32_t idle_backoff_max_ns;     /* longest __nanosleep of an idle kernel */
@@ -134,6 +136,9 @@ typedef struct gb_config {
 
 /* Fills *cfg with the embedded defaults (the same values as config/gpubridge.cfg). */
 void gb_config_defaults(gb_config_t *cfg);
+/* io_threads when the file names none: half the host's cores, at most 4, at
+ * least 1 (docs/operations.md). */
+uint32_t gb_config_io_threads_default(void);
 
 /* Loads and validates path. On error returns GB_ERR_CONFIG (or GB_ERR_IO), leaves
  * *cfg unchanged, and writes "file:line: what is wrong" into err (errlen bytes). */

@@ -23,7 +23,7 @@ static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 static void refuse_too_large(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, size_t size)
 {
     char err[160];
-    s->frames_too_large++;
+    GBI_ADD(s->frames_too_large, 1);
     s->too_large_unlogged++;
     uint64_t now = gb_now_ns();
     if (now - s->too_large_logged_ns >= 1000000000ull) {
@@ -66,7 +66,7 @@ static void tag_seen(gbi_client_t *c, uint64_t tag)
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size)
 {
-    s->frames_in++;
+    GBI_ADD(s->frames_in, 1);
     /* A client that leaves its replies unread past its bound: its frames are
      * not decoded; each gets one BUSY reply, sent once it reads again (a
      * count here, so that its memory stays bounded however long it sends;
@@ -74,18 +74,31 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
     gbi_client_t *c = gbi_client_find(s, id, id_len);
     if (c && s->frame_tag)
         tag_seen(c, s->frame_tag);
-    if (c && (c->out_mem > s->client_limit || (s->frame_tag && c->n_runs == GBI_REFUSED_RUNS))) {
+    if (!c && s->out_hash && gbi_out_of(s, id, id_len, 0) > s->client_limit)
+        c = gbi_client_get(s, id, id_len, delim); /* its replies are on their way from a shard */
+    if (c && (gbi_out_of(s, id, id_len, c->out_mem) > s->client_limit ||
+              (s->frame_tag && c->n_runs == GBI_REFUSED_RUNS))) {
         if (s->frame_tag)
             refuse_tagged(c, s->frame_tag);
         else
             c->refused_owed++;
-        s->frames_refused_unread++;
+        GBI_ADD(s->frames_refused_unread, 1);
         return;
     }
     if (size > s->cfg->max_message_size) {
         refuse_too_large(s, id, id_len, delim, size);
         return;
     }
+    if (s->n_shards && s->cur_body) {
+        gbi_io_forward(s, id, id_len, delim, s->cur_body);
+        return;
+    }
+    gbi_decode_feed(s, id, id_len, delim, data, size, s->shutting_down);
+}
+
+void gbi_decode_feed(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
+                     size_t size, int refusing_now)
+{
     char err[160] = "";
     gbi_frame_t *f = &s->scratch;
     if (gbi_frame_decode(f, data, size, err, sizeof err) != 0 || !f->has_body) {
@@ -95,13 +108,13 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
     }
     /* During the drain frames are still read: each request is refused. */
     int refusing = s->refusing;
-    s->refusing |= s->shutting_down;
+    s->refusing |= refusing_now;
     gbi_feed_frame(s, f, 0, id, id_len, delim, size, NULL);
     s->refusing = refusing;
 }
 
 /* Reads one multipart message if there is one: [id][(empty)][frame]. */
-static int read_one(gb_server_t *s)
+int gbi_read_one(gb_server_t *s)
 {
     zmq_msg_t part;
     uint8_t id[GBI_ID_MAX];
@@ -143,16 +156,18 @@ static int read_one(gb_server_t *s)
     }
     zmq_msg_close(&part);
     if (parts == 0 || bad) {
-        s->frames_in++;
+        GBI_ADD(s->frames_in, 1);
         gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                   "a request is one message part holding an encoded ClientFrame", 0, NULL, 0);
     } else if (s->tagged && !tag &&
                gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_TOO_LARGE, &count, &unused)) {
-        s->frames_too_large += count; /* refused by the supervisor, counted here (Telemetry) */
+        GBI_ADD(s->frames_too_large, count); /* refused by the supervisor, counted here (Telemetry) */
     } else {
         s->peer_admin = gb_authority_peer(s->cfg, &body);
         s->frame_tag = tag;
+        s->cur_body = &body; /* several I/O threads: the frame moves on to its shard */
         gbi_handle_frame(s, id, (uint8_t)id_len, (uint8_t)delim, zmq_msg_data(&body), zmq_msg_size(&body));
+        s->cur_body = NULL;
         s->frame_tag = 0;
     }
     zmq_msg_close(&body);
@@ -216,7 +231,7 @@ static const unsigned char *reply_rec(gbi_ring_t *r, const gb_slot_hdr_t *h)
 void gbi_reply_record(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const unsigned char *rec,
                       const gbi_pending_t *p)
 {
-    static uint8_t pb_buf[65536 + 64]; /* one server thread */
+    static _Thread_local uint8_t pb_buf[65536 + 64]; /* one per I/O thread */
     uint8_t *pb = pb_buf;
     const size_t cap = sizeof pb_buf;
     size_t len = 0;
@@ -307,12 +322,30 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     return n;
 }
 
+/* A shard drains a ring it owns under the ring's lock, kept (pinned) while
+ * routing its messages tries the other rings' locks. */
+static int drain_owned(gb_server_t *s, gbi_ring_t *r)
+{
+    if (!s->front)
+        return drain_ring(s, r);
+    if (gb_rk_in_flight(r->t->rk) == 0)
+        return 0;
+    gbi_ring_take(s, r);
+    s->pinned = 1u << (r - s->rings);
+    int n = drain_ring(s, r);
+    s->pinned = 0;
+    gbi_publish_all(s);
+    if (n)
+        gbi_io_room_bell(s);
+    return n;
+}
+
 int gbi_pump(gb_server_t *s)
 {
     int progress = 0;
     for (size_t i = 0; i < s->engine->n_types; i++)
-        if (s->rings[i].t && s->rings[i].t->rk)
-            progress += drain_ring(s, &s->rings[i]);
+        if (s->rings[i].t && s->rings[i].t->rk && gbi_owns(s, i))
+            progress += drain_owned(s, &s->rings[i]);
     if (s->mail_bytes) /* messages between grains before client frames: they are work under way */
         progress += gbi_route_pump(s);
     for (size_t i = 0; i < s->engine->n_types; i++)
@@ -363,12 +396,13 @@ static void watch_rings(gb_server_t *s, uint64_t until)
 
 /* Health: sticky CUDA errors and dead kernels are noticed here; relaunch
  * grain types are moved on here too. */
-static void check_health(gb_server_t *s)
+void gbi_check_health(gb_server_t *s)
 {
     for (size_t i = 0; i < s->engine->n_types; i++) {
         gbi_ring_t *r = &s->rings[i];
-        if (!r->t || !r->t->rk)
+        if (!r->t || !r->t->rk || !gbi_owns(s, i))
             continue;
+        gbi_ring_take(s, r);
         gb_rk_status_t before;
         gb_rk_status(r->t->rk, &before);
         if (before.heartbeat != r->hb_seen || !r->hb_seen_ns) {
@@ -386,16 +420,17 @@ static void check_health(gb_server_t *s)
                  * (sticky error); answer what we can and let the supervisor
                  * start a fresh process. */
                 GB_ERROR("GPU side failed: shutting this worker down for a restart");
-                s->gpu_failed = 1;
+                __atomic_store_n(&s->gpu_failed, 1, __ATOMIC_RELAXED); /* a shard's: read by its front */
             }
         }
     }
+    gbi_publish_all(s);
 }
 
 /* After the loop: whatever kernels will no longer answer gets an error
  * reply, frames that came meanwhile are refused, and replies kept for slow
  * clients get a last chance to go out. */
-static void finish(gb_server_t *s)
+void gbi_finish(gb_server_t *s)
 {
     for (size_t i = 0; i < s->engine->n_types; i++) {
         gbi_ring_t *r = &s->rings[i];
@@ -405,22 +440,28 @@ static void finish(gb_server_t *s)
         }
     }
     gbi_route_fini(s, 1); /* what replies routed meanwhile, or was waiting, will not be delivered */
-    for (int k = 0; k < 100000 && read_one(s); k++)
+    for (int k = 0; k < 100000 && gbi_read_one(s); k++)
         ;
     gbi_flush(s);
-    for (uint64_t end = now_ms() + 1000; s->n_clients && now_ms() < end;) {
-        if (!gbi_send_backlog(s)) {
+    /* Replies kept for clients go out while the clients take them: until a
+     * second passes with none taken, or ten in all. */
+    for (uint64_t last = now_ms(), end = last + 10000; s->n_clients && now_ms() - last < 1000 && now_ms() < end;) {
+        if (gbi_send_backlog(s)) {
+            last = now_ms();
+        } else {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
     }
     if (s->out_mem)
         GB_WARN("stopped with %zu bytes of replies unsent: their clients did not read them", s->out_mem);
+    gbi_totals_t t;
+    gbi_totals(s, 0, &t);
     GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors); refused: %llu frame(s) too large, "
             "%llu request(s) BUSY (hold bounds), %llu frame(s) BUSY (replies left unread)",
-            (unsigned long long)s->frames_in, (unsigned long long)s->requests, (unsigned long long)s->replies,
-            (unsigned long long)s->error_replies, (unsigned long long)s->frames_too_large,
-            (unsigned long long)s->requests_busy, (unsigned long long)s->frames_refused_unread);
+            (unsigned long long)t.frames_in, (unsigned long long)t.requests, (unsigned long long)t.replies,
+            (unsigned long long)t.error_replies, (unsigned long long)t.frames_too_large,
+            (unsigned long long)t.requests_busy, (unsigned long long)t.frames_refused_unread);
     gb_fdguard_report(&s->fdg);
 }
 
@@ -428,6 +469,8 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 {
     uint64_t last_health = now_ms(), drain_deadline = 0;
     uint64_t spin_until = 0; /* end of the current no-sleep polling spell */
+    if (s->cfg->io_threads > 1)
+        return gbi_io_run(s, stop, drain_ms);
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
     for (;;) {
         /* An atomic read: a program may stop the server from another thread
@@ -444,14 +487,14 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         int progress = gbi_pump(s);
         /* The socket is always read: bounds are kept by refusing (BUSY,
          * SHUTTING_DOWN), so that control messages and other clients flow. */
-        for (int k = 0; k < 256 && read_one(s); k++)
+        for (int k = 0; k < 256 && gbi_read_one(s); k++)
             progress++;
         gbi_flush(s);
         if (s->n_clients)
             progress += gbi_send_backlog(s);
         uint64_t now = now_ms();
         if (now - last_health >= 100) {
-            check_health(s);
+            gbi_check_health(s);
             gb_fdguard_check(&s->fdg, gb_now_ns());
             last_health = now;
             if (s->reload_flag && *s->reload_flag) {
@@ -530,10 +573,10 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         for (int i = 0; i < n_armed; i++)
             gb_rk_arm(armed[i], 0);
         if (must_poll)
-            check_health(s); /* relaunch grain types move on here */
+            gbi_check_health(s); /* relaunch grain types move on here */
         spin_until = 0;
     }
-    finish(s);
+    gbi_finish(s);
     return s->gpu_failed ? GB_ERR_CUDA : GB_OK;
 }
 
@@ -635,6 +678,7 @@ void gb_server_destroy(gb_server_t **ps)
     if (!ps || !*ps)
         return;
     gb_server_t *s = *ps;
+    gbi_io_destroy(s);
     gbi_route_fini(s, 0);
     for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
         while (s->rings[i].held_head) {

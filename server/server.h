@@ -2,7 +2,9 @@
  * owned by the one thread that runs gb_server_run. It decodes client frames,
  * feeds requests into the grain types' input rings, drains their output rings
  * and routes each reply to the client that asked, batching replies per
- * client. Control messages are answered by the server itself.
+ * client. Control messages are answered by the server itself. With
+ * io_threads > 1 that thread hands frames to as many I/O threads, which do
+ * the decoding, feeding and encoding (server_io.c).
  *
  * Guarantees: every accepted request gets exactly one reply or one error
  * reply (one-way requests: an error reply only); the socket is always read,

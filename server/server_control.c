@@ -106,17 +106,18 @@ static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.queue_depth_out = (uint32_t)(st.processed > st.received ? st.processed - st.received : 0);
     m.queue_capacity = st.capacity;
     m.timestamp_ns = gb_now_ns();
-    m.frames_too_large = c->s->frames_too_large;
-    m.requests_busy = c->s->requests_busy;
-    m.frames_refused_unread = c->s->frames_refused_unread;
-    m.held_bytes = c->s->held_bytes;
-    m.reply_backlog_bytes = c->s->out_mem;
-    const gbi_ring_t *r = &c->s->rings[t - c->s->engine->types]; /* rings[i] serves types[i] */
-    m.mail_sent = r->mail_sent;
-    m.mail_forwarded = r->mail_forwarded;
-    m.mail_held = r->mail_held;
-    m.mail_undeliverable = r->mail_undeliverable;
-    m.mail_outbox_bytes = c->s->mail_bytes;
+    gbi_totals_t tot;
+    gbi_totals(c->s, (size_t)(t - c->s->engine->types), &tot); /* rings[i] serves types[i] */
+    m.frames_too_large = tot.frames_too_large;
+    m.requests_busy = tot.requests_busy;
+    m.frames_refused_unread = tot.frames_refused_unread;
+    m.held_bytes = tot.held_bytes;
+    m.reply_backlog_bytes = tot.out_mem;
+    m.mail_sent = tot.mail_sent;
+    m.mail_forwarded = tot.mail_forwarded;
+    m.mail_held = tot.mail_held;
+    m.mail_undeliverable = tot.mail_undeliverable;
+    m.mail_outbox_bytes = tot.mail_bytes;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY);
 }
 
@@ -162,7 +163,7 @@ static void reply_limits(const ctl_ctx_t *c)
     Gpubridge__GrainTypeLimits gl[GB_MAX_GRAIN_TYPES], *glp[GB_MAX_GRAIN_TYPES];
     Gpubridge__MessageTypeLimits ml[GB_MAX_GRAIN_TYPES][LIMITS_MSGS], *mlp[GB_MAX_GRAIN_TYPES][LIMITS_MSGS];
     m.max_message_size = s->cfg->max_message_size;
-    m.hold_bound = s->held_limit;
+    m.hold_bound = (s->front ? s->front : s)->held_limit; /* the total: shards split it */
     m.max_replies_per_frame = GBI_BATCH_MAX;
     for (size_t i = 0; i < s->engine->n_types; i++) {
         const gb_engine_type_t *t = &s->engine->types[i];
@@ -211,6 +212,8 @@ static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
         fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", shown);
     else if (!t->rk)
         fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' %s", shown, gbi_unserved_why(t));
+    if (t && t->rk)
+        gbi_ring_take(c->s, &c->s->rings[t - c->s->engine->types]); /* until the frame's publish */
     return t && t->rk ? t : NULL;
 }
 

@@ -58,7 +58,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     p->one_way = (uint8_t)one_way;
     memcpy(p->id, id, id_len);
     s->unpublished |= 1u << (r - s->rings);
-    s->requests++;
+    GBI_ADD(s->requests, 1);
     if (s->stats)
         gbi_stats_request(s, r, pos);
     return HANDLED;
@@ -75,7 +75,29 @@ static void publish_all(gb_server_t *s)
         int i = __builtin_ctz(s->unpublished);
         s->unpublished &= s->unpublished - 1;
         gb_rk_publish(s->rings[i].t->rk);
+        if (s->front && !gbi_owns(s, (size_t)i))
+            gbi_io_ring_bell(s, (size_t)i);
     }
+    for (uint32_t m = s->locked & ~s->pinned; m; m &= m - 1) /* a shard lets go of its rings */
+        pthread_mutex_unlock(&s->ring_locks[__builtin_ctz(m)]);
+    s->locked &= s->pinned;
+}
+
+int gbi_ring_take(gb_server_t *s, gbi_ring_t *r)
+{
+    const uint32_t bit = 1u << (r - s->rings);
+    if (!s->front || (s->locked & bit))
+        return 1;
+    pthread_mutex_t *m = &s->ring_locks[r - s->rings];
+    if (s->pinned) {
+        if (pthread_mutex_trylock(m) != 0)
+            return 0;
+    } else {
+        publish_all(s);
+        pthread_mutex_lock(m);
+    }
+    s->locked |= bit;
+    return 1;
 }
 
 void gbi_publish_all(gb_server_t *s) { publish_all(s); }
@@ -114,10 +136,13 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
             snprintf(err, sizeof err, "unknown grain type '%s'", name);
             gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, err, 0, NULL, 0);
         } else {
+            gbi_ring_take(s, r);
             ret = enqueue(s, r, id, id_len, delim, env->corr, d->key, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0, 0);
         }
     }
     gpubridge__control__free_unpacked(ctl, NULL);
+    if (ret == HANDLED)
+        publish_all(s); /* the rings a control operation took */
     return ret;
 }
 
@@ -161,6 +186,8 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     if (!t->rk)
         FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' is configured but %s", name,
              gbi_unserved_why(t));
+    gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
+    gbi_ring_take(s, r); /* a shard: every ring call below under the ring's lock */
     gb_rk_state state = gb_rk_state_of(t->rk);
     if (state == GB_RK_TERMINATED)
         FAIL(GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
@@ -199,7 +226,6 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
             gbi_reply(s, id, id_len, delim, corr, status, err, 0, NULL, 0);
         return HANDLED;
     }
-    gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
     const unsigned char *rp = big ? big : rec;
     int ret = enqueue(s, r, id, id_len, delim, corr, env->key, slot_type, rp, rec_len,
                       gb_grain_reply_max(t->kind, slot_type, rp, rec_len), one_way);
@@ -226,7 +252,7 @@ static void refuse_rest(gb_server_t *s, const gbi_frame_t *f, size_t from, const
     for (size_t i = from; i < f->n; i++) {
         if (!(f->envs[i].kind == GPUBRIDGE__KIND__KIND_ONE_WAY && f->envs[i].corr == 0))
             gbi_reply(s, id, id_len, delim, f->envs[i].corr, GPUBRIDGE__STATUS__STATUS_BUSY, why, 0, NULL, 0);
-        s->requests_busy++;
+        GBI_ADD(s->requests_busy, 1);
     }
 }
 
@@ -236,14 +262,15 @@ static size_t hold_mem(const gbi_frame_t *f, size_t from)
     return sizeof(gbi_held_t) + sizeof(gbi_frame_t) + (f->n - from) * sizeof(gbi_env_t) + f->size + 32;
 }
 
-/* Copies envelopes [i, n) of a fresh frame to wait in s->blocked's FIFO, if
- * the bounds let it: the client's share, and all holds together. */
+/* Copies envelopes [i, n) of a fresh frame to wait in s->blocked's FIFO (or,
+ * behind set, after the client's older held frames), if the bounds let it:
+ * the client's share, and all holds together. */
 static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint8_t *id, uint8_t id_len,
-                      uint8_t delim)
+                      uint8_t delim, int behind)
 {
     size_t mem = hold_mem(f, i);
     gbi_client_t *c = gbi_client_get(s, id, id_len, delim);
-    if (c && c->held_mem + c->out_mem + mem > s->client_limit) {
+    if (c && c->held_mem + gbi_out_of(s, id, id_len, c->out_mem) + mem > s->client_limit) {
         refuse_rest(s, f, i, id, id_len, delim,
                     "the bridge holds as much as one client may have waiting (grain type paused or busy); "
                     "retry later");
@@ -275,9 +302,17 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
     nh->admin = (uint8_t)s->peer_admin;
     nh->err_bytes = s->frame_err_bytes;
     nh->err_corr0 = s->frame_corr0;
-    s->held_bytes += mem;
+    GBI_ADD(s->held_bytes, mem);
     c->held_mem += mem;
-    push_held(s->blocked, nh);
+    if (!behind) {
+        push_held(s->blocked, nh);
+    } else {
+        if (c->wait_tail)
+            c->wait_tail->next = nh;
+        else
+            c->wait_head = nh;
+        c->wait_tail = nh;
+    }
     return NEEDS_ROOM;
 }
 
@@ -285,10 +320,37 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
  * not read, and each request fed could add a reply of up to large_max. */
 static int client_over(gb_server_t *s, const uint8_t *id, uint8_t id_len)
 {
-    if (!s->out_mem || s->refusing) /* no client has unsent replies: held_mem alone stays within */
+    if (s->refusing)
+        return 0;
+    if (s->front) { /* a shard: the front keeps the client's replies */
+        gbi_client_t *c = gbi_client_find(s, id, id_len);
+        return (c ? c->held_mem : 0) + gbi_out_of(s, id, id_len, 0) > s->client_limit;
+    }
+    if (!s->out_mem) /* no client has unsent replies: held_mem alone stays within */
         return 0;
     gbi_client_t *c = gbi_client_find(s, id, id_len);
     return c && c->held_mem + c->out_mem > s->client_limit;
+}
+
+/* Whether envelopes [from, n) of f are all control operations that act on
+ * a grain type, not on a grain (DeactivateGrain goes through the grain's
+ * ring, after the requests before it). Such a frame goes ahead of its
+ * client's held frames: its Activate may be what they wait for. */
+static int control_only(const gbi_frame_t *f, size_t from)
+{
+    if (from >= f->n)
+        return 0;
+    for (size_t i = from; i < f->n; i++) {
+        const gbi_env_t *e = &f->envs[i];
+        if (e->kind != GPUBRIDGE__KIND__KIND_CONTROL || !e->has_control)
+            return 0;
+        Gpubridge__Control *ctl = gpubridge__control__unpack(NULL, e->control_len, e->control);
+        const int grain_op = !ctl || ctl->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN;
+        gpubridge__control__free_unpacked(ctl, NULL);
+        if (grain_op)
+            return 0;
+    }
+    return 1;
 }
 
 int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
@@ -302,6 +364,14 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
     s->frame_err_bytes = h ? h->err_bytes : 0;
     s->frame_corr0 = h ? h->err_corr0 : 0;
     int ret = HANDLED;
+    gbi_client_t *older = h || s->refusing ? NULL : gbi_client_find(s, id, id_len);
+    if (older && older->held_mem && !control_only(f, from)) {
+        /* an older frame of its client is held: this one waits behind it */
+        ret = hold_fresh(s, f, from, id, id_len, delim, 1);
+        s->resuming = NULL;
+        s->feeding = 0;
+        return ret;
+    }
     for (size_t i = from; i < f->n; i++) {
         if (client_over(s, id, id_len)) {
             refuse_rest(s, f, i, id, id_len, delim,
@@ -321,7 +391,7 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
         }
         /* A fresh frame's envelopes point into bytes that are about to go:
          * the rest of the frame is copied to wait. */
-        ret = hold_fresh(s, f, i, id, id_len, delim);
+        ret = hold_fresh(s, f, i, id, id_len, delim, 0);
         break;
     }
     publish_all(s);
@@ -346,13 +416,29 @@ void gbi_held_free(gbi_held_t *h)
     free(h);
 }
 
-/* A held frame fully handled: out of the bounds, and freed. */
+/* A held frame fully handled: out of the bounds, and freed. Its client's
+ * frames that waited behind it go on, in order, until one needs room. */
 static void unhold(gb_server_t *s, gbi_held_t *h)
 {
-    s->held_bytes -= h->bytes;
-    h->client->held_mem -= h->bytes;
-    gbi_client_release(s, h->client);
+    gbi_client_t *c = h->client;
+    GBI_ADD(s->held_bytes, -h->bytes);
+    c->held_mem -= h->bytes;
     gbi_held_free(h);
+    while (c->wait_head) {
+        gbi_held_t *w = c->wait_head;
+        c->wait_head = w->next;
+        if (!c->wait_head)
+            c->wait_tail = NULL;
+        w->next = NULL;
+        if (gbi_feed_frame(s, w->frame, w->next_env, w->id, w->id_len, w->delim, w->bytes, w) == NEEDS_ROOM) {
+            push_held(s->blocked, w);
+            break;
+        }
+        GBI_ADD(s->held_bytes, -w->bytes);
+        c->held_mem -= w->bytes;
+        gbi_held_free(w);
+    }
+    gbi_client_release(s, c);
 }
 
 /* Feeds the frames waiting on ring r, in order, while it has room. */
@@ -360,7 +446,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
 {
     int progress = 0;
     gbi_held_t *h;
-    while ((h = r->held_head) && gb_rk_free_slots(r->t->rk) > 0) {
+    while ((h = r->held_head) && gbi_ring_take(s, r) && gb_rk_free_slots(r->t->rk) > 0) {
         size_t before = h->next_env;
         if (gbi_feed_frame(s, h->frame, h->next_env, h->id, h->id_len, h->delim, h->bytes, h) == HANDLED) {
             pop_held(r);
@@ -376,6 +462,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
         push_held(s->blocked, h);
         progress++;
     }
+    publish_all(s);
     return progress;
 }
 

@@ -174,12 +174,21 @@ typedef struct gbi_client {
     uint64_t run_first[GBI_REFUSED_RUNS], run_last[GBI_REFUSED_RUNS];
     uint8_t n_runs;
     uint64_t last_tag;
+    /* Its frames that came while an older one of its frames was held: they
+     * wait, whole and in order, until that one is fed (server_feed.c), so
+     * that no later frame overtakes it at a ring it has not reached yet. */
+    struct gbi_held *wait_head, *wait_tail;
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
 } gbi_client_t;
 
 typedef struct gbi_stats gbi_stats_t; /* server_metrics.c */
+
+/* Counters read by other I/O threads (Telemetry, metrics, the drain): one
+ * writer each, so a relaxed load and store, no read-modify-write. */
+#define GBI_ADD(x, n) __atomic_store_n(&(x), (x) + (n), __ATOMIC_RELAXED)
+#define GBI_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 struct gb_server {
     const gb_config_t *cfg;
@@ -231,13 +240,84 @@ struct gb_server {
     volatile sig_atomic_t *reload_flag; /* set by SIGHUP: call reload_fn (gb_server_on_reload) */
     void (*reload_fn)(void *ctx, gb_server_t *s);
     void *reload_ctx;
+
+    /* Several I/O threads (server_io.c, io_threads > 1). The front, the
+     * thread of gb_server_run, owns the socket and the clients' unsent
+     * replies; it hands each frame to a shard by its client's routing id, so
+     * a client's frames stay in order. A shard decodes, feeds rings, drains
+     * the rings it owns and encodes replies, sent back to the front over its
+     * inproc pair (s->sock in a shard). Rings are shared: a ring's lock
+     * covers every ring call of a shard on it (ring_locks[i]). */
+    gb_server_t *front;          /* a shard: its front; NULL otherwise */
+    void *cur_body;              /* the front: the zmq_msg_t of the frame being read */
+    gb_server_t *shards[GB_MAX_IO_THREADS];
+    void *pairs[GB_MAX_IO_THREADS];     /* the front's end of each shard's pair */
+    uint64_t forwarded[GB_MAX_IO_THREADS]; /* frames handed to each shard */
+    int n_io;        /* shards started (the front, for totals) */
+    int n_shards;    /* shards frames go to now (0 once they stopped) */
+    int shard_idx;
+    pthread_t thread;
+    int running;                 /* a shard: its thread was started and not yet joined */
+    pthread_mutex_t *ring_locks; /* the front's, one per ring */
+    uint32_t locked;             /* a shard: rings whose lock it holds */
+    uint32_t pinned;             /* a shard: the ring it drains (its lock stays held) */
+    uint64_t taken;              /* a shard: frames fully handled (atomic) */
+    int quiet;                   /* a shard: passes in a row with nothing to do (atomic) */
+    int io_shutting, io_stop, io_abort; /* the front's word to its shards (atomic) */
+    /* Replies not yet taken by ZeroMQ per client, by hash of routing id
+     * (GBI_OUT_HASH buckets, atomic): on their way from a shard, or kept by
+     * the front. A shard checks a client's bound with it. */
+    uint64_t *out_hash;
+    int bell;     /* a shard: eventfd that wakes it when another shard fed a ring it drains */
+    int sleeping; /* a shard: in its poll (atomic) */
+    int wants_room; /* a shard: it holds frames or messages for rings (atomic) */
 };
+
+#define GBI_OUT_HASH 4096
+/* Routing id's hash (FNV-1a): the shard of a client, its out_hash bucket. */
+static inline uint32_t gbi_id_hash(const uint8_t *id, uint8_t id_len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < id_len; i++)
+        h = (h ^ id[i]) * 16777619u;
+    return h;
+}
+
+static inline void gbi_out_note(gb_server_t *s, const uint8_t *id, uint8_t id_len, int64_t delta)
+{
+    if (s->out_hash)
+        __atomic_fetch_add(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* Bytes of client (id)'s replies not yet taken by ZeroMQ: its record's, or,
+ * with several I/O threads, its bucket's (which clients that share it add
+ * to, and which counts replies on their way from the shards). */
+static inline size_t gbi_out_of(gb_server_t *s, const uint8_t *id, uint8_t id_len, size_t own)
+{
+    if (s->out_hash)
+        return (size_t)__atomic_load_n(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], __ATOMIC_RELAXED);
+    return own;
+}
+
+/* Shard or single loop: whether s drains ring i (its owner). */
+static inline int gbi_owns(const gb_server_t *s, size_t i)
+{
+    return !s->front || (int)(i % (size_t)s->front->n_io) == s->shard_idx;
+}
+/* A shard: takes ring r's lock until gbi_publish_all. While it drains a ring
+ * it only tries (0: busy, the caller holds its message back); otherwise it
+ * first lets go of the other rings it holds, so that no two shards wait on
+ * each other. Always 1 with one I/O thread. */
+int gbi_ring_take(gb_server_t *s, gbi_ring_t *r);
 
 /* Queues a reply for client (id, delim); flushes the outbox first when it
  * holds another client's replies or is full. payload/error are copied. */
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
 void gbi_flush(gb_server_t *s);
+/* Sends a reply frame of n replies to a client, or keeps it (server_reply.c). */
+void gbi_deliver(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame, size_t len,
+                 size_t n);
 /* Per-client records (server_reply.c): find one, or make it (NULL: out of
  * memory); a record with nothing left is freed by gbi_client_release. */
 gbi_client_t *gbi_client_find(gb_server_t *s, const uint8_t *id, uint8_t id_len);
@@ -271,6 +351,30 @@ void gbi_refuse_held(gb_server_t *s);
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size);
 int gbi_pump(gb_server_t *s);
+/* server.c: decodes and feeds a frame that passed the front's checks;
+ * refusing: its requests get STATUS_SHUTTING_DOWN. */
+void gbi_decode_feed(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
+                     size_t size, int refusing);
+/* server.c: one pass of health checks of the rings s owns. */
+void gbi_check_health(gb_server_t *s);
+/* server.c: the end of the loop (answers what is left, sends what it can). */
+void gbi_finish(gb_server_t *s);
+/* server_io.c: the loop with several I/O threads; a frame to its shard. */
+gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms);
+int gbi_read_one(gb_server_t *s);
+void gbi_io_forward(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, void *body);
+void gbi_io_destroy(gb_server_t *s);
+/* A shard published into ring i, which another shard drains: wakes it. */
+void gbi_io_ring_bell(gb_server_t *s, size_t i);
+/* A shard drained replies: wakes the shards that wait for room. */
+void gbi_io_room_bell(gb_server_t *s);
+/* Totals over the front and its shards (Telemetry, metrics; ring i's mail counts). */
+typedef struct gbi_totals {
+    uint64_t frames_in, frames_too_large, requests_busy, frames_refused_unread, requests, replies, error_replies;
+    uint64_t held_bytes, out_mem, mail_bytes;
+    uint64_t mail_sent, mail_forwarded, mail_held, mail_undeliverable;
+} gbi_totals_t;
+void gbi_totals(gb_server_t *s, size_t ring, gbi_totals_t *t);
 
 /* server_route.c: a reply that carries messages (GB_SLOT_MAIL) of ring r
  * for the request p: routes them (into their targets' rings, or the outbox)

@@ -17,5 +17,7 @@ void gbi_stats_reply(gb_server_t *s, int status);
 /* Reads the gauges and kernel counters and publishes a snapshot. */
 void gbi_stats_publish(gb_server_t *s);
 void gbi_stats_free(gb_server_t *s);
+/* Several I/O threads count into one set: a lock from now on. */
+void gbi_stats_share(gb_server_t *s);
 
 #endif

@@ -97,14 +97,19 @@ static void client_free(gb_server_t *s, gbi_client_t *c)
         n = q->next;
         free(q);
     }
-    s->out_mem -= c->out_mem;
+    for (gbi_held_t *w = c->wait_head, *n; w; w = n) { /* frames that waited behind a held one (shutdown) */
+        n = w->next;
+        gbi_held_free(w);
+    }
+    GBI_ADD(s->out_mem, -c->out_mem);
+    gbi_out_note(s, c->id, c->id_len, -(int64_t)c->out_mem);
     s->n_clients--;
     free(c);
 }
 
 void gbi_client_release(gb_server_t *s, gbi_client_t *c)
 {
-    if (c && !c->held_mem && !c->out_head && !c->refused_owed && !c->n_runs)
+    if (c && !c->held_mem && !c->wait_head && !c->out_head && !c->refused_owed && !c->n_runs)
         client_free(s, c);
 }
 
@@ -121,6 +126,15 @@ void gbi_clients_fini(gb_server_t *s)
 static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame,
                       size_t len)
 {
+    if (s->front) {
+        /* A shard: to its front, which sends it or keeps it for the client.
+         * The pair has no high-water mark: this never blocks. */
+        gbi_out_note(s, id, id_len, (int64_t)len); /* the front takes it off when it has it */
+        zmq_send(s->sock, id, id_len, ZMQ_SNDMORE);
+        zmq_send(s->sock, &delim, 1, ZMQ_SNDMORE);
+        zmq_send(s->sock, frame, len, 0);
+        return 0;
+    }
     if (zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return zmq_errno() == EAGAIN ? -1 : 0;
     /* The first part took a place in the queue: the others follow it. */
@@ -147,7 +161,8 @@ static void backlog_push(gb_server_t *s, gbi_client_t *c, const uint8_t *frame, 
         c->out_head = q;
     c->out_tail = q;
     c->out_mem += sizeof *q + len;
-    s->out_mem += sizeof *q + len;
+    GBI_ADD(s->out_mem, sizeof *q + len);
+    gbi_out_note(s, c->id, c->id_len, (int64_t)(sizeof *q + len));
 }
 
 /* Sends what c has waiting, in order, while ZeroMQ takes it. 1: all of it. */
@@ -161,7 +176,8 @@ static int client_drain(gb_server_t *s, gbi_client_t *c, int *sent)
         if (!c->out_head)
             c->out_tail = NULL;
         c->out_mem -= sizeof *q + q->len;
-        s->out_mem -= sizeof *q + q->len;
+        GBI_ADD(s->out_mem, -(sizeof *q + q->len));
+        gbi_out_note(s, c->id, c->id_len, -(int64_t)(sizeof *q + q->len));
         free(q);
         (*sent)++;
     }
@@ -218,8 +234,8 @@ int gbi_send_backlog(gb_server_t *s)
  * earlier frames when its queue is full (it reads slowly, or not at all),
  * counted against its bound; a client that is gone gets nothing
  * (ROUTER_MANDATORY: EHOSTUNREACH). */
-static void deliver(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame,
-                    size_t len, size_t n)
+void gbi_deliver(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame,
+                 size_t len, size_t n)
 {
     gbi_client_t *c = gbi_client_find(s, id, id_len);
     if ((c && c->out_head) || send_frame(s, id, id_len, delim, frame, len) != 0) {
@@ -247,8 +263,8 @@ void gbi_flush(gb_server_t *s)
         memcpy(frame, hdr, h);
         len += h;
     }
-    deliver(s, o->id, o->id_len, o->delim, frame, len, o->n);
-    s->replies += o->n;
+    gbi_deliver(s, o->id, o->id_len, o->delim, frame, len, o->n);
+    GBI_ADD(s->replies, o->n);
     o->n = 0;
     o->len = 0;
 }
@@ -317,11 +333,11 @@ static void send_alone(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_
         return;
     }
     put_reply(buf, body, corr, status, error, elen, message_type, payload, len);
-    deliver(s, id, id_len, delim, buf, rec, 1);
+    gbi_deliver(s, id, id_len, delim, buf, rec, 1);
     free(buf);
-    s->replies++;
+    GBI_ADD(s->replies, 1);
     if (status != GPUBRIDGE__STATUS__STATUS_OK)
-        s->error_replies++;
+        GBI_ADD(s->error_replies, 1);
     if (s->stats)
         gbi_stats_reply(s, status);
 }
@@ -361,7 +377,7 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
     o->len += rec;
     o->n++;
     if (status != GPUBRIDGE__STATUS__STATUS_OK)
-        s->error_replies++;
+        GBI_ADD(s->error_replies, 1);
     if (s->stats)
         gbi_stats_reply(s, status);
 }

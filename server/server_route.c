@@ -34,7 +34,7 @@
  * forward's caller why. */
 static void undeliverable(gb_server_t *s, gbi_ring_t *from, const gbi_pending_t *o, int forward, const char *why)
 {
-    from->mail_undeliverable++;
+    GBI_ADD(from->mail_undeliverable, 1);
     GB_DEBUG("%s from grain type '%s' undeliverable: %s", forward ? "forward" : "send", from->t->name, why);
     if (forward && !(o->one_way && o->corr == 0)) {
         char e[400];
@@ -60,6 +60,8 @@ static int put(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pendi
 {
     gb_rk_t *rk = to->t->rk;
     char why[200];
+    if (!gbi_ring_take(s, to)) /* a shard draining another ring: its lock is busy */
+        return NEEDS_ROOM;
     if (stopped(to, why, sizeof why)) {
         undeliverable(s, from, o, forward, why);
         return HANDLED;
@@ -135,8 +137,8 @@ static void hold(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pen
     else
         to->mail_head = m;
     to->mail_tail = m;
-    to->mail_held++;
-    s->mail_bytes += bytes;
+    GBI_ADD(to->mail_held, 1);
+    GBI_ADD(s->mail_bytes, bytes);
 }
 
 /* Routes one message of sender ring r, made while handling request p. */
@@ -155,9 +157,9 @@ static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, con
         o.one_way = 1;
     }
     if (forward)
-        r->mail_forwarded++;
+        GBI_ADD(r->mail_forwarded, 1);
     else
-        r->mail_sent++;
+        GBI_ADD(r->mail_sent, 1);
     if (m->target >= r->t->n_targets) {
         snprintf(why, sizeof why, "target index %u, and the type declares %u targets", m->target, r->t->n_targets);
         undeliverable(s, r, &o, forward, why);
@@ -195,7 +197,7 @@ void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, cons
     if (n >= 0 && forwards != (t.status == GB_SLOT_FORWARDED))
         n = -1;
     if (n < 0) {
-        r->mail_undeliverable++; /* at least one message lost; the count is not to be trusted */
+        GBI_ADD(r->mail_undeliverable, 1); /* at least one message lost; the count is not to be trusted */
         if (!(p->one_way && p->corr == 0))
             gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
                       "the grain wrote a malformed reply with messages (none was delivered)", 0, NULL, 0);
@@ -225,6 +227,7 @@ static int pump_ring(gb_server_t *s, gbi_ring_t *to, uint64_t now)
     char why[200];
     while ((m = to->mail_head)) {
         gbi_ring_t *from = &s->rings[m->from];
+        gbi_ring_take(s, to); /* not draining: always taken */
         if (now - m->since_ns > s->mail_hold_ns) {
             snprintf(why, sizeof why, "grain type '%s' had no room for %llu ms (messaging.hold_ms%s)", to->t->name,
                      (unsigned long long)((now - m->since_ns) / 1000000ull),
@@ -236,8 +239,8 @@ static int pump_ring(gb_server_t *s, gbi_ring_t *to, uint64_t now)
         to->mail_head = m->next;
         if (!to->mail_head)
             to->mail_tail = NULL;
-        to->mail_held--;
-        s->mail_bytes -= m->bytes;
+        GBI_ADD(to->mail_held, -1);
+        GBI_ADD(s->mail_bytes, -m->bytes);
         free(m);
         moved++;
     }
@@ -264,10 +267,10 @@ void gbi_route_fini(gb_server_t *s, int answer)
             to->mail_head = m->next;
             if (answer)
                 undeliverable(s, &s->rings[m->from], &m->origin, m->forward, "the bridge is shutting down");
-            s->mail_bytes -= m->bytes;
+            GBI_ADD(s->mail_bytes, -m->bytes);
             free(m);
         }
         to->mail_tail = NULL;
-        to->mail_held = 0;
+        GBI_ADD(to->mail_held, -to->mail_held);
     }
 }

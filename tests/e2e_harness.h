@@ -134,6 +134,10 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     fprintf(f, "endpoints = [\"%s\"%s%s%s];\nlog_level = \"debug\";\n%s\n", b->endpoint,
             g_extra_endpoint ? ", \"" : "", g_extra_endpoint ? g_extra_endpoint : "",
             g_extra_endpoint ? "\"" : "", extra_cfg);
+    /* GB_E2E_IO_THREADS: the same suite with that many I/O threads. */
+    const char *io = getenv("GB_E2E_IO_THREADS");
+    if (io && *io && !strstr(extra_cfg, "io_threads"))
+        fprintf(f, "io_threads = %s;\n", io);
     fclose(f);
     pid_t pid = fork();
     assert_true(pid >= 0);

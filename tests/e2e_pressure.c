@@ -1488,6 +1488,13 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     (void)state;
     if (supervised())
         skip(); /* the supervisor's own refusals are not in the worker's telemetry */
+    /* With several I/O threads the client's frames are read ahead of its
+     * replies (its shard holds them, within the client's bound), so the
+     * frame-level refusal this starts from is not reached the same way;
+     * tests/e2e_io.c covers the drain there. */
+    const char *io = getenv("GB_E2E_IO_THREADS");
+    if (io && atoi(io) > 1)
+        skip();
     assert_int_equal(bridge_start(&g_b, "shutdown_drain_ms = 8000;\n"
                                         "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n"),
                      0);
@@ -1513,7 +1520,7 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     /* A request held in flight keeps the drain going while the late frames
      * come in, and while the client reads its replies (the drain is long
      * enough for a sanitized bridge to send them all: past it, replies to a
-     * slow client get one more second, protocol.md "Shutdown"). */
+     * slow client go out while it takes them, protocol.md "Shutdown"). */
     assert_int_equal(set_deactivated(other, corr++, "vecadd", 1), GPUBRIDGE__STATUS__STATUS_OK);
     size_t vlen;
     uint8_t *vfr = vecadd_batch(corr++, 1, &vlen);

@@ -130,6 +130,8 @@ static void test_defaults(void **state)
     }
     assert_int_equal(c.arena_mb, 1024);
     assert_int_equal(c.shutdown_drain_ms, 10000);
+    assert_int_equal(c.io_threads, gb_config_io_threads_default());
+    assert_true(c.io_threads >= 1 && c.io_threads <= 4);
     assert_null(gb_config_grain(&c, "nope"));
     assert_null(gb_config_grain(&c, NULL));
     assert_int_equal(c.n_hosts, 0);
@@ -234,6 +236,7 @@ static void test_full_valid(void **state)
             "mode = \"persistent\";\n"
             "max_message_size = 65536L;\n" /* int64 */
             "shutdown_drain_ms = 2500;\n"
+            "io_threads = 3;\n"
             "persistent = { idle_spin_polls = 0; idle_backoff_max_ns = 0x400;\n"
             "               heartbeat_deadline_ms = 50; };\n"
             "relaunch = { max_messages_per_launch = 1; };\n"
@@ -251,6 +254,7 @@ static void test_full_valid(void **state)
     assert_int_equal(c.mode, GB_MODE_PERSISTENT);
     assert_int_equal(c.max_message_size, 65536);
     assert_int_equal(c.shutdown_drain_ms, 2500);
+    assert_int_equal(c.io_threads, 3);
     assert_int_equal(c.idle_spin_polls, 0);
     assert_int_equal(c.idle_backoff_max_ns, 1024);
     assert_int_equal(c.heartbeat_deadline_ms, 50);
@@ -393,6 +397,8 @@ static void test_err_range(void **state)
 {
     (void)state;
     expect_error("device = -1;\n", 1, "device: -1 is out of range (0..1023)");
+    expect_error("io_threads = 0;\n", 1, "io_threads: 0 is out of range (1..16)");
+    expect_error("io_threads = 17;\n", 1, "io_threads: 17 is out of range (1..16)");
     expect_error("max_message_size = 8;\n", 1,
                  "max_message_size: 8 is out of range (64..67108864)");
     expect_error("max_message_size = 67108865;\n", 1,
