@@ -406,8 +406,9 @@ void gbi_check_health(gb_server_t *s)
         gb_rk_status_t before;
         gb_rk_status(r->t->rk, &before);
         if (before.heartbeat != r->hb_seen || !r->hb_seen_ns) {
-            r->hb_seen = before.heartbeat;
-            r->hb_seen_ns = gb_now_ns();
+            /* Atomic: another I/O thread's status request reads them. */
+            __atomic_store_n(&r->hb_seen, before.heartbeat, __ATOMIC_RELAXED);
+            __atomic_store_n(&r->hb_seen_ns, gb_now_ns(), __ATOMIC_RELAXED);
         }
         if (gb_rk_poll(r->t->rk) != GB_OK && before.state == GB_RK_RUNNING) {
             gb_rk_status_t st;

@@ -77,12 +77,16 @@ static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
     m.last_error_code = st.last_error;
     m.last_error_name = st.last_error_name;
     m.heartbeat = st.heartbeat;
-    const gbi_ring_t *r = &c->s->rings[t - c->s->engine->types]; /* rings[i] serves types[i] */
+    /* The health check of the ring's owner (another I/O thread's copy of the
+     * ring, with several) saw the heartbeat change at hb_seen_ns: unchanged
+     * since, it is stale for that long. */
+    const size_t i = (size_t)(t - c->s->engine->types); /* rings[i] serves types[i] */
+    const gb_server_t *own = c->s->front ? c->s->front->shards[i % (size_t)c->s->front->n_io] : c->s;
+    const uint64_t seen = __atomic_load_n(&own->rings[i].hb_seen, __ATOMIC_RELAXED);
+    const uint64_t seen_ns = __atomic_load_n(&own->rings[i].hb_seen_ns, __ATOMIC_RELAXED);
     const uint64_t now = gb_now_ns();
-    /* Unchanged since the health check (every 100 ms) saw it change: stale
-     * for that long. Changed since: beating. */
-    if (st.heartbeat == r->hb_seen && r->hb_seen_ns && now > r->hb_seen_ns)
-        m.heartbeat_age_ns = now - r->hb_seen_ns;
+    if (st.heartbeat == seen && seen_ns && now > seen_ns)
+        m.heartbeat_age_ns = now - seen_ns;
     m.device = st.mode == GB_MODE_CPU ? -1 : c->s->engine->device;
     m.queue_capacity = st.capacity;
     m.slot_size = st.slot_size;

@@ -223,12 +223,14 @@ static void *shard_main(void *arg)
         }
         shard_wait(s, shutting, &spin_until);
     }
-    if (__atomic_load_n(&f->io_abort, __ATOMIC_ACQUIRE)) {
-        gbi_refuse_held(s); /* the drain ran out: what waits is answered */
-        gbi_route_fini(s, 1);
+    /* What still waits is answered: at the drain deadline, or a message a
+     * last turn routed after the front found this shard quiet (each does
+     * nothing when empty). */
+    gbi_refuse_held(s);
+    gbi_route_fini(s, 1);
+    if (__atomic_load_n(&f->io_abort, __ATOMIC_ACQUIRE))
         while (shard_read(s)) /* and frames handed on but not yet read (refusing) */
             ;
-    }
     gbi_flush(s);
     return NULL;
 }
