@@ -262,6 +262,48 @@ static size_t hold_mem(const gbi_frame_t *f, size_t from)
     return sizeof(gbi_held_t) + sizeof(gbi_frame_t) + (f->n - from) * sizeof(gbi_env_t) + f->size + 32;
 }
 
+/* The rings envelopes [from, n) of f go through: requests and one-way
+ * messages to a served type, and DeactivateGrain (which travels through its
+ * type's ring). The other control operations act when read. */
+static uint32_t frame_rings(gb_server_t *s, const gbi_frame_t *f, size_t from)
+{
+    uint32_t rings = 0;
+    for (size_t i = from; i < f->n; i++) {
+        const gbi_env_t *e = &f->envs[i];
+        const gb_engine_type_t *t = NULL;
+        if (e->kind == GPUBRIDGE__KIND__KIND_CONTROL) {
+            Gpubridge__Control *ctl = e->has_control ? gpubridge__control__unpack(NULL, e->control_len, e->control)
+                                                     : NULL;
+            if (ctl && ctl->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN && ctl->deactivate_grain->grain_type)
+                t = gb_engine_find(s->engine, ctl->deactivate_grain->grain_type);
+            gpubridge__control__free_unpacked(ctl, NULL);
+        } else if (e->has_grain) {
+            t = gb_engine_find_n(s->engine, e->type, e->type_len);
+        }
+        if (t)
+            rings |= 1u << (t - s->engine->types);
+    }
+    return rings;
+}
+
+static void count_holds(gbi_client_t *c, uint32_t rings, int d)
+{
+    for (size_t b = 0; b < GB_MAX_GRAIN_TYPES; b++)
+        if (rings >> b & 1u)
+            c->ring_holds[b] += (uint32_t)d;
+}
+
+/* Whether frame f (from envelope from) must wait behind client c's held
+ * frames: it goes through a ring one of them has yet to reach. */
+static int waits_behind(gb_server_t *s, const gbi_client_t *c, const gbi_frame_t *f, size_t from)
+{
+    const uint32_t rings = frame_rings(s, f, from);
+    for (size_t b = 0; b < GB_MAX_GRAIN_TYPES; b++)
+        if ((rings >> b & 1u) && c->ring_holds[b])
+            return 1;
+    return 0;
+}
+
 /* Copies envelopes [i, n) of a fresh frame to wait in s->blocked's FIFO (or,
  * behind set, after the client's older held frames), if the bounds let it:
  * the client's share, and all holds together. */
@@ -302,6 +344,8 @@ static int hold_fresh(gb_server_t *s, const gbi_frame_t *f, size_t i, const uint
     nh->admin = (uint8_t)s->peer_admin;
     nh->err_bytes = s->frame_err_bytes;
     nh->err_corr0 = s->frame_corr0;
+    nh->rings = frame_rings(s, copy, 0);
+    count_holds(c, nh->rings, 1);
     GBI_ADD(s->held_bytes, mem);
     c->held_mem += mem;
     if (!behind) {
@@ -332,27 +376,6 @@ static int client_over(gb_server_t *s, const uint8_t *id, uint8_t id_len)
     return c && c->held_mem + c->out_mem > s->client_limit;
 }
 
-/* Whether envelopes [from, n) of f are all control operations that act on
- * a grain type, not on a grain (DeactivateGrain goes through the grain's
- * ring, after the requests before it). Such a frame goes ahead of its
- * client's held frames: its Activate may be what they wait for. */
-static int control_only(const gbi_frame_t *f, size_t from)
-{
-    if (from >= f->n)
-        return 0;
-    for (size_t i = from; i < f->n; i++) {
-        const gbi_env_t *e = &f->envs[i];
-        if (e->kind != GPUBRIDGE__KIND__KIND_CONTROL || !e->has_control)
-            return 0;
-        Gpubridge__Control *ctl = gpubridge__control__unpack(NULL, e->control_len, e->control);
-        const int grain_op = !ctl || ctl->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN;
-        gpubridge__control__free_unpacked(ctl, NULL);
-        if (grain_op)
-            return 0;
-    }
-    return 1;
-}
-
 int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,
                    uint8_t delim, size_t bytes, gbi_held_t *h)
 {
@@ -365,8 +388,8 @@ int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint
     s->frame_corr0 = h ? h->err_corr0 : 0;
     int ret = HANDLED;
     gbi_client_t *older = h || s->refusing ? NULL : gbi_client_find(s, id, id_len);
-    if (older && older->held_mem && !control_only(f, from)) {
-        /* an older frame of its client is held: this one waits behind it */
+    if (older && older->held_mem && waits_behind(s, older, f, from)) {
+        /* an older frame of its client is held at a ring this one goes through: it waits behind */
         ret = hold_fresh(s, f, from, id, id_len, delim, 1);
         s->resuming = NULL;
         s->feeding = 0;
@@ -423,6 +446,7 @@ static void unhold(gb_server_t *s, gbi_held_t *h)
     gbi_client_t *c = h->client;
     GBI_ADD(s->held_bytes, -h->bytes);
     c->held_mem -= h->bytes;
+    count_holds(c, h->rings, -1);
     gbi_held_free(h);
     while (c->wait_head) {
         gbi_held_t *w = c->wait_head;
@@ -436,6 +460,7 @@ static void unhold(gb_server_t *s, gbi_held_t *h)
         }
         GBI_ADD(s->held_bytes, -w->bytes);
         c->held_mem -= w->bytes;
+        count_holds(c, w->rings, -1);
         gbi_held_free(w);
     }
     gbi_client_release(s, c);

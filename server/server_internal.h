@@ -108,6 +108,7 @@ typedef struct gbi_held {
     uint8_t admin;      /* its sender may change state (authority.h) */
     int err_corr0;      /* the frame's error budget so far, kept across resumes */
     size_t err_bytes;   /* (gb_server.frame_err_bytes, frame_corr0) */
+    uint32_t rings;     /* bit i: its envelopes go through rings[i] (counted in its client's ring_holds) */
 } gbi_held_t;
 
 /* A message between grains waiting for room in its target's ring
@@ -174,10 +175,14 @@ typedef struct gbi_client {
     uint64_t run_first[GBI_REFUSED_RUNS], run_last[GBI_REFUSED_RUNS];
     uint8_t n_runs;
     uint64_t last_tag;
-    /* Its frames that came while an older one of its frames was held: they
-     * wait, whole and in order, until that one is fed (server_feed.c), so
-     * that no later frame overtakes it at a ring it has not reached yet. */
+    /* Its frames that came while an older one of its frames was held and
+     * that go through a ring the older one has yet to reach: they wait,
+     * whole and in order, until that one is fed (server_feed.c), so that no
+     * later frame overtakes it there. */
     struct gbi_held *wait_head, *wait_tail;
+    /* Per ring, its held and waiting frames that still go through it: a new
+     * frame waits behind them only if it goes through one of those rings. */
+    uint32_t ring_holds[GB_MAX_GRAIN_TYPES];
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;

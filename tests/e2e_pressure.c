@@ -1459,6 +1459,45 @@ static void test_own_activate_not_held(void **state)
     assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
+/* A client whose vecadd requests wait (vecadd paused, its ring full) still
+ * gets its echo requests answered on the same connection: only frames that
+ * go through a ring its held frames have yet to reach wait behind them. */
+static void test_other_type_not_held(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "grains = ( { type = \"vecadd\"; queue_capacity = 64; } );\n"), 0);
+    void *c = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(c, 1, "vecadd", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    enum { PER = 100, FRAMES = 20, ECHO = 100000 };
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = vecadd_batch(1000 + k * PER, PER, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    usleep(200000); /* the frames past the ring's 64 slots are held by now */
+    size_t len;
+    uint8_t *fr = echo_batch(ECHO, 1, &len);
+    send_raw(c, fr, len);
+    free(fr);
+    tally_t t;
+    tally_init(&t, ECHO);
+    want_t w = {1, 1, 0};
+    tally_until(&t, c, all_answered, &w, REPLY_MS);
+    assert_int_equal(t.seen[ECHO], 1); /* while vecadd is still paused */
+    assert_int_equal(t.ok, 1);
+    free(t.seen);
+    assert_int_equal(set_deactivated(c, 2, "vecadd", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    tally_init(&t, 1000 + (uint64_t)PER * FRAMES);
+    want_t all = {(uint64_t)PER * FRAMES, PER, 0};
+    tally_until(&t, c, all_answered, &all, REPLY_MS);
+    expect_all_answered(&t, &all);
+    assert_int_equal(t.ok, (uint64_t)PER * FRAMES);
+    free(t.seen);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+}
+
 /* Telemetry of echo through s, read until two reads 200 ms apart agree
  * on what was taken (the bridge has settled); the caller frees it. */
 static Gpubridge__Telemetry *echo_settled(void *s, uint64_t *corr)
@@ -1564,6 +1603,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_drain_refuses_late_requests, stop_bridge),
         cmocka_unit_test_teardown(test_drain_refuses_unread_shutting_down, stop_bridge),
         cmocka_unit_test_teardown(test_own_activate_not_held, stop_bridge),
+        cmocka_unit_test_teardown(test_other_type_not_held, stop_bridge),
         cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
         cmocka_unit_test_teardown(test_unread_replies_answered_once, stop_bridge),
         cmocka_unit_test_teardown(test_refused_frames_answered_once, stop_bridge),
