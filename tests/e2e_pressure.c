@@ -1586,9 +1586,11 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     expect_all_answered(&t, &w);
     /* The client's queue was full before its first refusal and it read
      * nothing until now: every refusal it reads was sent after the signal,
-     * so none says BUSY. */
+     * so none says BUSY. Each late frame is refused, as a whole frame while
+     * the client is past its bound, or request by request once its replies
+     * have gone out (a GPU drains the backlog that fast). */
     assert_int_equal(t.busy + t.frame_busy, 0);
-    assert_true(t.frame_other >= refused0 + LATE);
+    assert_true(t.frame_other * PER + t.shutting_down >= (refused0 + LATE) * PER);
     free(t.seen);
     zmq_close(c);
     zmq_close(other);
