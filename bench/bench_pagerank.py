@@ -22,10 +22,14 @@ driver's host-verified error bound.
 
 --compare-build runs the same graphs with a second build (bridge and driver), in the same run and
 on the same device: e.g. the build before the grains' sums went to double, for old-vs-new figures.
+--repeat N runs each build N times, alternating, so that a slow moment of a shared host does not
+fall on one build only; "bridge ms/it" is then the median run, and "steady" the median iteration
+after each run's first (which also pays for the first activation of the grains).
 Prints a table and a JSON line."""
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,6 +121,9 @@ def main():
     ap.add_argument("--partitions", type=int, default=0, help="0: the driver's default for the mode")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--arena-mb", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of the driver per build and way, builds alternating; a row gives the median "
+                         "run (bridge ms/it) and the median iteration after each run's first (steady)")
     ap.add_argument("--ways", nargs="+", choices=["one", "two"], default=["one"],
                     help="one: a round of messages per iteration (the driver's default); "
                          "two: --two-rounds, a senders' round too; several: each in turn, same graph")
@@ -154,7 +161,10 @@ def main():
         rbin = os.path.join(tmp, f"k{s}.ranks")
         runs = []
         builds = [("new", a.build)] + ([("old", a.compare_build)] if a.compare_build else [])
-        for (label, build), way in [(b, w) for b in builds for w in a.ways]:
+        if a.repeat < 1:
+            sys.exit("--repeat: at least 1")
+        per = {}  # (label, way) -> [(result, per-iteration ms)]
+        for _, (label, build), way in [(r, b, w) for r in range(a.repeat) for b in builds for w in a.ways]:
             cmd = [os.path.join(build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
                    "--edgefactor", str(a.edgefactor), "-p", str(a.partitions), "-t", str(a.tolerance),
                    "-k", "0", "-j", "--write-csr", csr, "--ranks-bin", rbin]
@@ -172,14 +182,24 @@ def main():
                 print(p.stdout)
                 sys.exit(f"driver failed at scale {s}")
             res = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
-            runs.append((label, way, res, np.fromfile(rbin, dtype="<f8")))
+            its = [float(m.group(1)) for m in re.finditer(r"^iteration +\d+:.* ([0-9.]+) ms \(", p.stderr, re.M)]
+            if (label, way) not in per:
+                runs.append((label, way, res, np.fromfile(rbin, dtype="<f8")))
+            per.setdefault((label, way), []).append((res, its))
         n, m, in_off, in_src, outdeg = load_csr(csr)
         _, exact = reference(a.ref, n, m, in_off, in_src, outdeg, None, 0.85)
         for label, way, res, ours in runs:
+            tries = per[(label, way)]
+            res = dict(res)
+            res["ms_per_iter"] = float(np.median([t[0]["ms_per_iter"] for t in tries]))
+            steady = [x for _, its in tries for x in its[1:]]
             ref_dt, ref_x = reference(a.ref, n, m, in_off, in_src, outdeg, res["iterations"], 0.85)
             rows.append({"scale": s, "build": label, "vertices": n, "edges": m, "iterations": res["iterations"],
                          "mode": res["mode"], "rounds": way, "partitions": res["partitions"],
-                         "bridge_ms": res["ms_per_iter"], "ref": a.ref, "ref_ms": ref_dt * 1e3,
+                         "bridge_ms": res["ms_per_iter"], "runs": len(tries),
+                         "bridge_runs_ms": [t[0]["ms_per_iter"] for t in tries],
+                         "steady_ms": float(np.median(steady)) if steady else None,
+                         "ref": a.ref, "ref_ms": ref_dt * 1e3,
                          "ratio": res["ms_per_iter"] / (ref_dt * 1e3),
                          "bridge_gedges": m / res["ms_per_iter"] / 1e6,
                          "l1_delta": res["l1_delta"], "error_bound": res.get("error_bound"),
@@ -189,12 +209,13 @@ def main():
         for f in (csr, rbin):
             os.unlink(f)
     print(f"\n{'scale':>5} {'build':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'rounds':>6} "
-          f"{'bridge ms/it':>12} {a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs exact':>11} "
+          f"{'bridge ms/it':>12} {'steady':>7} {a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs exact':>11} "
           f"{'ref L1 vs exact':>15} {'bound':>9}")
     for r in rows:
         bound = f"{r['error_bound']:.2e}" if r["error_bound"] is not None else "-"
         print(f"{r['scale']:>5} {r['build']:>5} {r['vertices']:>10} {r['edges']:>11} {r['iterations']:>5} "
-              f"{r['mode']:>10} {r['rounds']:>6} {r['bridge_ms']:>12.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} "
+              f"{r['mode']:>10} {r['rounds']:>6} {r['bridge_ms']:>12.3f} "
+              f"{r['steady_ms'] if r['steady_ms'] is not None else float('nan'):>7.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} "
               f"{r['bridge_gedges']:>9.2f} {r['l1_vs_exact']:>11.2e} {r['ref_l1_vs_exact']:>15.2e} {bound:>9}")
     print(json.dumps({"bench": "pagerank", "rows": rows}))
 
