@@ -15,6 +15,8 @@
 #define GBCI_DEFAULT_MAX_BATCH 256
 #define GBCI_DEFAULT_MAX_FRAME (1u << 20)
 #define GBCI_KEY_LEN 41 /* Z85 key + NUL */
+/* try_send reads a connection's monitor at most this often (transport.c) */
+#define GBCI_MON_EVERY_NS 100000
 /* Sizes of the growable structs in 0.2, where struct_size came in (what a
  * struct_size of 0 stands for). Fixed: never sizeof of today's struct. */
 #define GBCI_OPTIONS_V02_SIZE 56
@@ -121,6 +123,7 @@ typedef struct gbci_endpoint {
      * replies cannot come (a new connection has a new routing id). */
     uint64_t lost_upto;
     bool lost_new;       /* lost_upto grew; async requests not yet completed */
+    int64_t mon_read_ns; /* when try_send last read the monitor */
 } gbci_endpoint_t;
 
 struct gbc_client {
@@ -188,7 +191,10 @@ void gbci_monitor_drain(gbci_endpoint_t *ep);
  * or whose connection ended with it in flight (lost_upto), with a
  * STATUS_TIMEOUT reply in c->ready (a late reply is then dropped); returns
  * the earliest deadline still pending (INT64_MAX when none). */
-int64_t gbci_expire(gbc_client_t *c, int64_t now);
+/* check_lost: also complete the requests of connections that have ended,
+ * which reads the monitors (a system call each); a caller with replies
+ * ready to hand out skips it, and the next one that would wait does it. */
+int64_t gbci_expire(gbc_client_t *c, int64_t now, bool check_lost);
 
 /* request.c: one envelope to endpoint i, waiting for its reply (calls and
  * control operations). Sets env->correlation_id. */

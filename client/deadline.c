@@ -97,9 +97,10 @@ static void complete_lost(gbc_client_t *c)
         c->eps[i].lost_new = false;
 }
 
-int64_t gbci_expire(gbc_client_t *c, int64_t now)
+int64_t gbci_expire(gbc_client_t *c, int64_t now, bool check_lost)
 {
-    complete_lost(c);
+    if (check_lost)
+        complete_lost(c);
     gbci_deadlines_t *q = &c->deadlines;
     while (q->n) {
         const gbci_deadline_t *d = &q->d[q->head];

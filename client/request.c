@@ -186,7 +186,7 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     int64_t deadline = gbci_deadline(c, timeout_ms);
     /* A request past its own deadline completes now (gbci_expire), so wait
      * no longer than the first one due. */
-    int64_t due = gbci_expire(c, gbci_now_ns());
+    int64_t due = gbci_expire(c, gbci_now_ns(), c->ready.n == 0);
     /* Batches that cannot go at once (a bridge down or full) go out while
      * replies are awaited below: waiting for room here would hold back
      * the replies of the other bridges. */
@@ -194,7 +194,7 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     gbc_err err = GBC_OK;
     while (c->ready.n == 0 && (c->async_in_flight || ferr)) {
         gbci_pump(c, due < deadline ? due : deadline, 0, SIZE_MAX, NULL, &err);
-        due = gbci_expire(c, gbci_now_ns());
+        due = gbci_expire(c, gbci_now_ns(), true);
         if (err || gbci_now_ns() >= deadline)
             break;
     }
