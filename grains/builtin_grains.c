@@ -9,8 +9,10 @@ const gb_grain_desc_t *const gb_builtin_grains[] = {&gb_grain_vecadd, &gb_grain_
                                                     &gb_grain_pagerank_aggregator};
 const size_t gb_n_builtin_grains = sizeof gb_builtin_grains / sizeof gb_builtin_grains[0];
 
-/* vecadd and echo: windows of 1,024 (about twice the throughput of 256 in
- * bench_ring on an H100; shared memory holds them at 64-byte slots). */
+/* vecadd and echo: windows of 1,024: a ring kernel reading mapped memory is
+ * bound by the loads it has in flight, and a wider window keeps more in
+ * flight (GBK_READ_UNROLL, ring_kernel.cuh); shared memory holds them at
+ * 64-byte slots. */
 const gb_grain_config_t gb_builtin_grain_configs[] = {
     {"vecadd", 4096, 64, 1024, 65536, 0, GB_COLLECTION_AGE_S_DEFAULT, GB_MAX_EVICTED_KB_DEFAULT},
     {"echo", 4096, 64, 1024, 65536, 0, GB_COLLECTION_AGE_S_DEFAULT, GB_MAX_EVICTED_KB_DEFAULT},

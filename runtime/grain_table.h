@@ -188,8 +188,8 @@ static __device__ __forceinline__ void gb_grain_load32(const gb_grain_entry_t *e
  * copy16, for tables of 32-byte entries (states of up to 16 bytes), may ask
  * for the state as well: it is loaded with the probe and copied out (zero for
  * a new activation), so that a GPU lookup costs one memory round trip rather
- * than three dependent ones (used, then key, then the handler's state: about
- * 0.8 us on an H200). The caller writes the copy back. copy16 is 16-byte
+ * than three dependent ones (used, then key, then the handler's state). The
+ * caller writes the copy back. copy16 is 16-byte
  * aligned; NULL: no copy.
  *
  * t->concurrent (GPU): lookups of different keys may run at once in one
@@ -217,10 +217,9 @@ GB_HD int64_t gb_grain_find(gb_grain_table_t *t, uint32_t lane, uint64_t key, in
          * may be activating entries of this partition (t->concurrent), but a
          * stale view is harmless: a free entry is claimed by
          * compare-and-swap, which reports the truth, and a match is verified
-         * (gb_grain_verify) before it is trusted. Loads at GPU scope
-         * (ld.relaxed.gpu) made the round trip 1.1 us slower on an H100
-         * (5.6 us against 4.5, same run; likely waiting on the stores to
-         * host memory before them).
+         * (gb_grain_verify) before it is trusted. Not loads at GPU scope
+         * (ld.relaxed.gpu): those wait on the stores to host memory before
+         * them, which lengthens every round trip.
          * As plain C the compiler sinks the state's load into the branch that
          * uses it, after the compare: a second, dependent trip to L2 on
          * every message. asm volatile

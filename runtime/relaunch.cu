@@ -520,7 +520,7 @@ static int progress(gb_rk_t *rk)
     if (b->in_flight) {
         /* Mapped placement queues launches behind the one running (staging
          * keeps one in flight: nothing to do). Its replies come by their
-         * stamps, so a stream query (some 0.5 us) is only needed when
+         * stamps, so a stream query (a call into the driver) is only needed when
          * requests wait for a launch, and now and then to retire launches and
          * see errors; and only behind inline launches, which end exactly at
          * launch_to (a ring kernel may have read an in_head older than

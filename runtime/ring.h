@@ -22,7 +22,7 @@
  * for completeness; with this pairing it cannot occur.)
  *
  * One PCIe read per message. A consumer that reads `head` and then the slot pays
- * two dependent PCIe reads (~1 us each). Instead the producer stamps each slot
+ * two dependent PCIe round trips. Instead the producer stamps each slot
  * with seq = stamp(position), written last with release semantics; the consumer
  * reads the whole 64-byte first line of the slot in one coalesced load and
  * accepts it when the stamp matches. We rely on a 64-byte aligned line read by

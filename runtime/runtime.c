@@ -303,8 +303,7 @@ gb_slot_hdr_t *gb_rk_claim(gb_rk_t *rk)
      * is free. Acquire pairs with the consumer's release in gb_rk_consume.
      * out_tail, the consumer's line, is read only when the cached credit is
      * used up: with producer and consumer on different cores, a read per
-     * request moved that line between them on every message (4 M msg/s
-     * streaming on an H100 host). */
+     * request would move that line between them on every message. */
     if (rk->in_head - rk->credit_tail >= rk->geom.cap) {
         rk->credit_tail = __atomic_load_n(&rk->out_tail, __ATOMIC_ACQUIRE);
         if (rk->in_head - rk->credit_tail >= rk->geom.cap)

@@ -3,6 +3,7 @@
  * at once with one Reply whose payload names its type in message_type. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "authority.h"
@@ -51,17 +52,22 @@ static void fail(const ctl_ctx_t *c, int status, const char *fmt, ...)
     gbi_reply(c->s, c->id, c->id_len, c->delim, c->corr, status, err, 0, NULL, 0);
 }
 
-/* Packs msg (a protobuf-c message) into a buffer and replies with it. */
+/* Packs msg (a protobuf-c message) into a buffer and replies with it. A
+ * reply too large for the stack (Limits of types with many message types)
+ * is packed on the heap. */
 static void reply_msg(const ctl_ctx_t *c, const ProtobufCMessage *msg, uint32_t mt)
 {
-    uint8_t buf[8192];
+    uint8_t stack[8192];
     size_t len = protobuf_c_message_get_packed_size(msg);
-    if (len > sizeof buf) {
-        fail(c, GPUBRIDGE__STATUS__STATUS_INTERNAL, "control reply too large%s", "");
+    uint8_t *buf = len > sizeof stack ? malloc(len) : stack;
+    if (!buf) {
+        fail(c, GPUBRIDGE__STATUS__STATUS_INTERNAL, "the bridge is out of memory for this %zu-byte reply", len);
         return;
     }
     protobuf_c_message_pack(msg, buf);
     gbi_reply(c->s, c->id, c->id_len, c->delim, c->corr, GPUBRIDGE__STATUS__STATUS_OK, NULL, mt, buf, len);
+    if (buf != stack)
+        free(buf);
 }
 
 static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
@@ -157,15 +163,70 @@ static void reply_detect(const ctl_ctx_t *c)
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_DETECT_REPORT);
 }
 
+/* One grain type's request types in the Limits reply: every one its codec
+ * (or descriptor) declares, however many. */
+#define LIMITS_STACK 8 /* the built-in types have fewer */
+typedef struct msg_limits {
+    gbi_msg_limit_t *lim; /* more than LIMITS_STACK: the heap copy */
+    Gpubridge__MessageTypeLimits *ml, **mlp;
+} msg_limits_t;
+
+static void msg_limits_free(msg_limits_t *b)
+{
+    free(b->lim);
+    free(b->ml);
+    free(b->mlp);
+}
+
+/* Sets g's message types from grain type t's, into b (freed by the caller).
+ * 0, or -1 when memory is short. */
+static int msg_limits_fill(const gb_server_t *s, const gb_engine_type_t *t, Gpubridge__GrainTypeLimits *g,
+                           msg_limits_t *b)
+{
+    const uint32_t large = gb_rk_large_max(t->rk), type_len = (uint32_t)strlen(t->name);
+    gbi_msg_limit_t first[LIMITS_STACK];
+    const gbi_msg_limit_t *lim = first;
+    /* It returns how many there are, also past max (gb_grain_limit_put). */
+    size_t n = gbi_codec_limits(t->kind, g->record_size, large, s->cfg->max_message_size, type_len, first,
+                                LIMITS_STACK);
+    if (n > LIMITS_STACK) {
+        if (!(b->lim = calloc(n, sizeof *b->lim)))
+            return -1;
+        const size_t again =
+            gbi_codec_limits(t->kind, g->record_size, large, s->cfg->max_message_size, type_len, b->lim, n);
+        n = again < n ? again : n;
+        lim = b->lim;
+    }
+    if (n == 0)
+        return 0;
+    b->ml = calloc(n, sizeof *b->ml);
+    b->mlp = calloc(n, sizeof *b->mlp);
+    if (!b->ml || !b->mlp)
+        return -1;
+    for (size_t j = 0; j < n; j++) {
+        Gpubridge__MessageTypeLimits *x = &b->ml[j];
+        *x = (Gpubridge__MessageTypeLimits)GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT;
+        x->message_type = lim[j].message_type;
+        x->name = (char *)lim[j].name;
+        x->max_payload = lim[j].max_payload;
+        x->max_elements = lim[j].max_elements;
+        b->mlp[j] = x;
+    }
+    g->n_message_types = n;
+    g->message_types = b->mlp;
+    return 0;
+}
+
 /* The size limits a client needs before it sends: the frame bound, the hold
  * bound, and per grain type what each request type accepts (codec_limits.c). */
-#define LIMITS_MSGS 8
 static void reply_limits(const ctl_ctx_t *c)
 {
     const gb_server_t *s = c->s;
     Gpubridge__Limits m = GPUBRIDGE__LIMITS__INIT;
     Gpubridge__GrainTypeLimits gl[GB_MAX_GRAIN_TYPES], *glp[GB_MAX_GRAIN_TYPES];
-    Gpubridge__MessageTypeLimits ml[GB_MAX_GRAIN_TYPES][LIMITS_MSGS], *mlp[GB_MAX_GRAIN_TYPES][LIMITS_MSGS];
+    msg_limits_t bufs[GB_MAX_GRAIN_TYPES];
+    int short_of_memory = 0;
+    memset(bufs, 0, sizeof bufs);
     m.max_message_size = s->cfg->max_message_size;
     m.hold_bound = (s->front ? s->front : s)->held_limit; /* the total: shards split it */
     m.max_replies_per_frame = GBI_BATCH_MAX;
@@ -182,24 +243,17 @@ static void reply_limits(const ctl_ctx_t *c)
         for (size_t k = 0; k < s->cfg->n_grains; k++)
             if (strcmp(s->cfg->grains[k].type, t->name) == 0)
                 g->max_grains = s->cfg->grains[k].max_grains;
-        gbi_msg_limit_t lim[LIMITS_MSGS];
-        size_t n = gbi_codec_limits(t->kind, g->record_size, gb_rk_large_max(t->rk), s->cfg->max_message_size,
-                                    (uint32_t)strlen(t->name), lim, LIMITS_MSGS);
-        for (size_t j = 0; j < n && j < LIMITS_MSGS; j++) {
-            Gpubridge__MessageTypeLimits *x = &ml[m.n_grain_types][j];
-            *x = (Gpubridge__MessageTypeLimits)GPUBRIDGE__MESSAGE_TYPE_LIMITS__INIT;
-            x->message_type = lim[j].message_type;
-            x->name = (char *)lim[j].name;
-            x->max_payload = lim[j].max_payload;
-            x->max_elements = lim[j].max_elements;
-            mlp[m.n_grain_types][j] = x;
-        }
-        g->n_message_types = n < LIMITS_MSGS ? n : LIMITS_MSGS;
-        g->message_types = mlp[m.n_grain_types];
+        if (msg_limits_fill(s, t, g, &bufs[m.n_grain_types]) != 0)
+            short_of_memory = 1;
         glp[m.n_grain_types++] = g;
     }
     m.grain_types = glp;
-    reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS);
+    if (short_of_memory)
+        fail(c, GPUBRIDGE__STATUS__STATUS_INTERNAL, "the bridge is out of memory for the limits reply%s", "");
+    else
+        reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS);
+    for (size_t i = 0; i < m.n_grain_types; i++)
+        msg_limits_free(&bufs[i]);
 }
 
 /* The grain type an operation names, or NULL after an error reply. */

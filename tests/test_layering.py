@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The source tree's layers (docs/design.md, "Source layout"): each folder's
-files include only from the folders below it, and no file of the runtime,
-the server or the daemon names a built-in grain type.
+files include only from the folders below it, no file of the runtime, the
+server or the daemon names a built-in grain type, and no device code
+dispatches on a grain kind: each type's kernels are templates specialised on
+its handler (include/gpubridge/grain.h), so a kernel never switches on, or
+compares, a kind, nor calls a handler chosen by one.
 
     include/   the public API (gpubridge/grain.h, gpubridge/runtime.h)
     runtime/   rings, registry, dispatch, backends, device code, config
@@ -35,6 +38,17 @@ GLUE = {"grains/builtin_grains.c": {"config.h", "grain_registry.h"}}
 BUILTIN_NAME = re.compile(r'"(echo|vecadd|pagerank\.(sender|aggregator))"|\bGB_(ECHO|VECADD|PR)_\w+|'
                           r'\bgbi?_(codec_(echo|vecadd|pr)|grain_(echo|vecadd|pagerank))\w*')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# Device code: every file of runtime/device/, and the headers besides it that
+# the kernels compile (the SDK's, cmake/GbSdk.cmake, and the public grain.h).
+DEVICE_DIR = "runtime/device"
+DEVICE_HEADERS = ["include/gpubridge/grain.h"] + [f"runtime/{h}" for h in sorted(SDK - {"log.h"})]
+KIND = r"(?:\w+(?:\.|->))?kind\b"  # kind, a.kind, args->kind
+KIND_DISPATCH = re.compile(
+    rf"\bswitch\s*\(\s*{KIND}"                          # switch (a.kind)
+    rf"|\b{KIND}\s*[=!]=|[=!]=\s*{KIND}"                   # kind == GB_..., GB_... != kind
+    rf"|\[\s*{KIND}\s*\]\s*\("                             # handlers[kind](...)
+    r"|\bgb_grain_on_message\s*\("                         # the handler of a kind
+    rf"|\b\w*(?:on_message|dispatch)\w*\s*\([^;]*?\b{KIND}")  # gbi_dispatch_one(a.kind, ...)
 
 
 def layer_of(rel):
@@ -58,9 +72,38 @@ def index_headers():
     return where
 
 
+def without_comments(text):
+    """text with its comments blanked (line numbers kept)."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+
+
+def device_files():
+    files = list(DEVICE_HEADERS)
+    for root, _, names in os.walk(os.path.join(SRC, DEVICE_DIR)):
+        files += [os.path.relpath(os.path.join(root, f), SRC) for f in sorted(names) if f.endswith(EXT)]
+    return files
+
+
+def kind_dispatch():
+    """One line per place where device code dispatches on a grain kind."""
+    bad = []
+    for rel in device_files():
+        path = os.path.join(SRC, rel)
+        if not os.path.exists(path):
+            bad.append(f"{rel}: missing (a device source test_layering.py checks)")
+            continue
+        code = without_comments(open(path, encoding="utf-8").read())
+        for n, line in enumerate(code.splitlines(), 1):
+            m = KIND_DISPATCH.search(line)
+            if m:
+                bad.append(f"{rel}:{n}: dispatches on a grain kind in '{m.group(0).strip()}' (a kernel is a "
+                           f"template on one type's traits: GB_DEFINE_GRAIN, grain_kernels.cuh)")
+    return bad
+
+
 def main():
     where = index_headers()
-    bad = []
+    bad = kind_dispatch()
     for top in ALLOWED:
         for root, _, files in os.walk(os.path.join(SRC, top)):
             for f in sorted(files):

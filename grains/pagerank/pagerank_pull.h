@@ -80,8 +80,9 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
  * The sums are double: a hub's float sum of many small contributions loses
  * the tolerance.
  * L2's rate for random 4-byte gathers sets the pace (docs/performance.md),
- * not the instruction count or DRAM: a warp per 32 edges with a segmented
- * scan, L2 eviction hints, or gathers through L1 run no faster. */
+ * not the instruction count or DRAM, so the loop stays a plain one: a warp
+ * per 32 edges with a segmented scan, L2 eviction hints or gathers through
+ * L1 leave that rate as it is. */
 #define GB_PR_EDGES 8
 static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const float *x,
                                         uint64_t first, uint64_t end)

@@ -72,9 +72,9 @@ static __device__ void team_reader(const gb_kargs_t &a)
     int acked = ks.active_seen, reason = GB_EXIT_NONE;
     uint32_t idle = 0, sleep_ns = 0;
     /* The test flags: one read over PCIe, by one thread, handed to the workers
-     * in device memory (published with the first window). Every thread of
-     * every block reading the mapped line at start cost a relaunch about 2 ms
-     * on an H100: thousands of reads of one host address, served one by one. */
+     * in device memory (published with the first window), rather than every
+     * thread of every block reading the mapped line at start: thousands of
+     * reads of one host address, served one by one, on every relaunch. */
     if (tid == 0) {
         s_test = ldv(&ctl->test_flags);
         stv(&T->test_flags, (uint64_t)s_test);

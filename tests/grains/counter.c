@@ -1,6 +1,8 @@
 /* A grain library for the loader's tests (test_grain_libs.sh): one cpu-only
  * type, test.counter (raw payloads). Message 1 adds the request's uint64 to
- * the key's count and replies with the count; message 2 fails with aux 7. */
+ * the key's count and replies with the count; message 2 fails with aux 7.
+ * With GB_TEST_MANY_MSGS it declares twelve request types (3..12 act as 1),
+ * all of which the Limits reply lists. */
 #include <string.h>
 
 #include "gpubridge/grain.h"
@@ -25,5 +27,11 @@ GB_HD uint16_t counter_on_message(const gb_grain_ctx_t *ctx, void *state, uint16
     return GB_SLOT_OK;
 }
 
+#ifdef GB_TEST_MANY_MSGS
+static const gb_grain_msg_t counter_msgs[] = {{1, "Add"},  {2, "Fail"}, {3, "M3"},   {4, "M4"},
+                                              {5, "M5"},   {6, "M6"},   {7, "M7"},   {8, "M8"},
+                                              {9, "M9"},   {10, "M10"}, {11, "M11"}, {12, "M12"}};
+#else
 static const gb_grain_msg_t counter_msgs[] = {{1, "Add"}, {2, "Fail"}};
+#endif
 GB_DEFINE_GRAIN(test_counter, GB_TEST_TYPE_NAME, sizeof(uint64_t), 0, counter_on_message, counter_msgs, NULL)

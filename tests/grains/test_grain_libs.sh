@@ -77,10 +77,11 @@ grep -qF "library = \"$T/libgbt_counter.so\"" <<< "$out" || fail "ok: the librar
 grep -qE 'type = "test.counter"; queue_capacity = 64;' <<< "$out" || fail "ok: the type is not listed: $out"
 
 # Served in cpu mode, called generically (raw payloads) with gbctl; the
-# type with the generic settings (no entry of its own).
+# types with the generic settings (no entry of their own).
+cp "$LIB/libgbt_many.so" "$T/"
 cat > "$T/serve.cfg" <<CFG
 endpoints = [ "ipc://$T/sock" ];
-grains = ( { library = "libgbt_counter.so"; } );
+grains = ( { library = "libgbt_counter.so"; }, { library = "libgbt_many.so"; } );
 CFG
 if [ -x "$GBCTL" ]; then
   "$BIN" --config "$T/serve.cfg" --mode cpu > "$T/daemon.log" 2>&1 &
@@ -95,6 +96,10 @@ if [ -x "$GBCTL" ]; then
   grep -qF "test.counter has no message type 9 (Add is 1, Fail is 2)" <<< "$out" || fail "type 9: $out"
   out=$("$GBCTL" -e "$E" limits 2>&1) || fail "limits: $out"
   grep -q "test.counter" <<< "$out" || fail "limits lists no test.counter: $out"
+  # Every request type a type declares, however many: test.many's twelve.
+  many=$(awk '/^test\.many:/ { on = 1; next } /^[^ ]/ { on = 0 } on' <<< "$out")
+  [ "$(grep -c 'payload <= ' <<< "$many")" = 12 ] && grep -qE '^  12 M12: payload <= [0-9]+ B$' <<< "$many" ||
+    fail "limits of test.many lack some of its 12 message types: $out"
   # SIGHUP with the file unchanged: nothing to restart for (the library's
   # type is added to the reloaded config as at start).
   kill -HUP "$pid"
