@@ -15,8 +15,10 @@
 #define GBCI_DEFAULT_MAX_BATCH 256
 #define GBCI_DEFAULT_MAX_FRAME (1u << 20)
 #define GBCI_KEY_LEN 41 /* Z85 key + NUL */
-/* try_send reads a connection's monitor at most this often (transport.c) */
+/* try_send reads a connection's monitor at most this often (transport.c);
+ * far below the reconnect interval, the least time between connections */
 #define GBCI_MON_EVERY_NS 100000
+#define GBCI_RECONNECT_IVL_MS 100
 /* Sizes of the growable structs in 0.2, where struct_size came in (what a
  * struct_size of 0 stands for). Fixed: never sizeof of today's struct. */
 #define GBCI_OPTIONS_V02_SIZE 56
@@ -123,7 +125,7 @@ typedef struct gbci_endpoint {
      * replies cannot come (a new connection has a new routing id). */
     uint64_t lost_upto;
     bool lost_new;       /* lost_upto grew; async requests not yet completed */
-    int64_t mon_read_ns; /* when try_send last read the monitor */
+    int64_t mon_read_ns; /* when the monitor was last read */
 } gbci_endpoint_t;
 
 struct gbc_client {

@@ -257,6 +257,51 @@ static void test_connection_lost_in_flight(void **state)
     fake_stop(&f);
 }
 
+/* Replies already read when the connection ends are handed out first (a poll
+ * with replies ready does not look at the connection), then each request
+ * lost with the connection completes once, with the lost-connection error. */
+static void test_ready_then_lost(void **state)
+{
+    (void)state;
+    enum { K = 20, M = 20 };
+    fake_t *f = fake_start(NULL, NULL);
+    gbc_options_t opt = {.timeout_ms = GBC_TIMEOUT_FOREVER};
+    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_reply_t r;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    gbc_reply_clear(&r);
+    for (int i = 0; i < K; i++)
+        assert_int_equal(gbc_send(c, "test", (uint64_t)i, 1, "x", 1, NULL), GBC_OK);
+    for (int i = 0; i < M; i++)
+        assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
+    assert_int_equal(gbc_flush(c), GBC_OK);
+    while (atomic_load(&f->envelopes) < K + M + 1)
+        usleep(1000);
+    usleep(200000); /* the K replies reach the client's socket */
+    assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK); /* reads them all */
+    gbc_reply_clear(&r);
+    fake_stop(&f);
+    usleep(200000); /* the monitor has the disconnection */
+    int ok = 1, lost = 0;
+    for (int k = 1; k < K + M; k++) {
+        gbc_err e = gbc_poll(c, &r, 5000);
+        if (e == GBC_OK) {
+            assert_int_equal(lost, 0);
+            ok++;
+        } else {
+            assert_int_equal(e, GBC_ERR_STATUS);
+            assert_non_null(strstr(r.error, "connection to the bridge lost"));
+            lost++;
+        }
+        gbc_reply_clear(&r);
+    }
+    assert_int_equal(ok, K);
+    assert_int_equal(lost, M);
+    assert_int_equal(gbc_in_flight(c), 0);
+    assert_int_equal(gbc_poll(c, &r, 100), GBC_ERR_EMPTY);
+    gbc_client_destroy(&c);
+}
+
 /* The ABI: versions, one meaning for timeout 0, structs that grow. */
 static void test_abi(void **state)
 {
@@ -1215,6 +1260,7 @@ int main(void)
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_pipelined_deadline),
         cmocka_unit_test(test_connection_lost_in_flight),
+        cmocka_unit_test(test_ready_then_lost),
         cmocka_unit_test(test_abi),
         cmocka_unit_test(test_not_connected),
         cmocka_unit_test(test_connection_reset),

@@ -39,9 +39,12 @@ gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
      * on a finished handshake, so a send to a bridge that is down waits (and
      * fails as GBC_ERR_CONNECT) instead of vanishing into a dead pipe.
      * RCVHWM 0: replies the application has not read yet are never dropped
-     * here (their number is bounded by the requests it sent). */
+     * here (their number is bounded by the requests it sent).
+     * RECONNECT_IVL: a new connection comes no sooner than this after one
+     * ends, which lets try_send read the monitor only every
+     * GBCI_MON_EVERY_NS (far below it). */
     if (setopt_int(ep->sock, ZMQ_LINGER, 0) || setopt_int(ep->sock, ZMQ_IMMEDIATE, 1) ||
-        setopt_int(ep->sock, ZMQ_RCVHWM, 0))
+        setopt_int(ep->sock, ZMQ_RCVHWM, 0) || setopt_int(ep->sock, ZMQ_RECONNECT_IVL, GBCI_RECONNECT_IVL_MS))
         return zfail(GBC_ERR_IO, "zmq_setsockopt", addr);
     if (server_key) {
         /* Z85 keys go in as 41 bytes: 40 characters and the NUL. */
@@ -84,6 +87,7 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
 {
     if (!ep->mon)
         return;
+    ep->mon_read_ns = gbci_now_ns();
     for (;;) {
         zmq_msg_t m;
         zmq_msg_init(&m);
@@ -280,14 +284,11 @@ static int try_send(gbci_endpoint_t *ep)
      * travel on a new one, so it must not count as lost with the old. An
      * empty read of the monitor is a system call, so a sender of many
      * frames reads it at most every GBCI_MON_EVERY_NS: a new connection
-     * takes far longer to come (ZeroMQ waits reconnect_ivl, 100 ms, first),
+     * takes far longer to come (GBCI_RECONNECT_IVL_MS at least),
      * and a request sent in that gap that is counted lost gets the lost
      * error, whose text says it may have been processed. */
-    const int64_t now = gbci_now_ns();
-    if (now - ep->mon_read_ns >= GBCI_MON_EVERY_NS) {
+    if (gbci_now_ns() - ep->mon_read_ns >= GBCI_MON_EVERY_NS)
         gbci_monitor_drain(ep);
-        ep->mon_read_ns = now;
-    }
     const uint8_t *data;
     size_t len;
     gbci_batch_frame(&ep->batch, &data, &len);
