@@ -669,6 +669,84 @@ static void test_unread_replies_total(void **state)
     }
 }
 
+/* Reads c's replies into t until done or quiet_ms without any; counts frame
+ * refusals (correlation id 0) whose text holds `text` into *n. */
+static void tally_text(tally_t *t, void *c, const want_t *w, int quiet_ms, const char *text, uint64_t *n)
+{
+    while (!all_answered(t, w)) {
+        Gpubridge__ServerFrame *f = recv_frame(c, quiet_ms);
+        if (!f)
+            return;
+        size_t k;
+        Gpubridge__Reply **rs = frame_replies(f, &k);
+        for (size_t i = 0; i < k; i++)
+            *n += rs[i]->correlation_id == 0 && rs[i]->error && strstr(rs[i]->error, text);
+        tally_take(t, f);
+    }
+}
+
+/* Item 3 under --supervise, the worker reading but slower than clients
+ * send (here: stopped for a moment, before its heartbeat is late): each
+ * client's queue towards it holds up to 256 frames, and all clients together
+ * at most 128 x max_message_size of frames not yet taken (8 MiB here); past it frames are refused BUSY. Once the worker runs again
+ * every request has one reply or its frame one refusal. */
+static void test_supervisor_forwarded_total(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"
+                                      "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 2048; } );\n"),
+                     0);
+    enum { N = 3, PER = 40, FRAMES = 150, DATA = 1500 };
+    void *c[N], *other = client_open(g_b.endpoint);
+    for (int i = 0; i < N; i++)
+        c[i] = client_open(g_b.endpoint);
+    still_serves(other); /* the worker is up */
+    const pid_t w = worker_of(&g_b);
+    assert_true(w > 0);
+    assert_int_equal(kill(w, SIGSTOP), 0);
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
+        assert_true(len <= 65536);
+        for (int i = 0; i < N; i++)
+            send_raw(c[i], fr, len);
+        free(fr);
+    }
+    const char *text = "passed to the GPU worker and not yet answered";
+    tally_t t[N];
+    uint64_t refused = 0;
+    want_t wt = {(uint64_t)PER * FRAMES, PER, 0};
+    for (int i = 0; i < N; i++) { /* the refusals come while the worker is stopped */
+        tally_init(&t[i], (uint64_t)PER * FRAMES);
+        tally_text(&t[i], c[i], &wt, 300, text, &refused);
+    }
+    assert_int_equal(kill(w, SIGCONT), 0);
+    print_message("%llu frames of %d refused past the supervisor's total\n", (unsigned long long)refused,
+                  N * FRAMES);
+    /* 8 MiB of 61 KB frames: about 137 passed on, the rest refused. */
+    assert_true(refused > 0);
+    assert_true(refused <= (uint64_t)N * FRAMES - (8u << 20) / (PER * (DATA + 40)));
+    for (int i = 0; i < N; i++) {
+        tally_text(&t[i], c[i], &wt, REPLY_MS, text, &refused);
+        expect_all_answered(&t[i], &wt);
+        assert_true(t[i].ok > 0);
+    }
+    still_serves(other);
+    assert_false(log_contains(&g_b, "killing it")); /* no heartbeat was missed for long */
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+    for (int i = 0; i < N; i++) {
+        const uint64_t replies = t[i].replies;
+        tally_until(&t[i], c[i], all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 300);
+        assert_int_equal(t[i].dup, 0);
+        assert_int_equal(t[i].replies, replies);
+        free(t[i].seen);
+        zmq_close(c[i]);
+    }
+}
+
 /* A remote client (control refused to it) that does not read: the refusals
  * of its control requests, sent while its queue is full, are kept and sent
  * in order once it reads, like every other reply: one reply per request
@@ -1709,6 +1787,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_replies_total, stop_bridge),
         cmocka_unit_test_teardown(test_refused_frames_answered_once, stop_bridge),
         cmocka_unit_test_teardown(test_supervisor_refuses_too_large, stop_bridge),
+        cmocka_unit_test_teardown(test_supervisor_forwarded_total, stop_bridge),
         cmocka_unit_test_teardown(test_no_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_small_frames, stop_bridge),
