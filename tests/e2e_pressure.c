@@ -688,17 +688,18 @@ static void tally_text(tally_t *t, void *c, const want_t *w, int quiet_ms, const
 /* Item 3 under --supervise, the worker reading but slower than clients
  * send (here: stopped for a moment, before its heartbeat is late): each
  * client's queue towards it holds up to 256 frames, and all clients together
- * at most 128 x max_message_size of frames not yet taken (8 MiB here); past it frames are refused BUSY. Once the worker runs again
- * every request has one reply or its frame one refusal. */
+ * at most 128 x max_message_size of frames not yet taken (2 MiB here);
+ * past it frames are refused BUSY. Once the worker runs again every request
+ * has one reply or its frame one refusal. */
 static void test_supervisor_forwarded_total(void **state)
 {
     (void)state;
     if (!supervised())
         skip();
-    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 16384;\n"
                                       "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 2048; } );\n"),
                      0);
-    enum { N = 3, PER = 40, FRAMES = 150, DATA = 1500 };
+    enum { N = 3, PER = 10, FRAMES = 100, DATA = 1500 };
     void *c[N], *other = client_open(g_b.endpoint);
     for (int i = 0; i < N; i++)
         c[i] = client_open(g_b.endpoint);
@@ -709,7 +710,7 @@ static void test_supervisor_forwarded_total(void **state)
     for (uint64_t k = 0; k < FRAMES; k++) {
         size_t len;
         uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
-        assert_true(len <= 65536);
+        assert_true(len <= 16384);
         for (int i = 0; i < N; i++)
             send_raw(c[i], fr, len);
         free(fr);
@@ -725,9 +726,9 @@ static void test_supervisor_forwarded_total(void **state)
     assert_int_equal(kill(w, SIGCONT), 0);
     print_message("%llu frames of %d refused past the supervisor's total\n", (unsigned long long)refused,
                   N * FRAMES);
-    /* 8 MiB of 61 KB frames: about 137 passed on, the rest refused. */
+    /* 2 MiB of 15 KB frames: about 137 passed on, the rest refused. */
     assert_true(refused > 0);
-    assert_true(refused <= (uint64_t)N * FRAMES - (8u << 20) / (PER * (DATA + 40)));
+    assert_true(refused <= (uint64_t)N * FRAMES - (2u << 20) / (PER * (DATA + 40)));
     for (int i = 0; i < N; i++) {
         tally_text(&t[i], c[i], &wt, REPLY_MS, text, &refused);
         expect_all_answered(&t[i], &wt);
