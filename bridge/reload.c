@@ -26,6 +26,7 @@ static const restart_key_t g_restart_keys[] = {
     RK("max_message_size", max_message_size),
     RK("arena_mb", arena_mb),
     RK("io_threads", io_threads),
+    RK("reply_backlog_mb", reply_backlog_mb),
     RK("persistent.idle_spin_polls", idle_spin_polls),
     RK("persistent.idle_backoff_max_ns", idle_backoff_max_ns),
     RK("persistent.heartbeat_deadline_ms", heartbeat_deadline_ms),

@@ -84,6 +84,11 @@ typedef struct peer {
     size_t stall_fwd;      /* bytes of its frames forwarded while its replies waited */
     size_t down_fwd;       /* bytes of its frames forwarded while no worker read, not yet known taken */
     uint64_t down_tag;     /* the tag of the last of those frames */
+    /* Its frames with requests that await replies, passed to the worker and
+     * not yet shown taken (a reply or refusal of that frame or a later one):
+     * their tags and sizes, oldest first (SUP_FWD_MAX). */
+    struct fwd_ent { uint64_t tag; size_t len; } *fwd;
+    size_t fwd_cap, fwd_head, fwd_n, fwd_bytes;
 } peer_t;
 
 typedef struct gbi_sup {
@@ -116,6 +121,7 @@ typedef struct gbi_sup {
     peer_t *stall_peer;
     zmq_msg_t stall_msg;
     uint64_t stall_tag;
+    size_t stall_noted; /* the held frame's ids noted (it counts in fwd_total once passed on) */
     size_t stall_counted, down_counted; /* what the held frame added to its budgets */
     uint64_t conns; /* peers made so far: each one's tags start at conns << 32 */
     uint64_t too_large_logged_ns, too_large_unlogged, too_large_uncounted, too_large;
@@ -123,6 +129,8 @@ typedef struct gbi_sup {
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     bool stopping; /* stop was sent to the worker: it drains (and is not heartbeat-checked) */
     size_t down_total; /* the down_fwd of all clients together (SUP_DOWN_MAX) */
+    size_t fwd_total;  /* the fwd_bytes of all clients together */
+    size_t fwd_max;    /* its bound (SUP_FWD_MAX) */
     size_t ids_bytes;  /* memory of all clients' id sets (SUP_IDS_BYTES) */
     size_t noted;      /* ids the last frame passed to note_requests added */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
@@ -151,6 +159,11 @@ typedef struct gbi_sup {
  * across all clients (MAX_PEERS clients each at their own bound is too much). */
 #define SUP_DOWN_MAX (64u << 20)
 #define SUP_IDS_BYTES (64u << 20)
+/* Supervisor-wide while the worker reads: bytes of frames passed on and not
+ * yet shown taken, all clients together, 128 frames of max_message_size
+ * (128 MiB by default; a frame is taken when none waits); past it, frames
+ * are refused BUSY rather than queued. */
+#define SUP_FWD_FRAMES 128
 #define PEER_IDLE_NS (10ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
 /* A worker that runs without answering is killed after this many heartbeat
@@ -183,6 +196,50 @@ static void down_taken(gbi_sup_t *s, peer_t *p, uint64_t tag)
         return;
     s->down_total -= s->down_total >= p->down_fwd ? p->down_fwd : s->down_total;
     p->down_fwd = 0;
+}
+
+/* The worker has taken p's frames up to tag: they leave the forwarded bytes. */
+static void fwd_taken(gbi_sup_t *s, peer_t *p, uint64_t tag)
+{
+    while (p->fwd_n && p->fwd[p->fwd_head].tag <= tag) {
+        const size_t len = p->fwd[p->fwd_head].len;
+        p->fwd_bytes -= len;
+        s->fwd_total -= len;
+        p->fwd_head = (p->fwd_head + 1) % p->fwd_cap;
+        p->fwd_n--;
+    }
+}
+
+/* Every frame p passed on is taken or gone (the worker exited, or p goes). */
+static void fwd_clear(gbi_sup_t *s, peer_t *p)
+{
+    s->fwd_total -= p->fwd_bytes;
+    p->fwd_bytes = p->fwd_n = p->fwd_head = 0;
+    if (p->fwd_cap > 64) { /* a large one goes; a small one stays for the next frames */
+        free(p->fwd);
+        p->fwd = NULL;
+        p->fwd_cap = 0;
+    }
+}
+
+/* Notes a frame passed on (tag, len bytes). Out of memory: not counted. */
+static void fwd_note(gbi_sup_t *s, peer_t *p, uint64_t tag, size_t len)
+{
+    if (p->fwd_n == p->fwd_cap) {
+        const size_t cap = p->fwd_cap ? 2 * p->fwd_cap : 16;
+        struct fwd_ent *e = malloc(cap * sizeof *e);
+        if (!e)
+            return;
+        for (size_t i = 0; i < p->fwd_n; i++)
+            e[i] = p->fwd[(p->fwd_head + i) % p->fwd_cap];
+        free(p->fwd);
+        p->fwd = e;
+        p->fwd_cap = cap;
+        p->fwd_head = 0;
+    }
+    p->fwd[(p->fwd_head + p->fwd_n++) % p->fwd_cap] = (struct fwd_ent){tag, len};
+    p->fwd_bytes += len;
+    s->fwd_total += len;
 }
 
 /* ---- frames -------------------------------------------------------------- */
@@ -230,8 +287,10 @@ static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t l
         const uint64_t tag = gbi_ids_del(&p->ids, v.corr);
         seen = tag > seen ? tag : seen;
     }
-    if (seen)
+    if (seen) {
         down_taken(s, p, seen);
+        fwd_taken(s, p, seen);
+    }
     return n;
 }
 
@@ -349,6 +408,8 @@ static void peer_drop(gbi_sup_t *s, size_t i)
     if (p->dealer)
         zmq_close(p->dealer);
     gbi_ids_free(&p->ids);
+    fwd_clear(s, p);
+    free(p->fwd);
     s->down_total -= s->down_total >= p->down_fwd ? p->down_fwd : s->down_total;
     if (p->out_msg) {
         zmq_msg_close(p->out_msg);
@@ -560,6 +621,7 @@ static int forward_replies(gbi_sup_t *s, peer_t *p)
              * it; the client gets one BUSY per frame, as from the bridge. */
             p->refused_owed += set_del_tags(p, first, last);
             down_taken(s, p, last);
+            fwd_taken(s, p, last);
             n++;
             continue;
         }
@@ -635,6 +697,7 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
             p->dealer = NULL;
         }
         p->down_fwd = 0; /* its DEALER's queue went with it */
+        fwd_clear(s, p);
     }
     s->down_total = 0;
     s->worker = 0;
@@ -725,7 +788,8 @@ static int unstall(gbi_sup_t *s)
     /* [tag][frame]: the client's delimiter stays here (to_client adds it). */
     uint8_t tag[GBI_TAG_LEN];
     gbi_put_u64(tag, s->stall_tag);
-    const bool drop = s->drop_bytes && zmq_msg_size(&s->stall_msg) == s->drop_bytes; /* a test hook */
+    const size_t len = zmq_msg_size(&s->stall_msg);
+    const bool drop = s->drop_bytes && len == s->drop_bytes; /* a test hook */
     if (!drop && zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         if (worker_reading(s))
             return 0; /* it reads: ZeroMQ pushes back on the clients meanwhile */
@@ -744,6 +808,8 @@ static int unstall(gbi_sup_t *s)
         not_passed(s, "the request could not be passed to the GPU worker (its connection closed) and was not "
                       "processed; retry");
         p->tag = s->stall_tag - 1; /* the message is atomic: the worker saw neither part */
+    } else if (s->stall_noted) {
+        fwd_note(s, s->stall_peer, s->stall_tag, len); /* until a reply shows the worker took it */
     }
     s->stall_peer = NULL;
     return 1;
@@ -797,6 +863,14 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
                            "waiting for it passed the supervisor's bound; retry later"
                          : "frame refused: the GPU worker is restarting or not answering, and all clients' frames "
                            "waiting for it passed the supervisor's bound; retry later");
+        return 1;
+    }
+    if (reading && s->fwd_total && s->fwd_total + len > s->fwd_max) {
+        /* The worker reads, but slower than clients send: what it has not
+         * taken waits in this process (each client's queue holds up to
+         * DEALER_HWM frames), so all clients together get a byte budget. */
+        refuse_unread(s, p, "frame refused: all clients' frames passed to the GPU worker and not yet answered "
+                            "passed the supervisor's bound; retry later");
         return 1;
     }
     if (refused_control(s, p, m))
@@ -893,6 +967,7 @@ static int from_client(gbi_sup_t *s)
     p->tag++; /* a frame the worker will see (or whose tag is taken back) */
     s->stall_peer = p;
     s->stall_tag = p->tag;
+    s->stall_noted = s->noted;
     zmq_msg_init(&s->stall_msg);
     zmq_msg_move(&s->stall_msg, &m); /* unstall sends (and so releases) it */
     zmq_msg_close(&m);
@@ -1343,6 +1418,7 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     s.cfg = cfg;
     s.reload = reload;
     s.hb_timeout_ms = hb_timeout_ms();
+    s.fwd_max = (size_t)cfg->max_message_size * SUP_FWD_FRAMES;
     const char *drop = gb_test_hook(GB_HOOK_SUP_DROP_BYTES);
     s.drop_bytes = drop ? strtoul(drop, NULL, 10) : 0;
     s.peers = calloc(MAX_PEERS, sizeof *s.peers);

@@ -87,6 +87,7 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->max_message_size = 1048576;
     cfg->arena_mb = 1024;
     cfg->shutdown_drain_ms = 10000;
+    cfg->reply_backlog_mb = 64;
     cfg->io_threads = gb_config_io_threads_default();
     cfg->idle_spin_polls = 2048;
     cfg->idle_backoff_max_ns = 20000;
@@ -371,7 +372,8 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 
 static const char *const gbi_top_keys[] = {
     "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
-    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", "messaging", "io_threads", NULL};
+    "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", "messaging", "io_threads",
+    "reply_backlog_mb", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
@@ -767,6 +769,8 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
         return -1;
     if (gbi_get_u32(c, root, "io_threads", "io_threads", 1, GB_MAX_IO_THREADS, false, &cfg->io_threads) != 0)
         return -1;
+    if (gbi_get_u32(c, root, "reply_backlog_mb", "reply_backlog_mb", 1, 65536, false, &cfg->reply_backlog_mb) != 0)
+        return -1;
 
     const config_setting_t *g;
     if (gbi_get_group(c, root, "persistent", &g) != 0)
@@ -935,6 +939,7 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
     fprintf(out, "arena_mb = %" PRIu32 ";\n", cfg->arena_mb);
     fprintf(out, "shutdown_drain_ms = %" PRIu32 ";\n", cfg->shutdown_drain_ms);
     fprintf(out, "io_threads = %" PRIu32 ";\n", cfg->io_threads);
+    fprintf(out, "reply_backlog_mb = %" PRIu32 ";\n", cfg->reply_backlog_mb);
     fprintf(out, "persistent = {\n  idle_spin_polls = %" PRIu32 ";\n"
                  "  idle_backoff_max_ns = %" PRIu32 ";\n  heartbeat_deadline_ms = %" PRIu32
                  ";\n};\n",

@@ -111,6 +111,7 @@ typedef struct gb_config {
     uint32_t arena_mb;                /* MiB of bulk memory for team grains (PageRank's graph); 0: none */
     uint32_t shutdown_drain_ms;       /* after SIGTERM: how long in-flight requests may still finish */
     uint32_t io_threads;              /* bridge threads that decode, feed rings and encode (1: one loop) */
+    uint32_t reply_backlog_mb;        /* bound on all clients' unsent replies (docs/protocol.md) */
     /* persistent mode */
     uint32_t idle_spin_polls;         /* polls before the kernel starts to back off */
     uint32_t idle_backoff_max_ns;     /* longest __nanosleep of an idle kernel */

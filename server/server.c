@@ -63,6 +63,14 @@ static void tag_seen(gbi_client_t *c, uint64_t tag)
     c->last_tag = tag;
 }
 
+/* All clients' unsent replies are past reply_backlog_mb, and client c has
+ * some of its own: its frame is refused like one past its own bound. A
+ * client that reads has none kept, and is served. */
+static int total_refuses(gb_server_t *s, const gbi_client_t *c)
+{
+    return c->out_mem && gbi_out_total_over(s);
+}
+
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size)
 {
@@ -76,7 +84,7 @@ void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
         tag_seen(c, s->frame_tag);
     if (!c && s->out_hash && gbi_out_of(s, id, id_len, 0) > s->client_limit)
         c = gbi_client_get(s, id, id_len, delim); /* its replies are on their way from a shard */
-    if (c && (gbi_out_of(s, id, id_len, c->out_mem) > s->client_limit ||
+    if (c && (gbi_out_of(s, id, id_len, c->out_mem) > s->client_limit || total_refuses(s, c) ||
               (s->frame_tag && c->n_runs == GBI_REFUSED_RUNS))) {
         if (s->frame_tag)
             refuse_tagged(c, s->frame_tag);
@@ -617,6 +625,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->held_limit = (size_t)cfg->max_message_size * 64 > (64u << 20) ? (size_t)cfg->max_message_size * 64
                                                                      : (64u << 20);
     s->client_limit = s->held_limit / 8 > GBI_CLIENT_MIN ? s->held_limit / 8 : GBI_CLIENT_MIN;
+    s->out_limit = (size_t)cfg->reply_backlog_mb << 20;
     s->mail_limit = (size_t)cfg->mail_outbox_kb << 10;
     s->mail_hold_ns = (uint64_t)cfg->mail_hold_ms * 1000000ull;
     s->mail_max_hops = cfg->mail_max_hops;

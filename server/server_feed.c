@@ -366,14 +366,18 @@ static int client_over(gb_server_t *s, const uint8_t *id, uint8_t id_len)
 {
     if (s->refusing)
         return 0;
+    /* Past reply_backlog_mb, all clients together: one with replies kept
+     * for it gets no more requests fed (a small request can ask for a large
+     * reply). */
     if (s->front) { /* a shard: the front keeps the client's replies */
         gbi_client_t *c = gbi_client_find(s, id, id_len);
-        return (c ? c->held_mem : 0) + gbi_out_of(s, id, id_len, 0) > s->client_limit;
+        return (c ? c->held_mem : 0) + gbi_out_of(s, id, id_len, 0) > s->client_limit ||
+               (gbi_out_total_over(s) && gbi_has_kept(s, id, id_len, 0));
     }
     if (!s->out_mem) /* no client has unsent replies: held_mem alone stays within */
         return 0;
     gbi_client_t *c = gbi_client_find(s, id, id_len);
-    return c && c->held_mem + c->out_mem > s->client_limit;
+    return c && (c->held_mem + c->out_mem > s->client_limit || (c->out_mem && gbi_out_total_over(s)));
 }
 
 int gbi_feed_frame(gb_server_t *s, const gbi_frame_t *f, size_t from, const uint8_t *id, uint8_t id_len,

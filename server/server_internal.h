@@ -215,6 +215,8 @@ struct gb_server {
     gbi_client_t *clients; /* every record */
     size_t n_clients;
     size_t out_mem;        /* all clients' unsent reply frames */
+    size_t out_limit;      /* bound on out_mem (reply_backlog_mb): past it a client with unsent replies is refused */
+    int out_over_logged;   /* the front: the total passed out_limit, said once until half of it is left */
     /* The frame being fed: its error replies so far (GBI_FRAME_ERR_BUDGET). */
     int feeding;
     size_t frame_err_bytes;
@@ -273,6 +275,10 @@ struct gb_server {
      * (GBI_OUT_HASH buckets, atomic): on their way from a shard, or kept by
      * the front. A shard checks a client's bound with it. */
     uint64_t *out_hash;
+    /* Of those, the bytes the front keeps (not on their way): whether a
+     * client has unsent replies, for the total bound (gbi_out_total_over). */
+    uint64_t *kept_hash;
+    uint64_t out_total; /* the front: the sum of out_hash (atomic), for the total bound */
     int bell;     /* a shard: eventfd that wakes it when another shard fed a ring it drains */
     int sleeping; /* a shard: in its poll (atomic) */
     int wants_room; /* a shard: it holds frames or messages for rings (atomic) */
@@ -290,8 +296,25 @@ static inline uint32_t gbi_id_hash(const uint8_t *id, uint8_t id_len)
 
 static inline void gbi_out_note(gb_server_t *s, const uint8_t *id, uint8_t id_len, int64_t delta)
 {
-    if (s->out_hash)
+    if (s->out_hash) {
         __atomic_fetch_add(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], (uint64_t)delta, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&(s->front ? s->front : s)->out_total, (uint64_t)delta, __ATOMIC_RELAXED);
+    }
+}
+
+static inline void gbi_kept_note(gb_server_t *s, const uint8_t *id, uint8_t id_len, int64_t delta)
+{
+    if (s->kept_hash)
+        __atomic_fetch_add(&s->kept_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* Whether client (id) has replies kept for it, not yet taken by ZeroMQ: its
+ * record's, or, with several I/O threads, its bucket's. */
+static inline int gbi_has_kept(gb_server_t *s, const uint8_t *id, uint8_t id_len, size_t own)
+{
+    if (s->kept_hash)
+        return __atomic_load_n(&s->kept_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], __ATOMIC_RELAXED) != 0;
+    return own != 0;
 }
 
 /* Bytes of client (id)'s replies not yet taken by ZeroMQ: its record's, or,
@@ -302,6 +325,17 @@ static inline size_t gbi_out_of(gb_server_t *s, const uint8_t *id, uint8_t id_le
     if (s->out_hash)
         return (size_t)__atomic_load_n(&s->out_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], __ATOMIC_RELAXED);
     return own;
+}
+
+/* All clients' unsent replies past reply_backlog_mb. With several I/O
+ * threads the front keeps them for every shard, so the total is one, read by
+ * the shards too, and counts replies on their way to the front as well. */
+static inline int gbi_out_total_over(const gb_server_t *s)
+{
+    const gb_server_t *root = s->front ? s->front : s;
+    uint64_t total = root->out_hash ? __atomic_load_n(&root->out_total, __ATOMIC_RELAXED)
+                                    : __atomic_load_n(&root->out_mem, __ATOMIC_RELAXED);
+    return total > root->out_limit;
 }
 
 /* Shard or single loop: whether s drains ring i (its owner). */

@@ -310,6 +310,8 @@ static gb_server_t *shard_new(gb_server_t *s, int k, int n)
     h->shard_idx = k;
     h->ring_locks = s->ring_locks;
     h->out_hash = s->out_hash;
+    h->kept_hash = s->kept_hash;
+    h->out_limit = s->out_limit; /* one total for all: the front keeps every client's unsent replies */
     for (size_t i = 0; i < s->engine->n_types; i++) {
         h->rings[i].t = s->rings[i].t;
         h->rings[i].pending = s->rings[i].pending;
@@ -328,7 +330,8 @@ static gb_server_t *shard_new(gb_server_t *s, int k, int n)
 static gb_err io_start(gb_server_t *s, int n)
 {
     if (!(s->ring_locks = calloc(GB_MAX_GRAIN_TYPES, sizeof *s->ring_locks)) ||
-        !(s->out_hash = calloc(GBI_OUT_HASH, sizeof *s->out_hash)))
+        !(s->out_hash = calloc(GBI_OUT_HASH, sizeof *s->out_hash)) ||
+        !(s->kept_hash = calloc(GBI_OUT_HASH, sizeof *s->kept_hash)))
         return GB_ERR_NOMEM;
     for (int i = 0; i < GB_MAX_GRAIN_TYPES; i++)
         pthread_mutex_init(&s->ring_locks[i], NULL);
@@ -501,4 +504,6 @@ void gbi_io_destroy(gb_server_t *s)
     }
     free(s->out_hash);
     s->out_hash = NULL;
+    free(s->kept_hash);
+    s->kept_hash = NULL;
 }

@@ -103,6 +103,7 @@ static void client_free(gb_server_t *s, gbi_client_t *c)
     }
     GBI_ADD(s->out_mem, -c->out_mem);
     gbi_out_note(s, c->id, c->id_len, -(int64_t)c->out_mem);
+    gbi_kept_note(s, c->id, c->id_len, -(int64_t)c->out_mem);
     s->n_clients--;
     free(c);
 }
@@ -163,6 +164,13 @@ static void backlog_push(gb_server_t *s, gbi_client_t *c, const uint8_t *frame, 
     c->out_mem += sizeof *q + len;
     GBI_ADD(s->out_mem, sizeof *q + len);
     gbi_out_note(s, c->id, c->id_len, (int64_t)(sizeof *q + len));
+    gbi_kept_note(s, c->id, c->id_len, (int64_t)(sizeof *q + len));
+    if (!s->out_over_logged && gbi_out_total_over(s)) {
+        GB_WARN("%zu bytes of replies wait for clients that do not read them, past reply_backlog_mb (%zu MiB): "
+                "frames of clients with replies waiting are refused STATUS_BUSY until they read",
+                s->out_mem, s->out_limit >> 20);
+        s->out_over_logged = 1;
+    }
 }
 
 /* Sends what c has waiting, in order, while ZeroMQ takes it. 1: all of it. */
@@ -178,7 +186,10 @@ static int client_drain(gb_server_t *s, gbi_client_t *c, int *sent)
         c->out_mem -= sizeof *q + q->len;
         GBI_ADD(s->out_mem, -(sizeof *q + q->len));
         gbi_out_note(s, c->id, c->id_len, -(int64_t)(sizeof *q + q->len));
+        gbi_kept_note(s, c->id, c->id_len, -(int64_t)(sizeof *q + q->len));
         free(q);
+        if (s->out_mem <= s->out_limit / 2)
+            s->out_over_logged = 0; /* well below again: the next time it passes is said again */
         (*sent)++;
     }
     return 1;

@@ -571,6 +571,183 @@ static void test_unread_replies_answered_once(void **state)
 }
 
 
+/* Telemetry of echo until the requests sent (sent of them) are all taken,
+ * processed or refused, or the counts stop moving (under --supervise the
+ * supervisor refuses some frames itself); the caller frees it. */
+static Gpubridge__Telemetry *echo_settled_sent(void *c, uint64_t *corr, uint64_t per, uint64_t sent)
+{
+    Gpubridge__Telemetry *tm = NULL;
+    uint64_t last = UINT64_MAX;
+    for (int i = 0, still = 0; i < 400 && still < 4; i++) {
+        if (tm)
+            gpubridge__telemetry__free_unpacked(tm, NULL);
+        tm = telemetry(c, (*corr)++, "echo");
+        uint64_t taken = tm->messages_processed + tm->requests_busy + tm->frames_refused_unread * per;
+        if (taken >= sent)
+            break;
+        still = taken == last ? still + 1 : 0;
+        last = taken;
+        usleep(50000);
+    }
+    return tm;
+}
+
+/* Item 3, several clients: each that never reads stays within its own bound
+ * (8 MiB), but together they pass reply_backlog_mb (2 MiB here). The
+ * replies kept for all of them stay within it (plus what was already in
+ * the ring), a client that reads is served meanwhile, and once they read,
+ * every request has one reply or its frame one refusal. */
+static void test_unread_replies_total(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, "reply_backlog_mb = 2;\n"
+                                      "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 2048; } );\n"),
+                     0);
+    enum { N = 3, PER = 4, FRAMES = 1200, DATA = 1500 };
+    void *c[N];
+    for (int i = 0; i < N; i++) {
+        c[i] = client_open(g_b.endpoint);
+        int rcvhwm = 1;
+        zmq_setsockopt(c[i], ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    }
+    void *other = client_open(g_b.endpoint);
+    still_serves(other);
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
+        for (int i = 0; i < N; i++)
+            send_raw(c[i], fr, len);
+        free(fr);
+    }
+    uint64_t corr = 10;
+    Gpubridge__Telemetry *tm = echo_settled_sent(other, &corr, PER, (uint64_t)N * FRAMES * PER);
+    print_message("%d clients that do not read: %llu bytes of replies unsent, %llu requests processed, %llu busy, "
+                  "%llu frames refused\n",
+                  N, (unsigned long long)tm->reply_backlog_bytes, (unsigned long long)tm->messages_processed,
+                  (unsigned long long)tm->requests_busy, (unsigned long long)tm->frames_refused_unread);
+    /* The bound, plus replies of requests already in the ring when it was
+     * passed (256 of 1.5 KB) and one reply frame per client. */
+    assert_true(tm->reply_backlog_bytes <= (2u << 20) + (1u << 20));
+    if (!supervised()) /* the supervisor may refuse them itself (its 1 MiB passed on while replies wait) */
+        assert_true(tm->frames_refused_unread + tm->requests_busy > 0);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* A client that reads: a frame of the same requests, every one served. */
+    {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1, 64, DATA, &len);
+        send_raw(other, fr, len);
+        free(fr);
+        tally_t t;
+        tally_init(&t, 64);
+        want_t w = {64, 64, 0};
+        tally_until(&t, other, all_answered, &w, REPLY_MS);
+        expect_all_answered(&t, &w);
+        assert_int_equal(t.ok, 64);
+        free(t.seen);
+    }
+    still_serves(other);
+    /* They read: one reply per request, or one refusal per frame. */
+    tally_t t[N];
+    want_t w = {(uint64_t)PER * FRAMES, PER, 0};
+    for (int i = 0; i < N; i++) {
+        tally_init(&t[i], (uint64_t)PER * FRAMES);
+        tally_until(&t[i], c[i], all_answered, &w, REPLY_MS);
+        expect_all_answered(&t[i], &w);
+        assert_true(t[i].ok > 0);
+    }
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+    if (!supervised()) /* there the supervisor's own bounds may keep its worker below it */
+        assert_true(log_contains(&g_b, "past reply_backlog_mb"));
+    for (int i = 0; i < N; i++) {
+        const uint64_t replies = t[i].replies;
+        tally_until(&t[i], c[i], all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 300);
+        assert_int_equal(t[i].dup, 0);
+        assert_int_equal(t[i].replies, replies);
+        free(t[i].seen);
+        zmq_close(c[i]);
+    }
+}
+
+/* Reads c's replies into t until done or quiet_ms without any; counts frame
+ * refusals (correlation id 0) whose text holds `text` into *n. */
+static void tally_text(tally_t *t, void *c, const want_t *w, int quiet_ms, const char *text, uint64_t *n)
+{
+    while (!all_answered(t, w)) {
+        Gpubridge__ServerFrame *f = recv_frame(c, quiet_ms);
+        if (!f)
+            return;
+        size_t k;
+        Gpubridge__Reply **rs = frame_replies(f, &k);
+        for (size_t i = 0; i < k; i++)
+            *n += rs[i]->correlation_id == 0 && rs[i]->error && strstr(rs[i]->error, text);
+        tally_take(t, f);
+    }
+}
+
+/* Item 3 under --supervise, the worker reading but slower than clients
+ * send (here: stopped for a moment, before its heartbeat is late): each
+ * client's queue towards it holds up to 256 frames, and all clients together
+ * at most 128 x max_message_size of frames not yet taken (2 MiB here);
+ * past it frames are refused BUSY. Once the worker runs again every request
+ * has one reply or its frame one refusal. */
+static void test_supervisor_forwarded_total(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 16384;\n"
+                                      "grains = ( { type = \"echo\"; queue_capacity = 256; slot_size = 2048; } );\n"),
+                     0);
+    enum { N = 3, PER = 10, FRAMES = 100, DATA = 1500 };
+    void *c[N], *other = client_open(g_b.endpoint);
+    for (int i = 0; i < N; i++)
+        c[i] = client_open(g_b.endpoint);
+    still_serves(other); /* the worker is up */
+    const pid_t w = worker_of(&g_b);
+    assert_true(w > 0);
+    assert_int_equal(kill(w, SIGSTOP), 0);
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
+        assert_true(len <= 16384);
+        for (int i = 0; i < N; i++)
+            send_raw(c[i], fr, len);
+        free(fr);
+    }
+    const char *text = "passed to the GPU worker and not yet answered";
+    tally_t t[N];
+    uint64_t refused = 0;
+    want_t wt = {(uint64_t)PER * FRAMES, PER, 0};
+    for (int i = 0; i < N; i++) { /* the refusals come while the worker is stopped */
+        tally_init(&t[i], (uint64_t)PER * FRAMES);
+        tally_text(&t[i], c[i], &wt, 300, text, &refused);
+    }
+    assert_int_equal(kill(w, SIGCONT), 0);
+    print_message("%llu frames of %d refused past the supervisor's total\n", (unsigned long long)refused,
+                  N * FRAMES);
+    /* 2 MiB of 15 KB frames: about 137 passed on, the rest refused. */
+    assert_true(refused > 0);
+    assert_true(refused <= (uint64_t)N * FRAMES - (2u << 20) / (PER * (DATA + 40)));
+    for (int i = 0; i < N; i++) {
+        tally_text(&t[i], c[i], &wt, REPLY_MS, text, &refused);
+        expect_all_answered(&t[i], &wt);
+        assert_true(t[i].ok > 0);
+    }
+    still_serves(other);
+    assert_false(log_contains(&g_b, "killing it")); /* no heartbeat was missed for long */
+    zmq_close(other);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+    for (int i = 0; i < N; i++) {
+        const uint64_t replies = t[i].replies;
+        tally_until(&t[i], c[i], all_answered, &(want_t){UINT64_MAX, 0, UINT64_MAX}, 300);
+        assert_int_equal(t[i].dup, 0);
+        assert_int_equal(t[i].replies, replies);
+        free(t[i].seen);
+        zmq_close(c[i]);
+    }
+}
+
 /* A remote client (control refused to it) that does not read: the refusals
  * of its control requests, sent while its queue is full, are kept and sent
  * in order once it reads, like every other reply: one reply per request
@@ -1608,8 +1785,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_other_type_not_held, stop_bridge),
         cmocka_unit_test_teardown(test_unread_large_replies, stop_bridge),
         cmocka_unit_test_teardown(test_unread_replies_answered_once, stop_bridge),
+        cmocka_unit_test_teardown(test_unread_replies_total, stop_bridge),
         cmocka_unit_test_teardown(test_refused_frames_answered_once, stop_bridge),
         cmocka_unit_test_teardown(test_supervisor_refuses_too_large, stop_bridge),
+        cmocka_unit_test_teardown(test_supervisor_forwarded_total, stop_bridge),
         cmocka_unit_test_teardown(test_no_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_budget, stop_bridge),
         cmocka_unit_test_teardown(test_stopped_worker_small_frames, stop_bridge),

@@ -787,6 +787,20 @@ static void test_messaging(void **state)
     expect_error("messaging = { outbox = 1; };\n", 1, "unknown key 'outbox' in messaging");
 }
 
+/* reply_backlog_mb: the bound on all clients' unsent replies. */
+static void test_reply_backlog(void **state)
+{
+    (void)state;
+    gb_config_t c;
+    gb_config_defaults(&c);
+    assert_int_equal(c.reply_backlog_mb, 64);
+    load_ok("reply_backlog_mb = 2;\n", &c);
+    assert_int_equal(c.reply_backlog_mb, 2);
+    expect_error("\nreply_backlog_mb = 0;\n", 2, "reply_backlog_mb");
+    expect_error("reply_backlog_mb = 65537;\n", 1, "reply_backlog_mb");
+    expect_error("reply_backlog_kb = 1;\n", 1, "did you mean 'reply_backlog_mb'?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -795,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_default_file_equals_defaults),
         cmocka_unit_test(test_examples_load),
         cmocka_unit_test(test_messaging),
+        cmocka_unit_test(test_reply_backlog),
         cmocka_unit_test(test_missing_keys_keep_defaults),
         cmocka_unit_test(test_full_valid),
         cmocka_unit_test(test_grain_merge),
