@@ -901,6 +901,19 @@ static int from_client(gbi_sup_t *s)
 }
 
 
+/* calloc for what the supervisor needs to start, with an error that says
+ * what it was for. A test build fails the Nth call when
+ * GPUBRIDGE_TEST_SUP_NOMEM=N (test_supervise_nomem). */
+static void *sup_calloc(size_t n, size_t size, const char *what)
+{
+    static unsigned long calls;
+    const char *fail = gb_test_hook(GB_HOOK_SUP_NOMEM);
+    void *p = fail && strtoul(fail, NULL, 10) == ++calls ? NULL : calloc(n, size);
+    if (!p)
+        GB_ERROR("supervisor: out of memory (%s); not starting", what);
+    return p;
+}
+
 /* ---- the worker's private directory ---------------------------------------- */
 
 /* Removes the directories that supervisors of this user left behind when
@@ -957,7 +970,7 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
      * whole there, their ids never answered. After the caller's arguments:
      * the last one counts. */
     snprintf(s->mms_arg, sizeof s->mms_arg, "--max-message-size=%u", s->cfg->max_message_size);
-    s->wargv = calloc(n + 3, sizeof *s->wargv);
+    s->wargv = sup_calloc(n + 3, sizeof *s->wargv, "the worker's command line");
     if (!s->wargv)
         return GB_ERR_NOMEM;
     s->wargv[0] = argv[0];
@@ -1140,7 +1153,7 @@ static gb_err open_front(gbi_sup_t *s)
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
         char msg[512];
-        s->curve = calloc(1, sizeof *s->curve);
+        s->curve = sup_calloc(1, sizeof *s->curve, "the CURVE state");
         if (!s->curve)
             return GB_ERR_NOMEM;
         s->curve->cfg = cfg;
@@ -1345,12 +1358,11 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     s.hb_timeout_ms = hb_timeout_ms();
     const char *drop = gb_test_hook(GB_HOOK_SUP_DROP_BYTES);
     s.drop_bytes = drop ? strtoul(drop, NULL, 10) : 0;
-    s.peers = calloc(MAX_PEERS, sizeof *s.peers);
-    s.items = calloc(MAX_PEERS + 2, sizeof *s.items);
-    s.owner = calloc(MAX_PEERS + 2, sizeof *s.owner);
-    gb_err err = s.peers && s.items && s.owner ? GB_OK : GB_ERR_NOMEM;
-    if (err != GB_OK)
-        GB_ERROR("supervisor: out of memory");
+    /* One at a time: a failed one says which, and close_all frees the others. */
+    s.peers = sup_calloc(MAX_PEERS, sizeof *s.peers, "the client table");
+    s.items = s.peers ? sup_calloc(MAX_PEERS + 2, sizeof *s.items, "the poll table") : NULL;
+    s.owner = s.items ? sup_calloc(MAX_PEERS + 2, sizeof *s.owner, "the poll table") : NULL;
+    gb_err err = s.owner ? GB_OK : GB_ERR_NOMEM;
     if (err == GB_OK)
         err = make_worker_side(&s, argv);
     if (err == GB_OK)
