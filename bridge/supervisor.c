@@ -126,6 +126,7 @@ typedef struct gbi_sup {
     size_t ids_bytes;  /* memory of all clients' id sets (SUP_IDS_BYTES) */
     size_t noted;      /* ids the last frame passed to note_requests added */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
+    gb_reload_t *rl;               /* reloads the supervisor's own keys; NULL: none */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
     uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
@@ -1256,9 +1257,11 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         if (s->worker == 0 && !*stop && now >= next_spawn && spawn_worker(s) != 0)
             next_spawn = now + 1000000000ull;
         if (s->reload && *s->reload) {
-            /* The worker reloads the file; the supervisor's own keys (endpoints,
-             * curve) take effect after a restart. */
+            /* The supervisor applies the public socket's keys (the CURVE
+             * lists, remote_control); the worker reloads the rest. */
             *s->reload = 0;
+            if (s->rl)
+                gb_reload_supervisor(s->rl);
             if (s->worker > 0) {
                 kill(s->worker, SIGHUP);
                 GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
@@ -1349,12 +1352,13 @@ static void close_all(gbi_sup_t *s)
 }
 
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
-                    volatile sig_atomic_t *reload)
+                    volatile sig_atomic_t *reload, gb_reload_t *rl)
 {
     gbi_sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
     s.reload = reload;
+    s.rl = rl;
     s.hb_timeout_ms = hb_timeout_ms();
     const char *drop = gb_test_hook(GB_HOOK_SUP_DROP_BYTES);
     s.drop_bytes = drop ? strtoul(drop, NULL, 10) : 0;
