@@ -347,7 +347,8 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
         return GBI_EXIT_FAIL;
     }
     /* SIGHUP: the server loop reloads the file (reload.c). */
-    gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname, cli->max_message_size, 0};
+    gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname, cli->max_message_size, 0,
+                          worker};
     gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
     e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
     gb_server_destroy(&server);
@@ -419,8 +420,9 @@ int main(int argc, char **argv)
                 wargv[wn++] = argv[i];
         if (!wargv)
             return GBI_EXIT_FAIL;
-        install_signals(); /* SIGHUP: passed on to the worker, which reloads */
-        gb_err e = gb_supervise(&cfg, wargv, &g_stop, &g_reload);
+        install_signals(); /* SIGHUP: the supervisor's keys reloaded here, the rest by the worker */
+        gb_reload_t rl = {cli.config_path, &cfg, cli.has_log_level, NULL, 0, 0, false}; /* the worker says --max-message-size stays */
+        gb_err e = gb_supervise(&cfg, wargv, &g_stop, &g_reload, &rl);
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }

@@ -1,6 +1,6 @@
-/* SIGHUP reload (see reload.h). Runs on the server thread, which is the only
- * writer of the live config; the ZAP thread reads the allow-list under
- * gb_curve_lock (server.h). */
+/* SIGHUP reload (see reload.h). Runs on the server thread (in a supervisor,
+ * its loop), which is the only writer of the live config; the ZAP thread
+ * reads the allow-list under gb_curve_lock (server.h). */
 #include "reload.h"
 
 #include <pthread.h>
@@ -46,17 +46,27 @@ static const restart_key_t g_restart_keys[] = {
     RK("messaging.max_hops", mail_max_hops),
 };
 
-static int restart_keys(const gb_config_t *live, const gb_config_t *next)
+/* The supervisor's keys under --supervise: its public socket's. */
+static const restart_key_t g_supervisor_restart_keys[] = {
+    RK("endpoints", endpoints),
+    RK("endpoints", n_endpoints),
+    RK("curve.enabled", curve.enabled),
+    RK("curve.server_secret_key_file", curve.server_secret_key_file),
+    RK("curve.server_public_key", curve.server_public_key),
+};
+
+static int restart_keys(const gb_config_t *live, const gb_config_t *next, const restart_key_t *keys, size_t n_keys,
+                        const char *who)
 {
     int n = 0;
     const char *last = NULL;
-    for (size_t i = 0; i < sizeof g_restart_keys / sizeof g_restart_keys[0]; i++) {
-        const restart_key_t *k = &g_restart_keys[i];
+    for (size_t i = 0; i < n_keys; i++) {
+        const restart_key_t *k = &keys[i];
         if (memcmp((const char *)live + k->off, (const char *)next + k->off, k->size) == 0)
             continue;
         if (last && strcmp(last, k->name) == 0)
             continue; /* a table and its count: one line */
-        GB_WARN("reload: %s changed; it takes effect only after a restart", k->name);
+        GB_WARN("%sreload: %s changed; it takes effect only after a restart", who, k->name);
         last = k->name;
         n++;
     }
@@ -96,6 +106,35 @@ static int apply_hosts(gb_config_t *live, const gb_config_t *next, const char *h
     return 1;
 }
 
+/* Who may connect and who may change state: applied where the public
+ * socket is (who: "" in the bridge, "supervisor: " in a supervisor). */
+static void apply_access(gb_config_t *live, const gb_config_t *next, const char *who)
+{
+    if (next->curve.n_allowed != live->curve.n_allowed ||
+        memcmp(next->curve.allowed_clients, live->curve.allowed_clients,
+               sizeof next->curve.allowed_clients) != 0) {
+        gb_curve_lock();
+        memcpy(live->curve.allowed_clients, next->curve.allowed_clients,
+               sizeof live->curve.allowed_clients);
+        live->curve.n_allowed = next->curve.n_allowed;
+        gb_curve_unlock();
+        GB_INFO("%sreload: curve.allowed_clients: %zu key(s)%s", who, live->curve.n_allowed,
+                live->curve.n_allowed ? "" : " (any client with the server key)");
+    }
+    if (next->curve.n_admin != live->curve.n_admin ||
+        memcmp(next->curve.admin_clients, live->curve.admin_clients, sizeof next->curve.admin_clients) != 0) {
+        gb_curve_lock();
+        memcpy(live->curve.admin_clients, next->curve.admin_clients, sizeof live->curve.admin_clients);
+        live->curve.n_admin = next->curve.n_admin;
+        gb_curve_unlock();
+        GB_INFO("%sreload: curve.admin_clients: %zu key(s)", who, live->curve.n_admin);
+    }
+    if (next->remote_control != live->remote_control) {
+        live->remote_control = next->remote_control;
+        GB_INFO("%sreload: remote_control %s", who, live->remote_control ? "true" : "false");
+    }
+}
+
 int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_level,
                     const char *hostname)
 {
@@ -120,30 +159,8 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
         GB_INFO("reload: log_format %s", gb_log_format_name(live->log_format));
     }
     int restart = apply_hosts(live, next, hostname);
-    if (next->curve.n_allowed != live->curve.n_allowed ||
-        memcmp(next->curve.allowed_clients, live->curve.allowed_clients,
-               sizeof next->curve.allowed_clients) != 0) {
-        gb_curve_lock();
-        memcpy(live->curve.allowed_clients, next->curve.allowed_clients,
-               sizeof live->curve.allowed_clients);
-        live->curve.n_allowed = next->curve.n_allowed;
-        gb_curve_unlock();
-        GB_INFO("reload: curve.allowed_clients: %zu key(s)%s", live->curve.n_allowed,
-                live->curve.n_allowed ? "" : " (any client with the server key)");
-    }
-    if (next->curve.n_admin != live->curve.n_admin ||
-        memcmp(next->curve.admin_clients, live->curve.admin_clients, sizeof next->curve.admin_clients) != 0) {
-        gb_curve_lock();
-        memcpy(live->curve.admin_clients, next->curve.admin_clients, sizeof live->curve.admin_clients);
-        live->curve.n_admin = next->curve.n_admin;
-        gb_curve_unlock();
-        GB_INFO("reload: curve.admin_clients: %zu key(s)", live->curve.n_admin);
-    }
-    if (next->remote_control != live->remote_control) {
-        live->remote_control = next->remote_control;
-        GB_INFO("reload: remote_control %s", live->remote_control ? "true" : "false");
-    }
-    return restart + restart_keys(live, next);
+    apply_access(live, next, "");
+    return restart + restart_keys(live, next, g_restart_keys, sizeof g_restart_keys / sizeof g_restart_keys[0], "");
 }
 
 /* --max-message-size beats the file's value, on reload too: said once for
@@ -160,19 +177,39 @@ static void keep_cli_max_message_size(gb_reload_t *r, gb_config_t *next)
     next->max_message_size = r->live->max_message_size;
 }
 
-int gb_reload_file(gb_reload_t *r)
+/* Loads r->path into next; -1 (said) when it cannot be read. who: as above. */
+static int load_next(gb_reload_t *r, gb_config_t *next, const char *who)
 {
     if (!r->path) {
-        GB_WARN("reload: no --config file was given; nothing to reload");
+        GB_WARN("%sreload: no --config file was given; nothing to reload", who);
         return -1;
     }
-    gb_config_t next;
     char err[512];
-    if (gb_config_load(r->path, &next, err, sizeof err) != GB_OK) {
-        GB_ERROR("reload: %s; the running configuration stays", err);
+    if (gb_config_load(r->path, next, err, sizeof err) != GB_OK) {
+        GB_ERROR("%sreload: %s; the running configuration stays", who, err);
         return -1;
     }
-    keep_cli_max_message_size(r, &next);
+    keep_cli_max_message_size(r, next);
+    return 0;
+}
+
+/* A supervised worker serves a private ipc socket without CURVE: the public
+ * socket's keys are its supervisor's, which applies them and says so. */
+static void keep_supervisor_keys(const gb_config_t *live, gb_config_t *next)
+{
+    memcpy(next->endpoints, live->endpoints, sizeof next->endpoints);
+    next->n_endpoints = live->n_endpoints;
+    next->curve = live->curve;
+    next->remote_control = live->remote_control;
+}
+
+int gb_reload_file(gb_reload_t *r)
+{
+    gb_config_t next;
+    if (load_next(r, &next, "") != 0)
+        return -1;
+    if (r->supervised)
+        keep_supervisor_keys(r->live, &next);
     /* The same libraries add the same types (grain_libs.c): as at start. */
     if (next.n_libs == r->live->n_libs && memcmp(next.libs, r->live->libs, sizeof next.libs) == 0)
         for (size_t i = 0; i < r->live->n_grains; i++)
@@ -180,6 +217,30 @@ int gb_reload_file(gb_reload_t *r)
                 gb_config_add_grain(&next, r->live->grains[i].type);
     int n = gb_reload_apply(r->live, &next, r->cli_log_level, r->hostname);
     GB_INFO("reload: %s applied%s", r->path, n ? "; some changes need a restart (see above)" : "");
+    return n;
+}
+
+int gb_reload_supervisor(gb_reload_t *r)
+{
+    gb_config_t next;
+    if (!r->path)
+        return -1; /* the worker says so */
+    if (load_next(r, &next, "supervisor: ") != 0)
+        return -1;
+    /* Its own log level and format follow the file as the worker's do (the
+     * worker says so); its lines here at the more verbose of the two levels. */
+    const gb_log_level level = r->cli_log_level ? r->live->log_level : next.log_level;
+    if (level > r->live->log_level)
+        gb_log_set_level(level);
+    if (next.log_format != r->live->log_format) {
+        r->live->log_format = next.log_format;
+        gb_log_set_format(next.log_format);
+    }
+    apply_access(r->live, &next, "supervisor: ");
+    int n = restart_keys(r->live, &next, g_supervisor_restart_keys,
+                         sizeof g_supervisor_restart_keys / sizeof g_supervisor_restart_keys[0], "supervisor: ");
+    r->live->log_level = level;
+    gb_log_set_level(level);
     return n;
 }
 

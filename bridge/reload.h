@@ -1,6 +1,8 @@
 /* SIGHUP: reload the config file and apply what can change while serving
  * (log level and format, hosts entries, the CURVE allow-list); every other
- * key that changed is named in a WARN line saying it needs a restart. */
+ * key that changed is named in a WARN line saying it needs a restart. Under
+ * --supervise the supervisor applies the keys of the public socket and the
+ * worker the rest. */
 #ifndef GB_RELOAD_H
 #define GB_RELOAD_H
 
@@ -17,6 +19,7 @@ typedef struct gb_reload {
     const char *hostname;  /* for hosts entries */
     uint32_t cli_max_message_size; /* --max-message-size given (0: not): it keeps beating the file */
     uint32_t mms_said;     /* the file's max_message_size last said to be overridden */
+    bool supervised;       /* a --supervise worker: the public socket's keys are the supervisor's */
 } gb_reload_t;
 
 /* Applies next to live (the reloadable keys) and logs one line per change and
@@ -27,6 +30,13 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
 /* Reloads r->path into r->live; returns how many keys need a restart, or -1
  * when the file could not be read (the running configuration stays). */
 int gb_reload_file(gb_reload_t *r);
+
+/* The supervisor's reload (--supervise): applies the public socket's keys
+ * it owns (curve.allowed_clients, curve.admin_clients, remote_control) and
+ * its own log level and format, logging "supervisor: reload: ..." lines;
+ * WARNs for its restart-only keys (endpoints, curve keys). Returns how many
+ * need a restart, or -1 when the file could not be read. */
+int gb_reload_supervisor(gb_reload_t *r);
 
 /* The server's reload callback (gb_server_on_reload): ctx is a gb_reload_t. */
 void gb_reload_run(void *ctx, gb_server_t *s);

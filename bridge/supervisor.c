@@ -134,6 +134,7 @@ typedef struct gbi_sup {
     size_t ids_bytes;  /* memory of all clients' id sets (SUP_IDS_BYTES) */
     size_t noted;      /* ids the last frame passed to note_requests added */
     volatile sig_atomic_t *reload; /* set by SIGHUP: passed on to the worker */
+    gb_reload_t *rl;               /* reloads the supervisor's own keys; NULL: none */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
     uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
@@ -976,6 +977,19 @@ static int from_client(gbi_sup_t *s)
 }
 
 
+/* calloc for what the supervisor needs to start, with an error that says
+ * what it was for. A test build fails the Nth call when
+ * GPUBRIDGE_TEST_SUP_NOMEM=N (test_supervise_nomem). */
+static void *sup_calloc(size_t n, size_t size, const char *what)
+{
+    static unsigned long calls;
+    const char *fail = gb_test_hook(GB_HOOK_SUP_NOMEM);
+    void *p = fail && strtoul(fail, NULL, 10) == ++calls ? NULL : calloc(n, size);
+    if (!p)
+        GB_ERROR("supervisor: out of memory (%s); not starting", what);
+    return p;
+}
+
 /* ---- the worker's private directory ---------------------------------------- */
 
 /* Removes the directories that supervisors of this user left behind when
@@ -1032,7 +1046,7 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
      * whole there, their ids never answered. After the caller's arguments:
      * the last one counts. */
     snprintf(s->mms_arg, sizeof s->mms_arg, "--max-message-size=%u", s->cfg->max_message_size);
-    s->wargv = calloc(n + 3, sizeof *s->wargv);
+    s->wargv = sup_calloc(n + 3, sizeof *s->wargv, "the worker's command line");
     if (!s->wargv)
         return GB_ERR_NOMEM;
     s->wargv[0] = argv[0];
@@ -1215,7 +1229,7 @@ static gb_err open_front(gbi_sup_t *s)
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
         char msg[512];
-        s->curve = calloc(1, sizeof *s->curve);
+        s->curve = sup_calloc(1, sizeof *s->curve, "the CURVE state");
         if (!s->curve)
             return GB_ERR_NOMEM;
         s->curve->cfg = cfg;
@@ -1318,9 +1332,11 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         if (s->worker == 0 && !*stop && now >= next_spawn && spawn_worker(s) != 0)
             next_spawn = now + 1000000000ull;
         if (s->reload && *s->reload) {
-            /* The worker reloads the file; the supervisor's own keys (endpoints,
-             * curve) take effect after a restart. */
+            /* The supervisor applies the public socket's keys (the CURVE
+             * lists, remote_control); the worker reloads the rest. */
             *s->reload = 0;
+            if (s->rl)
+                gb_reload_supervisor(s->rl);
             if (s->worker > 0) {
                 kill(s->worker, SIGHUP);
                 GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
@@ -1411,22 +1427,22 @@ static void close_all(gbi_sup_t *s)
 }
 
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
-                    volatile sig_atomic_t *reload)
+                    volatile sig_atomic_t *reload, gb_reload_t *rl)
 {
     gbi_sup_t s;
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
     s.reload = reload;
+    s.rl = rl;
     s.hb_timeout_ms = hb_timeout_ms();
     s.fwd_max = (size_t)cfg->max_message_size * SUP_FWD_FRAMES;
     const char *drop = gb_test_hook(GB_HOOK_SUP_DROP_BYTES);
     s.drop_bytes = drop ? strtoul(drop, NULL, 10) : 0;
-    s.peers = calloc(MAX_PEERS, sizeof *s.peers);
-    s.items = calloc(MAX_PEERS + 2, sizeof *s.items);
-    s.owner = calloc(MAX_PEERS + 2, sizeof *s.owner);
-    gb_err err = s.peers && s.items && s.owner ? GB_OK : GB_ERR_NOMEM;
-    if (err != GB_OK)
-        GB_ERROR("supervisor: out of memory");
+    /* One at a time: a failed one says which, and close_all frees the others. */
+    s.peers = sup_calloc(MAX_PEERS, sizeof *s.peers, "the client table");
+    s.items = s.peers ? sup_calloc(MAX_PEERS + 2, sizeof *s.items, "the poll table") : NULL;
+    s.owner = s.items ? sup_calloc(MAX_PEERS + 2, sizeof *s.owner, "the poll table") : NULL;
+    gb_err err = s.owner ? GB_OK : GB_ERR_NOMEM;
     if (err == GB_OK)
         err = make_worker_side(&s, argv);
     if (err == GB_OK)

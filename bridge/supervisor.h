@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "reload.h"
 
 /* Exit status of a worker whose GPU side failed (a sticky CUDA error). */
 #define GB_EXIT_GPU_FAILED 3
@@ -24,9 +25,10 @@
  * argv, argv[0] first, NULL-terminated, without --supervise, plus
  * --worker-endpoint) and proxies until *stop; then stops the worker
  * (SIGTERM: it drains) and returns. GB_OK when the worker's last exit was
- * clean. */
+ * clean. When *reload is set (SIGHUP), rl (its live config is cfg; may be
+ * NULL) reloads the supervisor's own keys and the worker gets SIGHUP. */
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
-                    volatile sig_atomic_t *reload);
+                    volatile sig_atomic_t *reload, gb_reload_t *rl);
 
 /* 0 when dir is a directory of this user with mode 0700 (not a link). */
 int gb_sup_check_private_dir(const char *dir);

@@ -11,7 +11,7 @@
 static const char *const g_hooks[] = {
     "GPUBRIDGE_TEST_FAULTS", "GPUBRIDGE_KERNEL_FLAGS", "GPUBRIDGE_FORCE_MALLOC_STAGING",
     "GPUBRIDGE_FORCE_FALLBACK", "GPUBRIDGE_TEST_SPIN", "GPUBRIDGE_TEST_HEARTBEAT_MS",
-    "GPUBRIDGE_TEST_SUP_DROP_BYTES"};
+    "GPUBRIDGE_TEST_SUP_DROP_BYTES", "GPUBRIDGE_TEST_SUP_NOMEM"};
 
 const char *gb_test_hook(gb_hook hook)
 {
@@ -33,7 +33,9 @@ const char *gb_test_hooks_usage(void)
            "  GPUBRIDGE_TEST_HEARTBEAT_MS=N     --supervise: kill a worker silent for N ms\n"
            "                                    (3N while it runs) instead of 10 s (30 s)\n"
            "  GPUBRIDGE_TEST_SUP_DROP_BYTES=N   --supervise: a frame of N bytes fails to pass to\n"
-           "                                    the worker (as if its connection closed)\n";
+           "                                    the worker (as if its connection closed)\n"
+           "  GPUBRIDGE_TEST_SUP_NOMEM=N        --supervise: the supervisor's Nth allocation at\n"
+           "                                    start (1-5) fails\n";
 }
 #else
 const char *gb_test_hook(gb_hook hook)

@@ -11,7 +11,8 @@
  *   GPUBRIDGE_FORCE_FALLBACK=1        act as if mapped pinned memory failed
  *   GPUBRIDGE_TEST_SPIN=1             message type 0xFF7E spins the server loop
  *   GPUBRIDGE_TEST_HEARTBEAT_MS=N     the supervisor's heartbeat timeout
- *   GPUBRIDGE_TEST_SUP_DROP_BYTES=N   the supervisor fails to pass on frames of N bytes */
+ *   GPUBRIDGE_TEST_SUP_DROP_BYTES=N   the supervisor fails to pass on frames of N bytes
+ *   GPUBRIDGE_TEST_SUP_NOMEM=N        the supervisor's Nth start-up allocation fails */
 #ifndef GB_TEST_HOOKS_H
 #define GB_TEST_HOOKS_H
 
@@ -28,6 +29,7 @@ typedef enum gb_hook {
     GB_HOOK_TEST_SPIN,
     GB_HOOK_HEARTBEAT_MS,
     GB_HOOK_SUP_DROP_BYTES,
+    GB_HOOK_SUP_NOMEM,
 } gb_hook;
 
 /* The hook's environment value in a test build; NULL when unset or in the

@@ -5,7 +5,9 @@
  *     a loopback peer may; remote_control = true opens it.
  *   - With CURVE and curve.admin_clients, an allow-listed client that is not
  *     an admin is refused even over ipc; an admin key (admitted without being
- *     on allowed_clients) may. */
+ *     on allowed_clients) may.
+ *   - SIGHUP applies changed CURVE lists where the public socket is (the
+ *     supervisor under --supervise), and the log says so. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -272,13 +274,114 @@ static void test_refused_handshakes_rate_limited(void **state)
                  (unsigned long long)elapsed, bound);
 }
 
-int main(void)
+/* 1 when a request gets no reply: the handshake was refused. A refused
+ * connection may be gone before the send, which then cannot be queued. */
+static int refused(void *s, uint64_t corr)
+{
+    float a[1] = {1}, b[1] = {2};
+    uint8_t buf[64], frame[128];
+    size_t len = pack_vecadd(buf, 0, a, b, 1);
+    Gpubridge__ClientFrame cf = GPUBRIDGE__CLIENT_FRAME__INIT;
+    cf.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
+    cf.envelope = make_env(corr, "vecadd", 1, 1, buf, len);
+    assert_true(gpubridge__client_frame__get_packed_size(&cf) <= sizeof frame);
+    len = gpubridge__client_frame__pack(&cf, frame);
+    int timeout = 2000 * E2E_SLOW;
+    zmq_setsockopt(s, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
+    if (zmq_send(s, frame, len, 0) < 0)
+        return 1;
+    Gpubridge__ServerFrame *f = recv_frame(s, 2000 * E2E_SLOW);
+    if (f)
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    return f == NULL;
+}
+
+/* Rewrites the bridge's config file with extra (as bridge_start wrote it). */
+static void rewrite_config(const bridge_t *b, const char *extra)
+{
+    FILE *f = fopen(b->cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "endpoints = [\"%s\"];\nlog_level = \"debug\";\n%s\n", b->endpoint, extra);
+    fclose(f);
+}
+
+/* SIGHUP reloads the CURVE lists where the public socket is: in the bridge,
+ * or under --supervise in the supervisor (its worker has no CURVE). A key
+ * added to allowed_clients is admitted, one removed is refused, a new admin
+ * key may change state; and the log says which process applied them. */
+static void test_reload_access(void **state)
+{
+    (void)state;
+    g_extra_endpoint = NULL;
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    char spub[41], ssec[41], apub[41], asec[41], bpub[41], bsec[41], dpub[41], dsec[41];
+    assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+    assert_int_equal(zmq_curve_keypair(apub, asec), 0);
+    assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
+    assert_int_equal(zmq_curve_keypair(dpub, dsec), 0);
+    char dir[256], keyfile[300], cfg[1024];
+    e2e_tmpdir(dir);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
+    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, ssec, 40), 40);
+    close(fd);
+    snprintf(cfg, sizeof cfg,
+             "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
+             "          allowed_clients = [ \"%s\" ]; };\n",
+             keyfile, spub, apub);
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, cfg), 0);
+    void *a = curve_client(&b, spub, apub, asec), *nb = curve_client(&b, spub, bpub, bsec);
+    still_serves(a);
+    assert_true(refused(nb, 1));
+    zmq_close(a);
+    zmq_close(nb);
+
+    /* B allowed instead of A; D an admin. */
+    snprintf(cfg, sizeof cfg,
+             "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
+             "          allowed_clients = [ \"%s\" ]; admin_clients = [ \"%s\" ]; };\n",
+             keyfile, spub, bpub, dpub);
+    rewrite_config(&b, cfg);
+    assert_int_equal(kill(b.pid, SIGHUP), 0);
+    const int sup = getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1';
+    const char *applied = sup ? "supervisor: reload: curve.admin_clients: 1 key(s)" : "reload: curve.admin_clients: 1 key(s)";
+    for (uint64_t end = e2e_ms() + 10000 * E2E_SLOW; !log_contains(&b, applied) && e2e_ms() < end;)
+        usleep(10000);
+    if (!log_contains(&b, applied))
+        fail_msg("no '%s' in %s after SIGHUP", applied, b.log);
+    void *nb2 = curve_client(&b, spub, bpub, bsec), *d = curve_client(&b, spub, dpub, dsec);
+    void *a2 = curve_client(&b, spub, apub, asec);
+    still_serves(nb2);
+    assert_int_equal(control_simple(nb2, 2, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), NO);
+    assert_int_equal(control_simple(d, 3, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(d, 4, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), OK);
+    assert_true(refused(a2, 5));
+    zmq_close(nb2);
+    zmq_close(d);
+    zmq_close(a2);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+    /* The worker does not claim what it does not apply, nor warn of keys it does not own. */
+    if (sup) {
+        assert_true(log_contains(&b, "supervisor: reload: curve.allowed_clients: 1 key(s)"));
+        assert_false(log_contains(&b, "gpubridge: reload: curve."));
+        assert_false(log_contains(&b, "reload: endpoints changed"));
+        assert_false(log_contains(&b, "reload: curve.enabled changed"));
+    }
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remote_control_refused),
         cmocka_unit_test(test_admin_keys),
         cmocka_unit_test(test_check_config_keys),
         cmocka_unit_test(test_refused_handshakes_rate_limited),
+        cmocka_unit_test(test_reload_access),
     };
+    if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
+        cmocka_set_test_filter(argv[1]);
     return cmocka_run_group_tests_name("control authority", tests, NULL, NULL) ? 1 : 0;
 }

@@ -880,7 +880,7 @@ static void test_evicted_store_bound(void **state)
     assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_message_passing),   cmocka_unit_test(test_bad_input),
@@ -897,6 +897,8 @@ int main(void)
         cmocka_unit_test(test_activation_collection),
         cmocka_unit_test(test_evicted_store_bound),
     };
+    if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
+        cmocka_set_test_filter(argv[1]);
     printf("e2e: mode %s\n", e2e_mode());
     if (strcmp(e2e_mode(), "cpu") != 0)
         gb_require_gpu();

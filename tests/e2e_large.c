@@ -245,13 +245,15 @@ static void test_examples_large(void **state)
     assert_int_equal(run_cmd(cmd), 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_upstream_cases),     cmocka_unit_test(test_large_vectors),
         cmocka_unit_test(test_large_echo),         cmocka_unit_test(test_large_batch),
         cmocka_unit_test(test_over_max_message_size), cmocka_unit_test(test_examples_large),
     };
+    if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
+        cmocka_set_test_filter(argv[1]);
     printf("e2e large messages: mode %s\n", e2e_mode());
     if (strcmp(e2e_mode(), "cpu") != 0)
         gb_require_gpu();

@@ -410,7 +410,7 @@ static void test_target_terminated(void **st)
     stop(&b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_keeps_correlation), cmocka_unit_test(test_sends_counted_nothing_lost),
@@ -419,6 +419,8 @@ int main(void)
         cmocka_unit_test(test_target_paused_past_hold),   cmocka_unit_test(test_target_terminated),
         cmocka_unit_test(test_trailer_checked),
     };
+    if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
+        cmocka_set_test_filter(argv[1]);
     printf("e2e messages between grains: mode %s\n", e2e_mode());
     if (strcmp(e2e_mode(), "cpu") != 0)
         gb_require_gpu();

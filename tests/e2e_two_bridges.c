@@ -321,12 +321,14 @@ static void test_bridge_dies_and_returns(void **state)
     gbc_client_destroy(&c);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_placement_vectors),
         cmocka_unit_test(test_key_stays_on_its_bridge),
         cmocka_unit_test(test_bridge_dies_and_returns),
     };
+    if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
+        cmocka_set_test_filter(argv[1]);
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "config.h"
 #include "log.h"
@@ -216,7 +217,7 @@ static void test_reload_cli_max_message_size(void **state)
     gb_config_t live;
     gb_config_defaults(&live);
     live.max_message_size = 4096;
-    gb_reload_t r = {path, &live, false, "testhost", 4096, 0};
+    gb_reload_t r = {path, &live, false, "testhost", 4096, 0, false};
     FILE *log = tmpfile();
     assert_non_null(log);
     fflush(stderr);
@@ -238,6 +239,71 @@ static void test_reload_cli_max_message_size(void **state)
     fclose(log);
 }
 
+/* Runs fn(r) with stderr into a temporary file (returned, rewound by lines_with). */
+static FILE *reload_logged(int (*fn)(gb_reload_t *), gb_reload_t *r, int *ret)
+{
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(log), 2);
+    gb_log_level level = gb_log_get_level();
+    gb_log_set_level(GB_LOG_INFO);
+    *ret = fn(r);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    gb_log_set_level(level);
+    return log;
+}
+
+/* Under --supervise the public socket's keys are the supervisor's: it applies
+ * the CURVE lists and remote_control, and says endpoints need a restart; the
+ * worker (a private ipc socket, no CURVE) neither claims nor warns of them. */
+static void test_reload_supervised(void **state)
+{
+    (void)state;
+    char pub[41], sec[41], path[] = "/tmp/gb-reload-XXXXXX", text[1024];
+    assert_int_equal(zmq_curve_keypair(pub, sec), 0);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    int len = snprintf(text, sizeof text,
+                       "endpoints = [ \"tcp://127.0.0.1:7100\" ];\nremote_control = true;\n"
+                       "curve = { enabled = true; server_secret_key_file = \"/nonexistent\";\n"
+                       "          server_public_key = \"%s\"; allowed_clients = [ \"%s\" ]; };\n",
+                       pub, pub);
+    assert_int_equal(write(fd, text, (size_t)len), len);
+    close(fd);
+
+    gb_config_t worker;
+    gb_config_defaults(&worker);
+    worker.n_endpoints = 1;
+    snprintf(worker.endpoints[0], sizeof worker.endpoints[0], "ipc:///tmp/gpubridge-1-abcdef/worker.sock");
+    gb_reload_t rw = {path, &worker, false, "testhost", 0, 0, true};
+    int n;
+    FILE *log = reload_logged(gb_reload_file, &rw, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(lines_with(log, "curve"), 0);
+    assert_int_equal(lines_with(log, "endpoints"), 0);
+    assert_int_equal(lines_with(log, "remote_control"), 0);
+    assert_int_equal(worker.curve.n_allowed, 0);
+    fclose(log);
+
+    gb_config_t sup;
+    gb_config_defaults(&sup);
+    gb_reload_t rs = {path, &sup, false, NULL, 0, 0, false};
+    log = reload_logged(gb_reload_supervisor, &rs, &n);
+    unlink(path);
+    assert_int_equal(n, 4); /* endpoints and curve.enabled, .server_secret_key_file, .server_public_key */
+    assert_int_equal(sup.curve.n_allowed, 1);
+    assert_string_equal(sup.curve.allowed_clients[0], pub);
+    assert_true(sup.remote_control);
+    assert_int_equal(lines_with(log, "supervisor: reload: curve.allowed_clients: 1 key(s)"), 1);
+    assert_int_equal(lines_with(log, "supervisor: reload: remote_control true"), 1);
+    assert_int_equal(lines_with(log, "supervisor: reload: endpoints changed; it takes effect only after a restart"), 1);
+    fclose(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_reload_apply),
         cmocka_unit_test(test_reload_cli_max_message_size),
+        cmocka_unit_test(test_reload_supervised),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
