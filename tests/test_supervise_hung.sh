@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Supervision of a worker that spins (gpubridge-test --supervise, cpu mode):
+# Supervision of a worker that spins (gpubridge-test --supervise, any mode):
 # its main loop runs without reading (the GPUBRIDGE_TEST_SPIN hook, message
 # type 0xFF7E), so it answers no heartbeat although it keeps running. The
 # supervisor must kill it once its running grace is used up (3 heartbeat
 # timeouts; GPUBRIDGE_TEST_HEARTBEAT_MS shortens them), answer the requests
 # in flight with STATUS_GPU_ERROR, start a new worker that serves, and stop
 # with exit 0 on SIGTERM.
-#   test_supervise_hung.sh BUILD_DIR
+#   test_supervise_hung.sh BUILD_DIR [MODE]
 set -uo pipefail
-BUILD=$1
+BUILD=$1 MODE=${2:-cpu}
+if [ "$MODE" != cpu ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GPU"; exit 77; fi
 GBCTL="$BUILD/client/gbctl"
 T=$(mktemp -d /tmp/gbhung.XXXXXX)
 EP="ipc://$T/bridge.sock"
-printf 'endpoints = [ "%s" ];\nmode = "cpu";\n' "$EP" > "$T/bridge.cfg"
+printf 'endpoints = [ "%s" ];\nmode = "%s";\n' "$EP" "$MODE" > "$T/bridge.cfg"
 GPUBRIDGE_TEST_SPIN=1 GPUBRIDGE_TEST_HEARTBEAT_MS=2000 \
   "$BUILD/bridge/gpubridge-test" --config "$T/bridge.cfg" --supervise 2> "$T/sup.log" &
 SUP=$!
