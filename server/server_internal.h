@@ -138,6 +138,7 @@ typedef struct gbi_ring {
     /* The kernel's heartbeat as the health check last saw it change, and
      * when (GrainTypeStatus.heartbeat_age_ns). */
     uint64_t hb_seen, hb_seen_ns;
+    int failed_seen; /* the health check has reported its GB_RK_FAILED */
 } gbi_ring_t;
 
 /* Replies waiting to go to one client, flushed as one frame. They are
