@@ -980,7 +980,13 @@ static void test_refused_frames_answered_once(void **state)
     want_t w = {N + M, 1, 0};
     tally_until(&t, c, all_answered, &w, 5000);
     expect_all_answered(&t, &w);
-    assert_int_equal(t.frame_busy, M);
+    /* Under --supervise the worker's backlog may have fallen below its
+     * bound by then (the supervisor holds the rest): some late frames are
+     * then decoded and answered request by request instead. */
+    if (supervised())
+        assert_true(t.frame_busy <= M);
+    else
+        assert_int_equal(t.frame_busy, M);
     assert_true(t.ok > 0 && t.busy > 0);
     const uint64_t replies = t.replies;
     zmq_close(other);
