@@ -277,9 +277,10 @@ static void test_ready_then_lost(void **state)
     assert_int_equal(gbc_flush(c), GBC_OK);
     while (atomic_load(&f->envelopes) < K + M + 1)
         usleep(1000);
-    usleep(200000); /* the K replies reach the client's socket */
+    usleep(1000000); /* the K replies reach the client's socket */
     assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK); /* reads them all */
     gbc_reply_clear(&r);
+    assert_int_equal(c->ready.n, K - 1); /* all in the client before the fake goes */
     fake_stop(&f);
     usleep(200000); /* the monitor has the disconnection */
     int ok = 1, lost = 0;

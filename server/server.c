@@ -419,18 +419,19 @@ void gbi_check_health(gb_server_t *s)
             __atomic_store_n(&r->hb_seen_ns, gb_now_ns(), __ATOMIC_RELAXED);
         }
         const gb_err perr = gb_rk_poll(r->t->rk);
-        gb_rk_status_t st;
-        gb_rk_status(r->t->rk, &st);
+        const gb_rk_state state = gb_rk_state_of(r->t->rk);
         /* A relaunch type may have failed in a call before this one (a feed
          * or a reply poll kicks its launches): its state tells. */
-        const int failed_now = st.state == GB_RK_FAILED && !r->failed_seen;
+        const int failed_now = state == GB_RK_FAILED && !r->failed_seen;
         if ((perr != GB_OK && before.state == GB_RK_RUNNING) || failed_now) {
-            r->failed_seen = st.state == GB_RK_FAILED;
+            gb_rk_status_t st;
+            gb_rk_status(r->t->rk, &st);
+            r->failed_seen = state == GB_RK_FAILED;
             GB_ERROR("grain type '%s' stopped: %s%s%s; %llu request(s) in flight get an error reply", r->t->name,
                      gb_rk_state_name(st.state), st.last_error_name[0] ? ", " : "", st.last_error_name,
                      (unsigned long long)gb_rk_in_flight(r->t->rk));
         }
-        if (st.state == GB_RK_FAILED && s->exit_on_gpu_failure && !s->gpu_failed) {
+        if (state == GB_RK_FAILED && s->exit_on_gpu_failure && !s->gpu_failed) {
             /* A supervised worker: the CUDA context is likely poisoned
              * (sticky error); answer what we can and let the supervisor
              * start a fresh process. */
