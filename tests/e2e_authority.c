@@ -97,12 +97,7 @@ static void test_admin_keys(void **state)
     assert_int_equal(zmq_curve_keypair(upub, usec), 0);
     assert_int_equal(zmq_curve_keypair(apub, asec), 0);
     char dir[256], keyfile[300], cfg[1024];
-    e2e_tmpdir(dir);
-    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
-    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, ssec, 40), 40);
-    close(fd);
+    e2e_server_key(ssec, dir, keyfile);
     snprintf(cfg, sizeof cfg,
              "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
              "          allowed_clients = [ \"%s\" ]; admin_clients = [ \"%s\" ]; };\n",
@@ -171,12 +166,7 @@ static void test_check_config_keys(void **state)
     assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
     assert_int_equal(zmq_curve_keypair(opub, osec), 0);
     char dir[256], keyfile[300], err[2048];
-    e2e_tmpdir(dir);
-    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
-    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, ssec, 40), 40);
-    close(fd);
+    e2e_server_key(ssec, dir, keyfile);
     assert_int_equal(check_config(dir, keyfile, spub, err, sizeof err), 0);
 
     assert_int_equal(check_config(dir, keyfile, opub, err, sizeof err), 2);
@@ -231,12 +221,7 @@ static void test_refused_handshakes_rate_limited(void **state)
     assert_int_equal(zmq_curve_keypair(apub, asec), 0);
     assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
     char dir[256], keyfile[300], cfg[1024];
-    e2e_tmpdir(dir);
-    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
-    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, ssec, 40), 40);
-    close(fd);
+    e2e_server_key(ssec, dir, keyfile);
     snprintf(cfg, sizeof cfg,
              "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
              "          allowed_clients = [ \"%s\" ]; };\n",
@@ -321,12 +306,7 @@ static void test_reload_access(void **state)
     assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
     assert_int_equal(zmq_curve_keypair(dpub, dsec), 0);
     char dir[256], keyfile[300], cfg[1024];
-    e2e_tmpdir(dir);
-    snprintf(keyfile, sizeof keyfile, "%s/server.key", dir);
-    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, ssec, 40), 40);
-    close(fd);
+    e2e_server_key(ssec, dir, keyfile);
     snprintf(cfg, sizeof cfg,
              "curve = { enabled = true; server_secret_key_file = \"%s\"; server_public_key = \"%s\";\n"
              "          allowed_clients = [ \"%s\" ]; };\n",

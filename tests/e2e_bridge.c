@@ -680,12 +680,7 @@ static void test_curve(void **state)
     assert_int_equal(zmq_curve_keypair(apub, asec), 0);
     assert_int_equal(zmq_curve_keypair(bpub, bsec), 0);
     char keydir[256], keyfile[300];
-    e2e_tmpdir(keydir);
-    snprintf(keyfile, sizeof keyfile, "%s/server.key", keydir);
-    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, ssec, 40), 40);
-    close(fd);
+    e2e_server_key(ssec, keydir, keyfile);
     chmod(keyfile, 0600);
     char cfg[1024];
     snprintf(cfg, sizeof cfg,

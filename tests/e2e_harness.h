@@ -105,6 +105,18 @@ static void e2e_tmpdir(char *dir)
     snprintf(g_tmpdirs[g_n_tmpdirs++], 256, "%s", dir);
 }
 
+/* A fresh folder (dir, 256 bytes) holding server.key: the Z85 secret key
+ * (40 characters), mode 0600; its path into keyfile (300 bytes). */
+static void e2e_server_key(const char *secret, char *dir, char *keyfile)
+{
+    e2e_tmpdir(dir);
+    snprintf(keyfile, 300, "%s/server.key", dir);
+    int fd = open(keyfile, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, secret, 40), 40);
+    close(fd);
+}
+
 static uint64_t e2e_ms(void)
 {
     struct timespec ts;

@@ -526,6 +526,33 @@ static uint8_t *echo_data_batch(uint64_t first, size_t n, size_t data_len, size_
     return buf;
 }
 
+/* Frames k0..k1-1 of per echo requests of data bytes each (ids 1 + k * per
+ * on), each frame sent to every one of the n clients in turn. */
+static void send_echo_frames(void *const *c, int n, uint64_t k0, uint64_t k1, size_t per, size_t data)
+{
+    for (uint64_t k = k0; k < k1; k++) {
+        size_t len;
+        uint8_t *fr = echo_data_batch(1 + k * per, per, data, &len);
+        for (int i = 0; i < n; i++)
+            send_raw(c[i], fr, len);
+        free(fr);
+    }
+}
+
+/* A client that reads nothing: one reply at most waits in its ZeroMQ queue
+ * (RCVHWM 1, set before it connects), the rest in the bridge. */
+static void *nonreading_open(const char *endpoint)
+{
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0, rcvhwm = 1;
+    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
+    assert_int_equal(zmq_connect(c, endpoint), 0);
+    return c;
+}
+
 /* Item 3, large replies: a client that does not read, with replies big
  * enough to pass the bridge's per-client bound within a few thousand
  * requests. Its later frames get one BUSY each; once it reads, every request
@@ -536,22 +563,11 @@ static void test_unread_replies_answered_once(void **state)
     (void)state;
     assert_int_equal(bridge_start(&g_b, "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n"),
                      0);
-    if (!g_zctx)
-        g_zctx = zmq_ctx_new();
-    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
-    int linger = 0, rcvhwm = 1;
-    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    void *c = nonreading_open(g_b.endpoint);
     void *other = client_open(g_b.endpoint);
     still_serves(other);
     enum { PER = 4, FRAMES = 6000, DATA = 1500 };
-    for (uint64_t k = 0; k < FRAMES; k++) {
-        size_t len;
-        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
-        send_raw(c, fr, len);
-        free(fr);
-    }
+    send_echo_frames(&c, 1, 0, FRAMES, PER, DATA);
     still_serves(other);
     tally_t t;
     tally_init(&t, (uint64_t)PER * FRAMES);
@@ -612,13 +628,7 @@ static void test_unread_replies_total(void **state)
     }
     void *other = client_open(g_b.endpoint);
     still_serves(other);
-    for (uint64_t k = 0; k < FRAMES; k++) {
-        size_t len;
-        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
-        for (int i = 0; i < N; i++)
-            send_raw(c[i], fr, len);
-        free(fr);
-    }
+    send_echo_frames(c, N, 0, FRAMES, PER, DATA);
     uint64_t corr = 10;
     Gpubridge__Telemetry *tm = echo_settled_sent(other, &corr, PER, (uint64_t)N * FRAMES * PER);
     print_message("%d clients that do not read: %llu bytes of replies unsent, %llu requests processed, %llu busy, "
@@ -765,13 +775,7 @@ static void test_unread_authority_refusals(void **state)
     int rc = bridge_start(&g_b, "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n");
     g_extra_endpoint = NULL;
     assert_int_equal(rc, 0);
-    if (!g_zctx)
-        g_zctx = zmq_ctx_new();
-    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
-    int linger = 0, rcvhwm = 1;
-    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    assert_int_equal(zmq_connect(c, remote), 0);
+    void *c = nonreading_open(remote);
     still_serves(c);
     enum { PAIRS = 6000, DATA = 1500 };
     Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
@@ -927,13 +931,7 @@ static void test_refused_frames_answered_once(void **state)
 {
     (void)state;
     assert_int_equal(bridge_start(&g_b, PAGERANK_CFG), 0);
-    if (!g_zctx)
-        g_zctx = zmq_ctx_new();
-    void *c = zmq_socket(g_zctx, ZMQ_DEALER), *other = client_open(g_b.endpoint);
-    int linger = 0, rcvhwm = 1;
-    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    void *c = nonreading_open(g_b.endpoint), *other = client_open(g_b.endpoint);
     /* Replies of 64 KB: about 100 fill the queues between the bridge and
      * the client, 130 more its bound; the rest are refused BUSY. */
     enum { JOB = 3, NODES = 8000, N = 400, M = 50 };
@@ -1417,13 +1415,7 @@ static void test_pending_ids_bound(void **state)
     if (!supervised())
         skip();
     assert_int_equal(bridge_start(&g_b, ""), 0);
-    if (!g_zctx)
-        g_zctx = zmq_ctx_new();
-    void *c = zmq_socket(g_zctx, ZMQ_DEALER);
-    int linger = 0, rcvhwm = 1;
-    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    void *c = nonreading_open(g_b.endpoint);
     still_serves(c);
     long rss0 = rss_kib(g_b.pid), peak = rss0;
     enum { PER = 20000, FRAMES = 200 };
@@ -1721,20 +1713,9 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     assert_int_equal(bridge_start(&g_b, "shutdown_drain_ms = 8000;\n"
                                         "grains = ( { type = \"echo\"; queue_capacity = 1024; slot_size = 2048; } );\n"),
                      0);
-    if (!g_zctx)
-        g_zctx = zmq_ctx_new();
-    void *c = zmq_socket(g_zctx, ZMQ_DEALER), *other = client_open(g_b.endpoint);
-    int linger = 0, rcvhwm = 1;
-    zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(c, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
-    assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+    void *c = nonreading_open(g_b.endpoint), *other = client_open(g_b.endpoint);
     enum { PER = 4, FRAMES = 2000, LATE = 50, DATA = 1500 };
-    for (uint64_t k = 0; k < FRAMES; k++) {
-        size_t len;
-        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
-        send_raw(c, fr, len);
-        free(fr);
-    }
+    send_echo_frames(&c, 1, 0, FRAMES, PER, DATA);
     uint64_t corr = 1;
     Gpubridge__Telemetry *tm = echo_settled(other, &corr);
     const uint64_t busy0 = tm->requests_busy, refused0 = tm->frames_refused_unread;
@@ -1755,12 +1736,7 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     while (!log_contains(&g_b, "shutting down") && e2e_ms() < end)
         usleep(10000);
     assert_true(log_contains(&g_b, "shutting down"));
-    for (uint64_t k = FRAMES; k < FRAMES + LATE; k++) {
-        size_t len;
-        uint8_t *fr = echo_data_batch(1 + k * PER, PER, DATA, &len);
-        send_raw(c, fr, len);
-        free(fr);
-    }
+    send_echo_frames(&c, 1, FRAMES, FRAMES + LATE, PER, DATA);
     tally_t t;
     tally_init(&t, (uint64_t)PER * (FRAMES + LATE));
     want_t w = {(uint64_t)PER * (FRAMES + LATE), PER, 0};
