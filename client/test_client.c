@@ -41,6 +41,16 @@ static gbc_client_t *client_for(fake_t *const *fakes, size_t n, const gbc_option
     return c;
 }
 
+/* client_for one fake bridge, once a call has gone through (connected). */
+static gbc_client_t *client_connected(fake_t *const *fake, const gbc_options_t *opt)
+{
+    gbc_client_t *c = client_for(fake, 1, opt);
+    gbc_reply_t r;
+    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
+    gbc_reply_clear(&r);
+    return c;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -156,10 +166,8 @@ static void test_pipelined_deadline(void **state)
     enum { N = 100 };
     fake_t *f = fake_start(NULL, NULL);
     gbc_options_t opt = {.timeout_ms = 300};
-    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_client_t *c = client_connected(&f, &opt);
     gbc_reply_t r;
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK); /* connected */
-    gbc_reply_clear(&r);
     for (int i = 0; i < N; i++)
         assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
     assert_int_equal(gbc_in_flight(c), N);
@@ -210,10 +218,8 @@ static void test_connection_lost_in_flight(void **state)
     char ep[128];
     snprintf(ep, sizeof ep, "%s", f->endpoint);
     gbc_options_t opt = {.timeout_ms = GBC_TIMEOUT_FOREVER};
-    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_client_t *c = client_connected(&f, &opt);
     gbc_reply_t r;
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK); /* connected */
-    gbc_reply_clear(&r);
     for (int i = 0; i < N; i++)
         assert_int_equal(gbc_send(c, "silent", (uint64_t)i, 1, NULL, 0, NULL), GBC_OK);
     assert_int_equal(gbc_flush(c), GBC_OK);
@@ -266,10 +272,8 @@ static void test_ready_then_lost(void **state)
     enum { K = 20, M = 20 };
     fake_t *f = fake_start(NULL, NULL);
     gbc_options_t opt = {.timeout_ms = GBC_TIMEOUT_FOREVER};
-    gbc_client_t *c = client_for(&f, 1, &opt);
+    gbc_client_t *c = client_connected(&f, &opt);
     gbc_reply_t r;
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &r, 2000), GBC_OK);
-    gbc_reply_clear(&r);
     for (int i = 0; i < K; i++)
         assert_int_equal(gbc_send(c, "test", (uint64_t)i, 1, "x", 1, NULL), GBC_OK);
     for (int i = 0; i < M; i++)
