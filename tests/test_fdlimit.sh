@@ -11,21 +11,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/gbfd.XXXXXX)
 B="" FLOOD=""
 trap '[ -n "$B" ] && { pkill -KILL -P $B 2>/dev/null; kill -KILL $B 2>/dev/null; }; [ -n "$FLOOD" ] && kill $FLOOD 2>/dev/null; rm -rf "$T"' EXIT
-GEN=$BUILD/examples/python/gen
-if [ ! -f "$GEN/gpubridge_pb2.py" ]; then
-    GEN=$T/gen && mkdir -p "$GEN"
-    protoc --python_out="$GEN" -I "$ROOT/proto" "$ROOT"/proto/*.proto || { echo "SKIP: no protoc"; exit 77; }
-fi
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-EP="tcp://127.0.0.1:$PORT"
+. "$ROOT/tests/fdlimit_common.sh"
 printf 'endpoints = [ "%s" ];\nmode = "cpu";\n' "$EP" > "$T/bridge.cfg"
 ( ulimit -n 256 && exec "$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" $SUP ) 2> "$T/bridge.log" &
 B=$!
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-up() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 1000 list >/dev/null 2>&1; }
-for _ in $(seq 100); do up && break; sleep 0.1; done
-up || { cat "$T/bridge.log"; echo "FAIL: not serving"; exit 1; }
+wait_up
 
 # One client connected first, then 400 idle ones, held open until
 # $T/release exists; $T/ask makes the first one send a request.
