@@ -203,6 +203,26 @@ static int lines_with(FILE *f, const char *what)
     return n;
 }
 
+/* Runs fn(r) n times with stderr into a temporary file (returned, rewound
+ * by lines_with); ret[i]: what the i-th call returned. */
+static FILE *reload_logged(int (*fn)(gb_reload_t *), gb_reload_t *r, int *ret, int n)
+{
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(log), 2);
+    gb_log_level level = gb_log_get_level();
+    gb_log_set_level(GB_LOG_INFO);
+    for (int i = 0; i < n; i++)
+        ret[i] = fn(r);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    gb_log_set_level(level);
+    return log;
+}
+
 /* --max-message-size beats the file on reload too (a supervised worker always
  * gets it): said once, not at every SIGHUP, and not as a restart-only change. */
 static void test_reload_cli_max_message_size(void **state)
@@ -218,43 +238,15 @@ static void test_reload_cli_max_message_size(void **state)
     gb_config_defaults(&live);
     live.max_message_size = 4096;
     gb_reload_t r = {path, &live, false, "testhost", 4096, 0, false};
-    FILE *log = tmpfile();
-    assert_non_null(log);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fileno(log), 2);
-    gb_log_level level = gb_log_get_level();
-    gb_log_set_level(GB_LOG_INFO);
-    const int first = gb_reload_file(&r), second = gb_reload_file(&r);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    gb_log_set_level(level);
+    int ret[2];
+    FILE *log = reload_logged(gb_reload_file, &r, ret, 2);
     unlink(path);
-    assert_int_equal(first, 0);
-    assert_int_equal(second, 0);
+    assert_int_equal(ret[0], 0);
+    assert_int_equal(ret[1], 0);
     assert_int_equal(live.max_message_size, 4096);
     assert_int_equal(lines_with(log, "max_message_size"), 1);
     assert_int_equal(lines_with(log, "max_message_size 2048 in the file; --max-message-size 4096 stays in force"), 1);
     fclose(log);
-}
-
-/* Runs fn(r) with stderr into a temporary file (returned, rewound by lines_with). */
-static FILE *reload_logged(int (*fn)(gb_reload_t *), gb_reload_t *r, int *ret)
-{
-    FILE *log = tmpfile();
-    assert_non_null(log);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fileno(log), 2);
-    gb_log_level level = gb_log_get_level();
-    gb_log_set_level(GB_LOG_INFO);
-    *ret = fn(r);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    gb_log_set_level(level);
-    return log;
 }
 
 /* Under --supervise the public socket's keys are the supervisor's: it applies
@@ -281,7 +273,7 @@ static void test_reload_supervised(void **state)
     snprintf(worker.endpoints[0], sizeof worker.endpoints[0], "ipc:///tmp/gpubridge-1-abcdef/worker.sock");
     gb_reload_t rw = {path, &worker, false, "testhost", 0, 0, true};
     int n;
-    FILE *log = reload_logged(gb_reload_file, &rw, &n);
+    FILE *log = reload_logged(gb_reload_file, &rw, &n, 1);
     assert_int_equal(n, 0);
     assert_int_equal(lines_with(log, "curve"), 0);
     assert_int_equal(lines_with(log, "endpoints"), 0);
@@ -292,7 +284,7 @@ static void test_reload_supervised(void **state)
     gb_config_t sup;
     gb_config_defaults(&sup);
     gb_reload_t rs = {path, &sup, false, NULL, 0, 0, false};
-    log = reload_logged(gb_reload_supervisor, &rs, &n);
+    log = reload_logged(gb_reload_supervisor, &rs, &n, 1);
     unlink(path);
     assert_int_equal(n, 4); /* endpoints and curve.enabled, .server_secret_key_file, .server_public_key */
     assert_int_equal(sup.curve.n_allowed, 1);
