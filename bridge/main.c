@@ -299,6 +299,28 @@ static int load_grain_libs(gb_config_t *cfg, const gb_mode *mode_override, bool 
     return 0;
 }
 
+/* The devices to run on (gb_detect_devices) with their modes, logged when
+ * there are several. Returns 0, or -1 once the error is printed. */
+static int start_devices(const gb_config_t *cfg, const gb_mode *mode_override, const gb_facts_t *facts,
+                         const gb_selection_t *sel, gb_engine_dev_t devs[GB_MAX_DEVICES], size_t *n)
+{
+    int idx[GB_MAX_DEVICES];
+    gb_mode modes[GB_MAX_DEVICES];
+    char err[512];
+    if (gb_detect_devices(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, facts, sel, idx, modes, n,
+                          err, sizeof err) != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        return -1;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        devs[i] = (gb_engine_dev_t){idx[i], modes[i]};
+        if (*n > 1)
+            GB_INFO("device #%zu: %s %d, mode %s", i, modes[i] == GB_MODE_CPU ? "cpu threads, as device" : "CUDA device",
+                    idx[i], gb_mode_name(modes[i]));
+    }
+    return 0;
+}
+
 /* The daemon: decide the mode, start every grain type's ring kernel, serve
  * until SIGINT/SIGTERM, then drain, answer everything in flight, stop the
  * kernels and exit 0. cli->worker_endpoint: set in a supervised worker. */
@@ -323,14 +345,18 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
     if (sel.warning[0])
         GB_WARN("%s", sel.warning);
 
+    gb_engine_dev_t devs[GB_MAX_DEVICES];
+    size_t n_devs = 0;
+    if (start_devices(cfg, mode_override, &facts, &sel, devs, &n_devs) != 0)
+        return GBI_EXIT_USAGE;
     install_signals();
 
     gb_engine_t *engine = NULL;
-    e = gb_engine_new(cfg, sel.mode, sel.device, &engine);
+    e = gb_engine_new_devs(cfg, devs, n_devs, &engine);
     if (e != GB_OK) {
         fprintf(stderr, "gpubridge: cannot start the grain types in %s mode: %s\n", gb_mode_name(sel.mode),
                 gb_strerror(e));
-        return GBI_EXIT_FAIL;
+        return e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
     gb_server_t *server = NULL;
     e = gb_server_new(cfg, engine, &facts, &sel, &server, err, sizeof err);

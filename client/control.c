@@ -79,6 +79,19 @@ static gbc_err decode_status(const gbc_client_t *c, const gbc_reply_t *r,
         full.slot_size = s->slot_size;
         full.lanes = s->lanes;
         full.max_message_size = s->max_message_size;
+        full.device_number = s->device_number;
+        for (size_t d = 0; d < s->n_devices && d < GBC_MAX_DEVICES; d++) {
+            const Gpubridge__GrainTypeStatus *ds = s->devices[d];
+            gbc_device_status_t *o = &full.devices[full.n_devices++];
+            o->device = ds->device;
+            o->device_number = ds->device_number;
+            COPY(o->mode, ds->mode);
+            o->state = (int)ds->state;
+            o->exit_reason = (int)ds->exit_reason;
+            o->last_error_code = ds->last_error_code;
+            o->heartbeat = ds->heartbeat;
+            o->heartbeat_age_ns = ds->heartbeat_age_ns;
+        }
         copy_out(out, &full, GBCI_GRAIN_STATUS_V02_SIZE, sizeof full);
     }
     gpubridge__grain_type_status__free_unpacked(s, NULL);
@@ -217,6 +230,18 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
         full.mail_forwarded = t->mail_forwarded;
         full.mail_held = t->mail_held;
         full.mail_undeliverable = t->mail_undeliverable;
+        full.device = t->device;
+        for (size_t d = 0; d < t->n_devices && d < GBC_MAX_DEVICES; d++) {
+            const Gpubridge__Telemetry *dt = t->devices[d];
+            gbc_device_telemetry_t *o = &full.devices[full.n_devices++];
+            o->device = dt->device;
+            o->device_number = dt->device_number;
+            o->messages_processed = dt->messages_processed;
+            o->errors = dt->errors;
+            o->launches = dt->launches;
+            o->queue_depth_in = dt->queue_depth_in;
+            o->queue_depth_out = dt->queue_depth_out;
+        }
         copy_out(out, &full, GBCI_TELEMETRY_V02_SIZE, sizeof full);
     }
     if (t)

@@ -111,6 +111,15 @@ static bool parse_floats(const char *s, float *v, size_t cap, size_t *n)
     }
 }
 
+/* "CUDA 1", or "cpu" for a device of host threads; buf holds 16 bytes. */
+static const char *device_text(int32_t device, char *buf)
+{
+    if (device < 0)
+        return "cpu";
+    snprintf(buf, 16, "CUDA %d", (int)device);
+    return buf;
+}
+
 static void print_status(const gbc_grain_status_t *s)
 {
     printf("%s: %s, mode %s, placement %s, device %d, queue %u x %u B, lanes %u, heartbeat %llu "
@@ -124,6 +133,16 @@ static void print_status(const gbc_grain_status_t *s)
     if (s->last_error_code)
         printf(", last error %d %s", (int)s->last_error_code, s->last_error_name);
     printf("\n");
+    for (uint32_t d = 0; d < s->n_devices; d++) {
+        const gbc_device_status_t *ds = &s->devices[d];
+        printf("%s: device #%u (%s): %s, mode %s, heartbeat %llu (age %.3f ms), last exit %s", s->grain_type,
+               ds->device_number, device_text(ds->device, (char[16]){0}), gbc_grain_state_name(ds->state),
+               ds->mode[0] ? ds->mode : "?", (unsigned long long)ds->heartbeat, (double)ds->heartbeat_age_ns / 1e6,
+               gbc_exit_reason_name(ds->exit_reason));
+        if (ds->last_error_code)
+            printf(", last error %d", (int)ds->last_error_code);
+        printf("\n");
+    }
 }
 
 static void print_telemetry(const gbc_telemetry_t *t)
@@ -137,6 +156,13 @@ static void print_telemetry(const gbc_telemetry_t *t)
     printf("%s: mail_sent: %llu, mail_forwarded: %llu, mail_held: %llu, mail_undeliverable: %llu\n",
            t->grain_type, (unsigned long long)t->mail_sent, (unsigned long long)t->mail_forwarded,
            (unsigned long long)t->mail_held, (unsigned long long)t->mail_undeliverable);
+    for (uint32_t d = 0; d < t->n_devices; d++) {
+        const gbc_device_telemetry_t *dt = &t->devices[d];
+        printf("%s: device #%u (%s): processed %llu, errors %llu, launches %llu, queue in %u, out %u\n",
+               t->grain_type, dt->device_number, device_text(dt->device, (char[16]){0}),
+               (unsigned long long)dt->messages_processed, (unsigned long long)dt->errors,
+               (unsigned long long)dt->launches, dt->queue_depth_in, dt->queue_depth_out);
+    }
 }
 
 static void print_detect(const gbc_detect_report_t *d)

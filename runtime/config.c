@@ -373,7 +373,7 @@ static int gbi_get_seq(gbi_ctx *c, const config_setting_t *parent, const char *k
 static const char *const gbi_top_keys[] = {
     "log_level", "endpoints", "device", "mode", "max_message_size", "arena_mb", "shutdown_drain_ms", "persistent",
     "relaunch", "placement", "grains", "hosts", "curve", "log_format", "metrics", "remote_control", "messaging", "io_threads",
-    "reply_backlog_mb", NULL};
+    "reply_backlog_mb", "devices", NULL};
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
@@ -735,6 +735,44 @@ static int gbi_load_ops(gbi_ctx *c, const config_setting_t *root, gb_config_t *c
     return 0;
 }
 
+/* `devices = [0, 1]` or `devices = "all"`; not beside `device`. */
+static int gbi_load_devices(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
+{
+    const config_setting_t *s = config_setting_get_member(root, "devices");
+    if (!s)
+        return 0;
+    if (config_setting_get_member(root, "device"))
+        return gbi_fail(c, s, "devices: give either device (one) or devices (a list), not both");
+    cfg->n_devices = 0;
+    cfg->devices_all = false;
+    const int t = config_setting_type(s);
+    if (t == CONFIG_TYPE_STRING) {
+        if (strcmp(config_setting_get_string(s), "all") != 0)
+            return gbi_fail(c, s, "devices: expected \"all\" or a list of device indexes like [0, 1], got \"%s\"",
+                            config_setting_get_string(s));
+        cfg->devices_all = true;
+        return 0;
+    }
+    if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+        return gbi_fail(c, s, "devices: expected \"all\" or a list of device indexes like [0, 1], got %s",
+                        gbi_type_name(t));
+    const int n = config_setting_length(s);
+    if (n == 0 || n > GB_MAX_DEVICES)
+        return gbi_fail(c, s, "devices: %d entries; give 1 to %d device indexes", n, GB_MAX_DEVICES);
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const int et = config_setting_type(e);
+        if (et != CONFIG_TYPE_INT && et != CONFIG_TYPE_INT64)
+            return gbi_fail(c, e, "devices[%d]: expected a device index, got %s", i, gbi_type_name(et));
+        const long long v = et == CONFIG_TYPE_INT ? config_setting_get_int(e) : config_setting_get_int64(e);
+        if (v < 0 || v > GBI_MAX_DEVICE)
+            return gbi_fail(c, e, "devices[%d]: %lld is out of range (0..%d)", i, v, GBI_MAX_DEVICE);
+        cfg->devices[cfg->n_devices++] = (int)v;
+    }
+    cfg->device = cfg->devices[0];
+    return 0;
+}
+
 static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     if (gbi_check_keys(c, root, "at top level", gbi_top_keys) != 0)
@@ -754,6 +792,8 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
     if (gbi_get_int(c, root, "device", "device", 0, GBI_MAX_DEVICE, false, &dev) != 0)
         return -1;
     cfg->device = (int)dev;
+    if (gbi_load_devices(c, root, cfg) != 0)
+        return -1;
     if (gbi_get_mode(c, root, "mode", &cfg->mode) != 0)
         return -1;
     /* Smallest useful frame holds an envelope header; the largest is the
@@ -933,7 +973,16 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         gbi_print_str(out, cfg->endpoints[i]);
     }
     fprintf(out, " ];\n");
-    fprintf(out, "device = %d;\n", cfg->device);
+    if (cfg->devices_all) {
+        fprintf(out, "devices = \"all\";\n");
+    } else if (cfg->n_devices) {
+        fprintf(out, "devices = [");
+        for (size_t i = 0; i < cfg->n_devices; i++)
+            fprintf(out, "%s%d", i ? ", " : " ", cfg->devices[i]);
+        fprintf(out, " ];\n");
+    } else {
+        fprintf(out, "device = %d;\n", cfg->device);
+    }
     fprintf(out, "mode = \"%s\";\n", gb_mode_name(cfg->mode));
     fprintf(out, "max_message_size = %" PRIu32 ";\n", cfg->max_message_size);
     fprintf(out, "arena_mb = %" PRIu32 ";\n", cfg->arena_mb);

@@ -24,6 +24,10 @@ extern "C" {
 #define GB_MAX_GRAIN_LIBS 8
 #define GB_MAX_IO_THREADS 16
 #define GB_MAX_HOSTS 16
+#define GB_MAX_DEVICES 8     /* devices one bridge drives (`devices`) */
+/* Ring kernels of one bridge, grain types on all devices together (the
+ * server keeps 32-bit masks of rings). */
+#define GB_MAX_RINGS 32
 #define GB_MAX_CLIENT_KEYS 32
 #define GB_NAME_LEN 64
 #define GB_PATH_LEN 256
@@ -106,6 +110,12 @@ typedef struct gb_config {
     size_t n_endpoints;
     char endpoints[GB_MAX_ENDPOINTS][GB_PATH_LEN];
     int device;     /* CUDA device index */
+    /* `devices`: the devices every grain type runs on, keys spread over them
+     * (gb_device_of_key). n_devices 0: `device` alone. devices_all: "all",
+     * the host's CUDA devices, known only once detected. */
+    size_t n_devices;
+    int devices[GB_MAX_DEVICES];
+    bool devices_all;
     gb_mode mode;   /* global mode before host overrides */
     uint32_t max_message_size;        /* bytes of one ZeroMQ frame, checked before decoding */
     uint32_t arena_mb;                /* MiB of bulk memory for team grains (PageRank's graph); 0: none */

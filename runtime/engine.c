@@ -6,11 +6,14 @@
 #include "grain_registry.h"
 #include "log.h"
 
-/* Creates and launches the ring kernel of grain type t (config entry i). */
-static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, gb_mode mode, int device, gb_engine_type_t *t,
-                         size_t i)
+/* Creates and launches the ring kernel of grain type t (config entry i) on
+ * device d of e. */
+static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_engine_type_t *t, size_t i)
 {
+    const gb_mode mode = e->devs[d].mode;
     snprintf(t->name, sizeof t->name, "%s", cfg->grains[i].type);
+    t->type_idx = (uint16_t)i;
+    t->dev = (uint16_t)d;
     t->kind = gb_grain_kind_of(t->name);
     if (!t->kind) {
         GB_INFO("grain type '%s': no handler in this build; requests to it are refused", t->name);
@@ -23,29 +26,32 @@ static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, gb_mode mode, i
     }
     gb_rk_params_t p;
     gb_err err = gb_rk_params_from_config(cfg, t->name, mode, &p);
-    p.device = device;
+    p.device = e->devs[d].device;
     if (gb_test_faults_enabled())
         p.test_flags |= GB_TEST_ALLOW_FAULT;
     if (gb_grain_is_team(t->kind)) {
         p.arena = e->arena;
         p.arena_size = e->arena_size;
-        for (size_t j = 0; j < cfg->n_grains; j++) { /* the ring kernels it runs beside */
-            const int k = gb_grain_kind_of(cfg->grains[j].type);
-            p.ring_kernels += k != 0 && !gb_grain_is_team(k);
-        }
+        for (size_t j = 0; j < e->n_types; j++) /* the ring kernels it runs beside, on its GPU */
+            p.ring_kernels += e->types[j].rk && !gb_grain_is_team(e->types[j].kind) &&
+                              e->devs[e->types[j].dev].device == e->devs[d].device;
     }
     if (err == GB_OK)
         err = gb_rk_new(&p, &t->rk);
     if (err == GB_OK)
         err = gb_rk_launch(t->rk);
     if (err != GB_OK) {
-        GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode: %s", t->name,
-                 gb_mode_name(mode), gb_strerror(err));
+        GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode on device %d: %s", t->name,
+                 gb_mode_name(mode), e->devs[d].device, gb_strerror(err));
         return err;
     }
     gb_rk_status_t st;
     gb_rk_status(t->rk, &st);
-    GB_INFO("grain type '%s': ring kernel running (%s, %s placement, %u slots of %u bytes)%s%s", t->name,
+    char where[48] = "";
+    if (e->n_devs > 1)
+        snprintf(where, sizeof where, mode == GB_MODE_CPU ? " on device #%zu" : " on device #%zu (CUDA %d)", d,
+                 e->devs[d].device);
+    GB_INFO("grain type '%s': ring kernel running%s (%s, %s placement, %u slots of %u bytes)%s%s", t->name, where,
             gb_mode_name(st.mode), gb_placement_name(st.placement), st.capacity, st.slot_size,
             st.fallback_reason[0] ? "; fell back: " : "", st.fallback_reason);
     return GB_OK;
@@ -61,32 +67,61 @@ static void resolve_targets(gb_engine_t *e)
         for (uint32_t j = 0; j < t->n_targets; j++) {
             const gb_engine_type_t *to = gb_engine_find(e, d->targets[j]);
             t->target[j] = to && to->rk ? (int8_t)(to - e->types) : (int8_t)-1;
-            if (t->target[j] < 0)
+            if (t->target[j] < 0 && t->dev == 0)
                 GB_WARN("grain type '%s' sends to '%s', which this bridge does not serve: such messages are "
                         "undeliverable", t->name, d->targets[j]);
         }
     }
 }
 
-gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
+/* The rings of grain type i: one on each device, or the first device's
+ * alone (a team type, or one without a handler). */
+static int spread(const gb_config_t *cfg, size_t i)
 {
-    *out = NULL;
-    gb_engine_t *e = calloc(1, sizeof *e);
-    if (!e)
-        return GB_ERR_NOMEM;
-    e->mode = mode;
-    e->device = device;
-    /* The arena first: allocating device memory once kernels are resident
-     * would have to avoid every implicit device synchronisation. */
+    const int kind = gb_grain_kind_of(cfg->grains[i].type);
+    return kind != 0 && !gb_grain_is_team(kind);
+}
+
+/* Lays out types[] and ring_of: the config's types on the first device, in
+ * its order, then each further device's spread types. */
+static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
+{
+    size_t n = cfg->n_grains;
+    for (size_t d = 1; d < e->n_devs; d++)
+        for (size_t i = 0; i < cfg->n_grains; i++)
+            n += spread(cfg, i) != 0;
+    if (n > GB_MAX_RINGS) {
+        GB_ERROR("%zu grain types on %zu devices make %zu ring kernels, more than %d: list fewer devices or "
+                 "grain types", cfg->n_grains, e->n_devs, n, GB_MAX_RINGS);
+        return GB_ERR_CONFIG;
+    }
+    e->n_names = cfg->n_grains;
+    e->n_types = cfg->n_grains;
+    for (size_t i = 0; i < cfg->n_grains; i++) {
+        for (size_t d = 0; d < e->n_devs; d++)
+            e->ring_of[i][d] = (uint8_t)(d > 0 && spread(cfg, i) ? e->n_types++ : i);
+    }
+    for (size_t i = 0; i < cfg->n_grains; i++)
+        for (size_t d = 0; d < e->n_devs; d++) {
+            e->types[e->ring_of[i][d]].type_idx = (uint16_t)i;
+            e->types[e->ring_of[i][d]].dev = (uint16_t)(e->ring_of[i][d] == i ? 0 : d);
+        }
+    return GB_OK;
+}
+
+/* The arena of the team types, on the first device, before any kernel:
+ * allocating device memory once kernels are resident would have to avoid
+ * every implicit device synchronisation. */
+static gb_err arena_new(gb_engine_t *e, const gb_config_t *cfg)
+{
     for (size_t i = 0; i < cfg->n_grains && !e->arena && cfg->arena_mb > 0; i++) {
         if (!gb_grain_is_team(gb_grain_kind_of(cfg->grains[i].type)))
             continue;
         e->arena_size = (uint64_t)cfg->arena_mb << 20;
-        gb_err aerr = gb_arena_new(mode, device, e->arena_size, &e->arena);
+        gb_err aerr = gb_arena_new(e->mode, e->device, e->arena_size, &e->arena);
         if (aerr != GB_OK) {
             GB_ERROR("cannot allocate the %u MiB arena of the team grains: %s (lower arena_mb)", cfg->arena_mb,
                      gb_strerror(aerr));
-            free(e);
             return aerr;
         }
         GB_INFO("team grain arena: %u MiB", cfg->arena_mb);
@@ -96,17 +131,39 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
         if ((d->flags & GB_GRAIN_TEAM) && d->hooks && d->hooks->set_arena)
             d->hooks->set_arena(e->arena_size);
     }
+    return GB_OK;
+}
+
+gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, size_t n, gb_engine_t **out)
+{
+    *out = NULL;
+    if (n == 0 || n > GB_MAX_DEVICES)
+        return GB_ERR_INVALID;
+    gb_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return GB_ERR_NOMEM;
+    e->n_devs = n;
+    memcpy(e->devs, devs, n * sizeof *devs);
+    e->mode = devs[0].mode;
+    e->device = devs[0].device;
+    gb_err err = lay_out(e, cfg);
+    if (err == GB_OK)
+        err = arena_new(e, cfg);
+    if (err != GB_OK) {
+        free(e);
+        return err;
+    }
     /* One-block ring kernels first, team kernels last: persistent team
      * kernels are sized to leave an SM for each ring kernel type
      * (gbk_team_workers), and a ring kernel launched after them could find
-     * no SM with room. The types keep the config's order. */
-    e->n_types = cfg->n_grains;
+     * no SM with room. */
     for (int team = 0; team <= 1; team++) {
-        for (size_t i = 0; i < cfg->n_grains; i++) {
-            const int kind = gb_grain_kind_of(cfg->grains[i].type);
+        for (size_t r = 0; r < e->n_types; r++) {
+            gb_engine_type_t *t = &e->types[r];
+            const int kind = gb_grain_kind_of(cfg->grains[t->type_idx].type);
             if ((kind != 0 && gb_grain_is_team(kind)) != team)
                 continue;
-            gb_err err = start_type(e, cfg, mode, device, &e->types[i], i);
+            err = start_type(e, cfg, t->dev, t, t->type_idx);
             if (err != GB_OK) {
                 gb_engine_destroy(&e, 2000);
                 return err;
@@ -116,6 +173,12 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
     resolve_targets(e);
     *out = e;
     return GB_OK;
+}
+
+gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out)
+{
+    const gb_engine_dev_t one = {device, mode};
+    return gb_engine_new_devs(cfg, &one, 1, out);
 }
 
 void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
@@ -131,14 +194,14 @@ void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
             gb_rk_destroy(&e->types[i].rk);
         }
     }
-    gb_arena_free(e->mode, e->arena); /* after every kernel that used it stopped */
+    gb_arena_free(e->mode, e->arena); /* after every kernel that used it stopped (on the first device) */
     free(e);
     *pe = NULL;
 }
 
 gb_engine_type_t *gb_engine_find_n(gb_engine_t *e, const void *name, size_t len)
 {
-    for (size_t i = 0; i < e->n_types; i++)
+    for (size_t i = 0; i < e->n_names; i++)
         if (strlen(e->types[i].name) == len && memcmp(e->types[i].name, name, len) == 0)
             return &e->types[i];
     return NULL;

@@ -1,7 +1,13 @@
 /* The engine: every configured grain type's ring kernel on this host, in the
- * selected mode. The server feeds and drains them; the engine owns them.
- * Grain types in the config without a handler in this build are listed as
- * unavailable (requests to them get STATUS_UNKNOWN_GRAIN_TYPE with a reason). */
+ * selected mode, on each of its devices. The server feeds and drains them;
+ * the engine owns them. Grain types in the config without a handler in this
+ * build are listed as unavailable (requests to them get
+ * STATUS_UNKNOWN_GRAIN_TYPE with a reason).
+ *
+ * With several devices a grain type has one ring kernel per device, and a
+ * key's messages always go to the same one (gb_device_of_key), so that the
+ * grain's state stays put. Team types (PageRank) share one arena and run on
+ * the first device only. */
 #ifndef GB_ENGINE_H
 #define GB_ENGINE_H
 
@@ -10,32 +16,74 @@
 #include "mail.h"
 #include "runtime.h"
 
+/* One ring kernel: a grain type on one device. */
 typedef struct gb_engine_type {
     char name[GB_NAME_LEN];
     int kind;        /* the type's handle (grain_registry.h); 0: no handler in this build */
     gb_rk_t *rk;     /* NULL when kind is 0 */
+    uint16_t type_idx; /* its grain type: the config's entry, and types[type_idx] its first device's ring */
+    uint16_t dev;      /* its device: devs[dev] */
     /* The grain types its handler sends to (gb_grain_desc_t.targets),
-     * resolved at start: target i is types[target[i]], or -1 when this
-     * bridge does not serve it (messages to it are undeliverable). */
+     * resolved at start: target i is types[target[i]] (on the first device;
+     * gb_engine_at picks the key's), or -1 when this bridge does not serve
+     * it (messages to it are undeliverable). */
     uint32_t n_targets;
     int8_t target[GB_MAIL_MAX_TARGETS];
 } gb_engine_type_t;
 
+/* A device of the engine, as the config lists it (a device listed twice is
+ * two devices of the engine on one GPU, for testing). */
+typedef struct gb_engine_dev {
+    int device;   /* CUDA device index */
+    gb_mode mode; /* decided per device: a host may mix GPUs */
+} gb_engine_dev_t;
+
 typedef struct gb_engine {
-    gb_mode mode;
-    int device;
-    unsigned char *arena; /* shared by the team grain types (PageRank); NULL if none */
+    gb_mode mode; /* the first device's */
+    int device;   /* the first device's */
+    size_t n_devs;
+    gb_engine_dev_t devs[GB_MAX_DEVICES];
+    unsigned char *arena; /* shared by the team grain types (PageRank), on the first device; NULL if none */
     uint64_t arena_size;
-    size_t n_types;
-    gb_engine_type_t types[GB_MAX_GRAIN_TYPES];
+    size_t n_names; /* grain types: types[0..n_names) are their first device's rings, in config order */
+    size_t n_types; /* rings: the first n_names, then the other devices' */
+    gb_engine_type_t types[GB_MAX_RINGS];
+    /* ring_of[t][d]: types[] index of grain type t on device d (team types:
+     * the first device's for every d). */
+    uint8_t ring_of[GB_MAX_GRAIN_TYPES][GB_MAX_DEVICES];
 } gb_engine_t;
+
+/* The device of key among n (docs/protocol.md, "Several devices"): fixed
+ * for all versions, independent of the grain type so that a key's grains of
+ * every type share a device, and of the client's placement over bridges
+ * (gbc_placement hashes the type with FNV-1a), so that a bridge's keys
+ * spread over all its devices. splitmix64's output function. */
+static inline uint32_t gb_device_of_key(uint64_t key, uint32_t n)
+{
+    if (n <= 1)
+        return 0;
+    uint64_t z = key + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (uint32_t)(z % n);
+}
 
 /* Creates and launches a ring kernel for each grain type of cfg that has a
  * handler, in mode (not AUTO) on device. On error nothing is left running. */
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out);
+/* The same on n devices (devs[i]: index and mode), each grain type on each
+ * (team types on devs[0] only). GB_ERR_CONFIG when the rings would pass
+ * GB_MAX_RINGS (logged). */
+gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, size_t n, gb_engine_t **out);
+/* The ring of t's grain type that serves key. */
+static inline gb_engine_type_t *gb_engine_at(gb_engine_t *e, const gb_engine_type_t *t, uint64_t key)
+{
+    return &e->types[e->ring_of[t->type_idx][gb_device_of_key(key, (uint32_t)e->n_devs)]];
+}
 /* Terminates every ring kernel (timeout_ms each) and frees them; takes NULL. */
 void gb_engine_destroy(gb_engine_t **e, int timeout_ms);
-/* The entry of grain type name, or NULL; _n: a name of len bytes, not
+/* The entry of grain type name (its first device's ring), or NULL; _n: a name of len bytes, not
  * NUL-terminated (as it comes off the wire). */
 gb_engine_type_t *gb_engine_find(gb_engine_t *e, const char *name);
 gb_engine_type_t *gb_engine_find_n(gb_engine_t *e, const void *name, size_t len);

@@ -62,6 +62,8 @@ static void labels(FILE *out, const gb_metrics_type_t *t)
             fputc(*p, out);
     }
     fprintf(out, "\",mode=\"%s\"", gb_mode_name(t->mode));
+    if (t->labelled_dev)
+        fprintf(out, ",device=\"%d\"", t->dev);
 }
 
 typedef struct per_type {

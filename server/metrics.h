@@ -30,10 +30,12 @@ extern "C" {
 /* Upper bounds of the latency buckets in ns (the last is UINT64_MAX: +Inf). */
 extern const uint64_t gb_metrics_bucket_ns[GB_METRICS_N_BUCKETS];
 
-/* One grain type's numbers. Counters only grow; gauges are set on publish. */
+/* One grain type's numbers (on one device). Counters only grow; gauges are set on publish. */
 typedef struct gb_metrics_type {
     char name[GB_NAME_LEN];
     gb_mode mode;             /* the mode it runs in (relaunch after a fallback) */
+    int labelled_dev;         /* the bridge has several devices: label device="dev" */
+    int dev;                  /* its device's number among them */
     int running;              /* it has a ring kernel (0: no handler in this build) */
     uint64_t requests;        /* fed into its ring */
     uint64_t replies;         /* answered out of its ring, any status */
@@ -55,7 +57,7 @@ typedef struct gb_metrics_snap {
     uint64_t replies[GB_METRICS_N_STATUS]; /* every reply sent, by status */
     uint64_t reloads, reload_failures;
     size_t n_types;
-    gb_metrics_type_t types[GB_MAX_GRAIN_TYPES];
+    gb_metrics_type_t types[GB_MAX_RINGS];
 } gb_metrics_snap_t;
 
 typedef struct gb_metrics gb_metrics_t;

@@ -486,7 +486,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     uint64_t spin_until = 0; /* end of the current no-sleep polling spell */
     if (s->cfg->io_threads > 1)
         return gbi_io_run(s, stop, drain_ms);
-    GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_types);
+    GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_names);
     for (;;) {
         /* An atomic read: a program may stop the server from another thread
          * (the daemon's signal handler runs on this one). */
@@ -559,8 +559,8 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
                 sched_yield();
             continue;
         }
-        zmq_pollitem_t items[1 + GB_MAX_GRAIN_TYPES];
-        gb_rk_t *armed[GB_MAX_GRAIN_TYPES];
+        zmq_pollitem_t items[1 + GB_MAX_RINGS];
+        gb_rk_t *armed[GB_MAX_RINGS];
         int n_items = 0, n_armed = 0, ready = 0;
         items[n_items++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
         for (size_t i = 0; i < s->engine->n_types && in_flight; i++) {
@@ -696,7 +696,7 @@ void gb_server_destroy(gb_server_t **ps)
     gb_server_t *s = *ps;
     gbi_io_destroy(s);
     gbi_route_fini(s, 0);
-    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
+    for (size_t i = 0; i < GB_MAX_RINGS; i++) {
         while (s->rings[i].held_head) {
             gbi_held_t *h = s->rings[i].held_head;
             s->rings[i].held_head = h->next;
@@ -710,7 +710,7 @@ void gb_server_destroy(gb_server_t **ps)
      * lingers; restarted, or the I/O threads would be left unjoined. */
     while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
         ;
-    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
+    for (size_t i = 0; i < GB_MAX_RINGS; i++)
         free(s->rings[i].pending);
     gbi_clients_fini(s);
     gbi_outbox_fini(&s->out);

@@ -70,19 +70,31 @@ static void reply_msg(const ctl_ctx_t *c, const ProtobufCMessage *msg, uint32_t 
         free(buf);
 }
 
-static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
+/* The rings of t's grain type, one per device (a team type: one); n of them. */
+static size_t rings_of(const gb_engine_t *e, const gb_engine_type_t *t, gb_engine_type_t *out[GB_MAX_DEVICES])
 {
-    gb_rk_status_t st;
-    gb_rk_status(t->rk, &st);
-    Gpubridge__GrainTypeStatus m = GPUBRIDGE__GRAIN_TYPE_STATUS__INIT;
-    m.grain_type = t->name;
-    m.mode = (char *)gb_mode_name(st.mode);
-    m.state = (Gpubridge__GrainState)state_of(&st);
-    m.placement = (Gpubridge__Placement)placement_of(st.placement);
-    m.exit_reason = (Gpubridge__ExitReason)st.exit_reason;
-    m.last_error_code = st.last_error;
-    m.last_error_name = st.last_error_name;
-    m.heartbeat = st.heartbeat;
+    size_t n = 1;
+    out[0] = (gb_engine_type_t *)&e->types[e->ring_of[t->type_idx][0]];
+    for (size_t d = 1; d < e->n_devs; d++) {
+        gb_engine_type_t *r = (gb_engine_type_t *)&e->types[e->ring_of[t->type_idx][d]];
+        if (r != out[0])
+            out[n++] = r;
+    }
+    return n;
+}
+
+static void fill_status(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubridge__GrainTypeStatus *m,
+                        gb_rk_status_t *st)
+{
+    gb_rk_status(t->rk, st);
+    m->grain_type = (char *)t->name;
+    m->mode = (char *)gb_mode_name(st->mode);
+    m->state = (Gpubridge__GrainState)state_of(st);
+    m->placement = (Gpubridge__Placement)placement_of(st->placement);
+    m->exit_reason = (Gpubridge__ExitReason)st->exit_reason;
+    m->last_error_code = st->last_error;
+    m->last_error_name = st->last_error_name;
+    m->heartbeat = st->heartbeat;
     /* The health check of the ring's owner (another I/O thread's copy of the
      * ring, with several) saw the heartbeat change at hb_seen_ns: unchanged
      * since, it is stale for that long. */
@@ -91,43 +103,91 @@ static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
     const uint64_t seen = __atomic_load_n(&own->rings[i].hb_seen, __ATOMIC_RELAXED);
     const uint64_t seen_ns = __atomic_load_n(&own->rings[i].hb_seen_ns, __ATOMIC_RELAXED);
     const uint64_t now = gb_now_ns();
-    if (st.heartbeat == seen && seen_ns && now > seen_ns)
-        m.heartbeat_age_ns = now - seen_ns;
-    m.device = st.mode == GB_MODE_CPU ? -1 : c->s->engine->device;
-    m.queue_capacity = st.capacity;
-    m.slot_size = st.slot_size;
-    m.lanes = st.lanes;
-    m.max_message_size = c->s->cfg->max_message_size < gb_rk_large_max(t->rk) ? c->s->cfg->max_message_size
-                                                                             : gb_rk_large_max(t->rk);
+    if (st->heartbeat == seen && seen_ns && now > seen_ns)
+        m->heartbeat_age_ns = now - seen_ns;
+    m->device = st->mode == GB_MODE_CPU ? -1 : c->s->engine->devs[t->dev].device;
+    m->device_number = t->dev;
+    m->queue_capacity = st->capacity;
+    m->slot_size = st->slot_size;
+    m->lanes = st->lanes;
+    m->max_message_size = c->s->cfg->max_message_size < gb_rk_large_max(t->rk) ? c->s->cfg->max_message_size
+                                                                              : gb_rk_large_max(t->rk);
+}
+
+static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
+{
+    gb_engine_type_t *rs[GB_MAX_DEVICES] = {t};
+    const size_t n = rings_of(c->s->engine, t, rs);
+    gb_rk_status_t st[GB_MAX_DEVICES];
+    Gpubridge__GrainTypeStatus m = GPUBRIDGE__GRAIN_TYPE_STATUS__INIT, per[GB_MAX_DEVICES], *perp[GB_MAX_DEVICES];
+    fill_status(c, rs[0], &m, &st[0]);
+    for (size_t d = 0; n > 1 && d < n; d++) {
+        per[d] = (Gpubridge__GrainTypeStatus)GPUBRIDGE__GRAIN_TYPE_STATUS__INIT;
+        fill_status(c, rs[d], &per[d], &st[d]);
+        perp[d] = &per[d];
+    }
+    m.n_devices = n > 1 ? n : 0;
+    m.devices = perp;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS);
+}
+
+static void fill_telemetry(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubridge__Telemetry *m)
+{
+    gb_rk_status_t st;
+    gb_rk_status(t->rk, &st);
+    m->grain_type = (char *)t->name;
+    m->messages_processed = st.processed;
+    m->errors = st.errors;
+    m->launches = st.launches;
+    m->iterations = st.iterations;
+    m->queue_depth_in = (uint32_t)(st.sent > st.processed ? st.sent - st.processed : 0);
+    m->queue_depth_out = (uint32_t)(st.processed > st.received ? st.processed - st.received : 0);
+    m->queue_capacity = st.capacity;
+    m->timestamp_ns = gb_now_ns();
+    m->device = st.mode == GB_MODE_CPU ? -1 : c->s->engine->devs[t->dev].device;
+    m->device_number = t->dev;
+    gbi_totals_t tot;
+    gbi_totals(c->s, (size_t)(t - c->s->engine->types), &tot); /* rings[i] serves types[i] */
+    m->frames_too_large = tot.frames_too_large;
+    m->requests_busy = tot.requests_busy;
+    m->frames_refused_unread = tot.frames_refused_unread;
+    m->held_bytes = tot.held_bytes;
+    m->reply_backlog_bytes = tot.out_mem;
+    m->mail_sent = tot.mail_sent;
+    m->mail_forwarded = tot.mail_forwarded;
+    m->mail_held = tot.mail_held;
+    m->mail_undeliverable = tot.mail_undeliverable;
+    m->mail_outbox_bytes = tot.mail_bytes;
 }
 
 static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
 {
-    gb_rk_status_t st;
-    gb_rk_status(t->rk, &st);
-    Gpubridge__Telemetry m = GPUBRIDGE__TELEMETRY__INIT;
-    m.grain_type = t->name;
-    m.messages_processed = st.processed;
-    m.errors = st.errors;
-    m.launches = st.launches;
-    m.iterations = st.iterations;
-    m.queue_depth_in = (uint32_t)(st.sent > st.processed ? st.sent - st.processed : 0);
-    m.queue_depth_out = (uint32_t)(st.processed > st.received ? st.processed - st.received : 0);
-    m.queue_capacity = st.capacity;
-    m.timestamp_ns = gb_now_ns();
-    gbi_totals_t tot;
-    gbi_totals(c->s, (size_t)(t - c->s->engine->types), &tot); /* rings[i] serves types[i] */
-    m.frames_too_large = tot.frames_too_large;
-    m.requests_busy = tot.requests_busy;
-    m.frames_refused_unread = tot.frames_refused_unread;
-    m.held_bytes = tot.held_bytes;
-    m.reply_backlog_bytes = tot.out_mem;
-    m.mail_sent = tot.mail_sent;
-    m.mail_forwarded = tot.mail_forwarded;
-    m.mail_held = tot.mail_held;
-    m.mail_undeliverable = tot.mail_undeliverable;
-    m.mail_outbox_bytes = tot.mail_bytes;
+    gb_engine_type_t *rs[GB_MAX_DEVICES] = {t};
+    const size_t n = rings_of(c->s->engine, t, rs);
+    Gpubridge__Telemetry m = GPUBRIDGE__TELEMETRY__INIT, per[GB_MAX_DEVICES], *perp[GB_MAX_DEVICES];
+    fill_telemetry(c, rs[0], &m);
+    for (size_t d = 1; d < n; d++) { /* the type's counters, summed over its devices */
+        per[d] = (Gpubridge__Telemetry)GPUBRIDGE__TELEMETRY__INIT;
+        fill_telemetry(c, rs[d], &per[d]);
+        m.messages_processed += per[d].messages_processed;
+        m.errors += per[d].errors;
+        m.launches += per[d].launches;
+        m.iterations += per[d].iterations;
+        m.queue_depth_in += per[d].queue_depth_in;
+        m.queue_depth_out += per[d].queue_depth_out;
+        m.mail_sent += per[d].mail_sent;
+        m.mail_forwarded += per[d].mail_forwarded;
+        m.mail_held += per[d].mail_held;
+        m.mail_undeliverable += per[d].mail_undeliverable;
+    }
+    if (n > 1) {
+        per[0] = (Gpubridge__Telemetry)GPUBRIDGE__TELEMETRY__INIT;
+        fill_telemetry(c, rs[0], &per[0]);
+        for (size_t d = 0; d < n; d++)
+            perp[d] = &per[d];
+        m.n_devices = n;
+        m.devices = perp;
+    }
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY);
 }
 
@@ -230,7 +290,7 @@ static void reply_limits(const ctl_ctx_t *c)
     m.max_message_size = s->cfg->max_message_size;
     m.hold_bound = (s->front ? s->front : s)->held_limit; /* the total: shards split it */
     m.max_replies_per_frame = GBI_BATCH_MAX;
-    for (size_t i = 0; i < s->engine->n_types; i++) {
+    for (size_t i = 0; i < s->engine->n_names; i++) { /* per grain type: its first device's ring */
         const gb_engine_type_t *t = &s->engine->types[i];
         if (!t->rk)
             continue;
@@ -270,9 +330,27 @@ static gb_engine_type_t *target(const ctl_ctx_t *c, const char *name)
         fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "unknown grain type '%s'", shown);
     else if (!t->rk)
         fail(c, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' %s", shown, gbi_unserved_why(t));
-    if (t && t->rk)
-        gbi_ring_take(c->s, &c->s->rings[t - c->s->engine->types]); /* until the frame's publish */
-    return t && t->rk ? t : NULL;
+    if (!t || !t->rk)
+        return NULL;
+    gbi_ring_take(c->s, &c->s->rings[t - c->s->engine->types]); /* until the frame's publish */
+    return t;
+}
+
+/* Activates, deactivates or terminates grain type t on every device; the
+ * first error, after every device was tried. */
+static gb_err change_state(gb_server_t *s, const gb_engine_type_t *t, Gpubridge__Control__OpCase op)
+{
+    gb_engine_type_t *rs[GB_MAX_DEVICES];
+    gb_err first = GB_OK;
+    for (size_t d = 0, n = rings_of(s->engine, t, rs); d < n; d++) {
+        gbi_ring_take(s, &s->rings[rs[d] - s->engine->types]); /* (a shard: lets go of the one before) */
+        gb_err err = op == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? gb_rk_activate(rs[d]->rk, 5000)
+                     : op == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? gb_rk_deactivate(rs[d]->rk, 5000)
+                                                               : gb_rk_terminate(rs[d]->rk, 5000);
+        if (first == GB_OK)
+            first = err;
+    }
+    return first;
 }
 
 /* Why a configured grain type has no ring kernel, for its refusals. */
@@ -301,12 +379,7 @@ void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t deli
         }
         if (!(t = target(&c, name)))
             return;
-        if (op->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE)
-            err = gb_rk_activate(t->rk, 5000);
-        else if (op->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE)
-            err = gb_rk_deactivate(t->rk, 5000);
-        else
-            err = gb_rk_terminate(t->rk, 5000);
+        err = change_state(s, t, op->op_case);
         if (err == GB_ERR_TERMINATED) {
             fail(&c, GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type '%s' is terminated", t->name);
             return;
@@ -334,7 +407,7 @@ void gbi_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t deli
     case GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES: {
         char *names[GB_MAX_GRAIN_TYPES];
         Gpubridge__GrainTypeList m = GPUBRIDGE__GRAIN_TYPE_LIST__INIT;
-        for (size_t i = 0; i < s->engine->n_types; i++)
+        for (size_t i = 0; i < s->engine->n_names; i++)
             if (s->engine->types[i].rk)
                 names[m.n_grain_types++] = s->engine->types[i].name;
         m.grain_types = names;

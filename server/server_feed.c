@@ -126,6 +126,8 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
     } else {
         const Gpubridge__DeactivateGrain *d = ctl->deactivate_grain;
         gb_engine_type_t *t = d->grain_type ? gb_engine_find(s->engine, d->grain_type) : NULL;
+        if (t)
+            t = gb_engine_at(s->engine, t, d->key); /* the key's device */
         gbi_ring_t *r = t ? &s->rings[t - s->engine->types] : NULL; /* rings[i] serves types[i] */
         if (!d->grain_type || !d->grain_type[0]) {
             gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_MISSING_FIELD,
@@ -186,6 +188,7 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     if (!t->rk)
         FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, "grain type '%s' is configured but %s", name,
              gbi_unserved_why(t));
+    t = gb_engine_at(s->engine, t, env->key); /* the ring of the key's device */
     gbi_ring_t *r = &s->rings[t - s->engine->types]; /* rings[i] serves engine->types[i] */
     gbi_ring_take(s, r); /* a shard: every ring call below under the ring's lock */
     gb_rk_state state = gb_rk_state_of(t->rk);
@@ -274,11 +277,12 @@ static uint32_t frame_rings(gb_server_t *s, const gbi_frame_t *f, size_t from)
         if (e->kind == GPUBRIDGE__KIND__KIND_CONTROL) {
             Gpubridge__Control *ctl = e->has_control ? gpubridge__control__unpack(NULL, e->control_len, e->control)
                                                      : NULL;
-            if (ctl && ctl->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN && ctl->deactivate_grain->grain_type)
-                t = gb_engine_find(s->engine, ctl->deactivate_grain->grain_type);
+            if (ctl && ctl->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN && ctl->deactivate_grain->grain_type &&
+                (t = gb_engine_find(s->engine, ctl->deactivate_grain->grain_type)))
+                t = gb_engine_at(s->engine, t, ctl->deactivate_grain->key);
             gpubridge__control__free_unpacked(ctl, NULL);
-        } else if (e->has_grain) {
-            t = gb_engine_find_n(s->engine, e->type, e->type_len);
+        } else if (e->has_grain && (t = gb_engine_find_n(s->engine, e->type, e->type_len))) {
+            t = gb_engine_at(s->engine, t, e->key);
         }
         if (t)
             rings |= 1u << (t - s->engine->types);
@@ -288,7 +292,7 @@ static uint32_t frame_rings(gb_server_t *s, const gbi_frame_t *f, size_t from)
 
 static void count_holds(gbi_client_t *c, uint32_t rings, int d)
 {
-    for (size_t b = 0; b < GB_MAX_GRAIN_TYPES; b++)
+    for (size_t b = 0; b < GB_MAX_RINGS; b++)
         if (rings >> b & 1u)
             c->ring_holds[b] += (uint32_t)d;
 }
@@ -298,7 +302,7 @@ static void count_holds(gbi_client_t *c, uint32_t rings, int d)
 static int waits_behind(gb_server_t *s, const gbi_client_t *c, const gbi_frame_t *f, size_t from)
 {
     const uint32_t rings = frame_rings(s, f, from);
-    for (size_t b = 0; b < GB_MAX_GRAIN_TYPES; b++)
+    for (size_t b = 0; b < GB_MAX_RINGS; b++)
         if ((rings >> b & 1u) && c->ring_holds[b])
             return 1;
     return 0;
@@ -499,7 +503,7 @@ int gbi_resume_held(gb_server_t *s, gbi_ring_t *r)
 void gbi_refuse_held(gb_server_t *s)
 {
     s->refusing = 1; /* handle_envelope now answers SHUTTING_DOWN */
-    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
+    for (size_t i = 0; i < GB_MAX_RINGS; i++) {
         gbi_ring_t *r = &s->rings[i];
         while (r->held_head) {
             gbi_held_t *h = r->held_head;

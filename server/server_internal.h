@@ -15,7 +15,7 @@
 #include "wire.h"
 
 #define GBI_ID_MAX 255        /* ZeroMQ routing ids are at most 255 bytes */
-_Static_assert(GB_MAX_GRAIN_TYPES <= 32, "gb_server.unpublished is a 32-bit mask of rings");
+_Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of rings");
 
 #define GBI_BATCH_MAX 256     /* replies per ReplyBatch frame */
 #define GBI_WATCH_NS 5000ull  /* GPU replies awaited: socket looked at this often */
@@ -183,7 +183,7 @@ typedef struct gbi_client {
     struct gbi_held *wait_head, *wait_tail;
     /* Per ring, its held and waiting frames that still go through it: a new
      * frame waits behind them only if it goes through one of those rings. */
-    uint32_t ring_holds[GB_MAX_GRAIN_TYPES];
+    uint32_t ring_holds[GB_MAX_RINGS];
     uint8_t id[GBI_ID_MAX];
     uint8_t id_len;
     uint8_t delim;
@@ -206,7 +206,7 @@ struct gb_server {
     pthread_t zap_thread;
     void *zap_sock;
     int zap_running;
-    gbi_ring_t rings[GB_MAX_GRAIN_TYPES];
+    gbi_ring_t rings[GB_MAX_RINGS];
     gbi_outbox_t out;
     gbi_frame_t scratch; /* the frame being decoded; its envs array is reused */
     size_t held_bytes;   /* memory of all rings' held frames */

@@ -155,8 +155,8 @@ static void shard_wait(gb_server_t *s, int shutting, uint64_t *spin_until)
         sched_yield();
         return;
     }
-    zmq_pollitem_t items[2 + GB_MAX_GRAIN_TYPES];
-    size_t armed[GB_MAX_GRAIN_TYPES];
+    zmq_pollitem_t items[2 + GB_MAX_RINGS];
+    size_t armed[GB_MAX_RINGS];
     int n_items = 0, n_armed = 0, ready = 0;
     items[n_items++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
     items[n_items++] = (zmq_pollitem_t){NULL, s->bell, ZMQ_POLLIN, 0};
@@ -329,11 +329,11 @@ static gb_server_t *shard_new(gb_server_t *s, int k, int n)
 /* Makes the pairs and the shards and starts them. */
 static gb_err io_start(gb_server_t *s, int n)
 {
-    if (!(s->ring_locks = calloc(GB_MAX_GRAIN_TYPES, sizeof *s->ring_locks)) ||
+    if (!(s->ring_locks = calloc(GB_MAX_RINGS, sizeof *s->ring_locks)) ||
         !(s->out_hash = calloc(GBI_OUT_HASH, sizeof *s->out_hash)) ||
         !(s->kept_hash = calloc(GBI_OUT_HASH, sizeof *s->kept_hash)))
         return GB_ERR_NOMEM;
-    for (int i = 0; i < GB_MAX_GRAIN_TYPES; i++)
+    for (int i = 0; i < GB_MAX_RINGS; i++)
         pthread_mutex_init(&s->ring_locks[i], NULL);
     if (s->stats)
         gbi_stats_share(s);
@@ -415,7 +415,7 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         gbi_finish(s);
         return e;
     }
-    GB_INFO("serving %zu endpoint(s); %zu grain type(s); %d I/O threads", s->cfg->n_endpoints, s->engine->n_types,
+    GB_INFO("serving %zu endpoint(s); %zu grain type(s); %d I/O threads", s->cfg->n_endpoints, s->engine->n_names,
             n);
     uint64_t last_tick = now_ms(), deadline = 0;
     int abort = 0;
@@ -477,7 +477,7 @@ void gbi_io_destroy(gb_server_t *s)
     for (int k = 0; k < s->n_io; k++) {
         gb_server_t *h = s->shards[k];
         gbi_route_fini(h, 0);
-        for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
+        for (size_t i = 0; i < GB_MAX_RINGS; i++)
             while (h->rings[i].held_head) {
                 gbi_held_t *x = h->rings[i].held_head;
                 h->rings[i].held_head = x->next;
@@ -497,7 +497,7 @@ void gbi_io_destroy(gb_server_t *s)
     }
     s->n_io = 0;
     if (s->ring_locks) {
-        for (int i = 0; i < GB_MAX_GRAIN_TYPES; i++)
+        for (int i = 0; i < GB_MAX_RINGS; i++)
             pthread_mutex_destroy(&s->ring_locks[i]);
         free(s->ring_locks);
         s->ring_locks = NULL;

@@ -13,7 +13,7 @@
 struct gbi_stats {
     gb_metrics_t *m;
     gb_metrics_snap_t live;
-    uint64_t *t_fed[GB_MAX_GRAIN_TYPES]; /* when each ring position was fed (ns) */
+    uint64_t *t_fed[GB_MAX_RINGS]; /* when each ring position was fed (ns) */
     int shared;
     pthread_mutex_t lock;
 };
@@ -47,7 +47,9 @@ gb_err gb_server_set_metrics(gb_server_t *s, gb_metrics_t *m)
     for (size_t i = 0; i < s->engine->n_types; i++) {
         const gb_engine_type_t *t = &s->engine->types[i];
         snprintf(st->live.types[i].name, sizeof st->live.types[i].name, "%s", t->name);
-        st->live.types[i].mode = s->engine->mode;
+        st->live.types[i].mode = s->engine->devs[t->dev].mode;
+        st->live.types[i].labelled_dev = s->engine->n_devs > 1;
+        st->live.types[i].dev = (int)t->dev;
         if (t->rk && !(st->t_fed[i] = calloc(gb_rk_capacity(t->rk), sizeof(uint64_t)))) {
             s->stats = st;
             gbi_stats_free(s);
@@ -63,7 +65,7 @@ void gbi_stats_free(gb_server_t *s)
 {
     if (!s->stats)
         return;
-    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++)
+    for (size_t i = 0; i < GB_MAX_RINGS; i++)
         free(s->stats->t_fed[i]);
     if (s->stats->shared)
         pthread_mutex_destroy(&s->stats->lock);
@@ -119,7 +121,7 @@ typedef struct ring_view {
 void gbi_stats_publish(gb_server_t *s)
 {
     gbi_stats_t *st = s->stats;
-    ring_view_t v[GB_MAX_GRAIN_TYPES];
+    ring_view_t v[GB_MAX_RINGS];
     for (size_t i = 0; i < st->live.n_types; i++) {
         const gbi_ring_t *r = &s->rings[i];
         if (!r->t || !r->t->rk)

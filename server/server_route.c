@@ -174,7 +174,8 @@ static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, con
         snprintf(why, sizeof why, "the request passed %u grains (messaging.max_hops): a cycle?", s->mail_max_hops);
         undeliverable(s, r, &o, forward, why);
     } else {
-        gbi_ring_t *to = &s->rings[r->t->target[m->target]];
+        const gb_engine_type_t *tt = gb_engine_at(s->engine, &s->engine->types[r->t->target[m->target]], m->key);
+        gbi_ring_t *to = &s->rings[tt - s->engine->types]; /* the key's device */
         if (to->mail_head || put(s, to, r, &o, forward, m->key, m->type, rec, m->len) == NEEDS_ROOM)
             hold(s, to, r, &o, forward, m->key, m->type, rec, m->len);
     }
@@ -260,7 +261,7 @@ int gbi_route_pump(gb_server_t *s)
 
 void gbi_route_fini(gb_server_t *s, int answer)
 {
-    for (size_t i = 0; i < GB_MAX_GRAIN_TYPES; i++) {
+    for (size_t i = 0; i < GB_MAX_RINGS; i++) {
         gbi_ring_t *to = &s->rings[i];
         gbi_mail_t *m;
         while ((m = to->mail_head)) {

@@ -150,6 +150,11 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     const char *io = getenv("GB_E2E_IO_THREADS");
     if (io && *io && !strstr(extra_cfg, "io_threads"))
         fprintf(f, "io_threads = %s;\n", io);
+    /* GB_E2E_DEVICES: the same suite with every grain type on those devices
+     * (e.g. "[0, 1]"; a GPU host with one GPU: "[0, 0]"). */
+    const char *devs = getenv("GB_E2E_DEVICES");
+    if (devs && *devs && !strstr(extra_cfg, "device"))
+        fprintf(f, "devices = %s;\n", devs);
     fclose(f);
     pid_t pid = fork();
     assert_true(pid >= 0);

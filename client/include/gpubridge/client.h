@@ -276,6 +276,31 @@ typedef enum gbc_grain_state {
     GBC_GRAIN_STATE_FAILED = 4
 } gbc_grain_state;
 
+/* A bridge with several devices (its config's `devices`) reports each of a
+ * grain type's devices (docs/protocol.md, "Several devices"). */
+#define GBC_MAX_DEVICES 8
+
+typedef struct gbc_device_status {  /* control.GrainTypeStatus.devices[i] */
+    int32_t device;                 /* CUDA device index; -1 in cpu mode */
+    uint32_t device_number;         /* its place in the bridge's devices list */
+    char mode[16];
+    int state;                      /* gbc_grain_state */
+    int exit_reason;
+    int32_t last_error_code;
+    uint64_t heartbeat;
+    uint64_t heartbeat_age_ns;
+} gbc_device_status_t;
+
+typedef struct gbc_device_telemetry { /* control.Telemetry.devices[i] */
+    int32_t device;                 /* CUDA device index; -1 in cpu mode */
+    uint32_t device_number;
+    uint64_t messages_processed;
+    uint64_t errors;
+    uint64_t launches;
+    uint32_t queue_depth_in;
+    uint32_t queue_depth_out;
+} gbc_device_telemetry_t;
+
 typedef struct gbc_grain_status {   /* control.GrainTypeStatus */
     size_t struct_size;             /* sizeof(gbc_grain_status_t); 0: the 0.2 layout */
     char grain_type[64];
@@ -294,6 +319,11 @@ typedef struct gbc_grain_status {   /* control.GrainTypeStatus */
                                      * kernel, table partitions, cpu threads) */
     uint32_t max_message_size;      /* largest frame taken; larger-than-slot messages go out
                                      * of line up to it (0: a bridge that does not say) */
+    /* Several devices (0.4): the fields above are then the first device's;
+     * n_devices 0 with one device. */
+    uint32_t device_number;
+    uint32_t n_devices;
+    gbc_device_status_t devices[GBC_MAX_DEVICES];
 } gbc_grain_status_t;
 
 typedef struct gbc_telemetry {      /* control.Telemetry */
@@ -313,6 +343,11 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
     uint64_t mail_forwarded;
     uint64_t mail_held;
     uint64_t mail_undeliverable;
+    /* Several devices (0.4): the counters and depths above are then sums
+     * over them; n_devices 0 with one device. */
+    int32_t device;
+    uint32_t n_devices;
+    gbc_device_telemetry_t devices[GBC_MAX_DEVICES];
 } gbc_telemetry_t;
 
 typedef struct gbc_type_list {      /* control.GrainTypeList; free with gbc_type_list_clear */
