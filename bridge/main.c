@@ -315,7 +315,7 @@ static int start_devices(const gb_config_t *cfg, const gb_mode *mode_override, c
     for (size_t i = 0; i < *n; i++) {
         devs[i] = (gb_engine_dev_t){idx[i], modes[i]};
         if (*n > 1)
-            GB_INFO("device #%zu: %s %d, mode %s", i, modes[i] == GB_MODE_CPU ? "cpu threads, as device" : "CUDA device",
+            GB_INFO("device #%zu: %s %d, mode %s", i, modes[i] == GB_MODE_CPU ? "cpu threads, listed as" : "CUDA device",
                     idx[i], gb_mode_name(modes[i]));
     }
     return 0;

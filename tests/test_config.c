@@ -330,6 +330,36 @@ static void test_grain_merge(void **state)
 
 /* ------------------------------------------------------------ errors */
 
+/* devices: a list or "all", printed and read back; bad ones name the entry. */
+static void test_devices(void **state)
+{
+    (void)state;
+    gb_config_t cfg, back;
+    load_ok("devices = [1, 0, 1];\n", &cfg);
+    assert_int_equal(cfg.n_devices, 3);
+    assert_int_equal(cfg.devices[0], 1);
+    assert_int_equal(cfg.devices[2], 1);
+    assert_int_equal(cfg.device, 1); /* the first, for what reads one device */
+    assert_false(cfg.devices_all);
+    print_reload(&cfg, &back);
+    assert_memory_equal(&cfg, &back, sizeof cfg);
+    load_ok("devices = \"all\";\n", &cfg);
+    assert_true(cfg.devices_all);
+    print_reload(&cfg, &back);
+    assert_memory_equal(&cfg, &back, sizeof cfg);
+    load_ok("device = 2;\n", &cfg);
+    assert_int_equal(cfg.n_devices, 0);
+    assert_int_equal(cfg.device, 2);
+
+    expect_error("mode = \"cpu\";\ndevices = [];\n", 2, "devices: 0 entries; give 1 to 8");
+    expect_error("devices = [0, 1, 2, 3, 4, 5, 6, 7, 0];\n", 1, "devices: 9 entries; give 1 to 8");
+    expect_error("devices = \"some\";\n", 1, "devices: expected \"all\" or a list");
+    expect_error("devices = 3;\n", 1, "devices: expected \"all\" or a list of device indexes like [0, 1], got an integer");
+    expect_error("devices = [0, 1024];\n", 1, "devices[1]: 1024 is out of range (0..1023)");
+    expect_error("devices = (0, \"one\");\n", 1, "devices[1]: expected a device index, got a string");
+    expect_error("device = 0;\ndevices = [0, 1];\n", 2, "give either device (one) or devices (a list), not both");
+}
+
 static void test_err_syntax(void **state)
 {
     (void)state;
@@ -816,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_err_syntax),
         cmocka_unit_test(test_file_edge_cases),
         cmocka_unit_test(test_err_unknown_keys),
+        cmocka_unit_test(test_devices),
         cmocka_unit_test(test_err_types),
         cmocka_unit_test(test_err_range),
         cmocka_unit_test(test_err_power_of_two),

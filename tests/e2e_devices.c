@@ -1,0 +1,296 @@
+/* End-to-end: one bridge with several devices (the config's `devices`,
+ * docs/protocol.md "Several devices"), through libgpubridge:
+ * - a key's device follows the documented hash (its test vectors), and a
+ *   key's state lives on that device only: each device's telemetry counts
+ *   exactly its keys' messages, a counter's count goes on across rounds;
+ * - DeactivateGrain reaches the key's device;
+ * - Deactivate and Activate act on every device: requests to either wait
+ *   while paused and are answered after;
+ * - a team type (PageRank) runs on the first device only;
+ * - too many rings for the devices is refused at start with a sentence.
+ * GB_E2E_MODE: cpu (CI, each device its own threads), persistent or
+ * relaunch (a GPU; GB_E2E_DEVICES "[0, 0]" lists one GPU twice). */
+#include <stdbool.h>
+
+#include "e2e_harness.h"
+#include "gpu_skip.h"
+#include "gpubridge/client.h"
+#include "gpubridge/demo.h"
+
+#define NKEYS 64
+#define ROUNDS 3
+#define NDEV 2
+#define COUNTER "test.counter"
+#define WAIT_MS (10000 * E2E_SLOW)
+
+static bridge_t g_b;
+
+/* docs/protocol.md "Several devices": splitmix64's output function of the
+ * key, modulo the number of devices. Written here from the document. */
+static uint64_t mix(uint64_t key)
+{
+    uint64_t z = key + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t device_of(uint64_t key) { return (uint32_t)(mix(key) % NDEV); }
+
+static const char *devices_cfg(void)
+{
+    const char *d = getenv("GB_E2E_DEVICES");
+    return d && *d ? d : "[0, 1]";
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *lib = getenv("GB_COUNTER_LIB");
+    assert_non_null(lib);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "devices = %s;\narena_mb = 16;\n"
+             "grains = ( { library = \"%s\"; }, { type = \"vecadd\"; }, { type = \"echo\"; },\n"
+             "           { type = \"pagerank.sender\"; }, { type = \"pagerank.aggregator\"; } );\n",
+             devices_cfg(), lib);
+    if (bridge_start(&g_b, cfg) != 0) {
+        bridge_print_log(&g_b);
+        fail_msg("the bridge did not start");
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    int st = g_b.pid ? bridge_stop(&g_b, SIGTERM, 20000 * E2E_SLOW) : 0;
+    if (st != 0)
+        bridge_print_log(&g_b);
+    return st == 0 ? 0 : -1;
+}
+
+static gbc_client_t *client(void)
+{
+    const char *eps[1] = {g_b.endpoint};
+    gbc_client_t *c = NULL;
+    assert_int_equal(gbc_client_new(eps, 1, NULL, &c), GBC_OK);
+    return c;
+}
+
+/* test.counter: adds add to (COUNTER, key)'s count, returns the count. */
+static uint64_t counter_add(gbc_client_t *c, uint64_t key, uint64_t add)
+{
+    gbc_reply_t r;
+    gbc_err err = gbc_call(c, COUNTER, key, 1, &add, sizeof add, &r, WAIT_MS);
+    if (err)
+        fail_msg("counter key %llu: %s: %s", (unsigned long long)key, gbc_strerror(err), gbc_last_error());
+    assert_int_equal(r.payload_len, 8);
+    uint64_t count;
+    memcpy(&count, r.payload, 8);
+    gbc_reply_clear(&r);
+    return count;
+}
+
+static void telemetry(gbc_client_t *c, const char *type, gbc_telemetry_t *t)
+{
+    *t = (gbc_telemetry_t)GBC_TELEMETRY_INIT;
+    if (gbc_ctl_telemetry(c, 0, type, t, WAIT_MS) != GBC_OK)
+        fail_msg("telemetry %s: %s", type, gbc_last_error());
+}
+
+static void status(gbc_client_t *c, const char *type, gbc_grain_status_t *s)
+{
+    *s = (gbc_grain_status_t)GBC_GRAIN_STATUS_INIT;
+    if (gbc_ctl_status(c, 0, type, s, WAIT_MS) != GBC_OK)
+        fail_msg("status %s: %s", type, gbc_last_error());
+}
+
+/* The vectors of docs/protocol.md agree with the formula written here. */
+static void test_device_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t key, h;
+        uint32_t of2, of3, of4;
+    } v[] = {
+        {0, 0xe220a8397b1dcdafull, 1, 1, 3},
+        {1, 0x910a2dec89025cc1ull, 1, 2, 1},
+        {2, 0x975835de1c9756ceull, 0, 1, 2},
+        {42, 0xbdd732262feb6e95ull, 1, 1, 1},
+        {UINT64_MAX, 0xe4d971771b652c20ull, 0, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        assert_int_equal(mix(v[i].key), v[i].h);
+        assert_int_equal(v[i].h % 2, v[i].of2);
+        assert_int_equal(v[i].h % 3, v[i].of3);
+        assert_int_equal(v[i].h % 4, v[i].of4);
+    }
+}
+
+/* Keys of three types over several rounds: each device's telemetry counts
+ * exactly the messages of its keys, and a key's state goes on. */
+static void test_keys_stay_on_their_device(void **state)
+{
+    (void)state;
+    gbc_client_t *c = client();
+    static const char *types[2] = {COUNTER, "echo"};
+    uint64_t before[2][NDEV], per[NDEV] = {0};
+    for (int t = 0; t < 2; t++) {
+        gbc_telemetry_t tm;
+        telemetry(c, types[t], &tm);
+        assert_int_equal(tm.n_devices, NDEV);
+        for (uint32_t d = 0; d < NDEV; d++) {
+            assert_int_equal(tm.devices[d].device_number, d);
+            before[t][d] = tm.devices[d].messages_processed;
+        }
+    }
+    for (int round = 0; round < ROUNDS; round++)
+        for (uint64_t k = 0; k < NKEYS; k++) {
+            const uint64_t key = k * 0x10001ull; /* spread, not only small keys */
+            assert_int_equal(counter_add(c, key, k + 1), (uint64_t)(round + 1) * (k + 1));
+            gbc_echo_result_t er;
+            assert_int_equal(gbc_echo(c, key, "x", 1, &er, WAIT_MS), GBC_OK);
+            assert_int_equal(er.grain_count, (uint64_t)round + 1); /* every turn met the same state */
+            per[device_of(key)]++;
+        }
+    for (int t = 0; t < 2; t++) {
+        gbc_telemetry_t tm;
+        telemetry(c, types[t], &tm);
+        uint64_t sum = 0;
+        for (uint32_t d = 0; d < NDEV; d++) {
+            assert_true(per[d] > 0);
+            if (tm.devices[d].messages_processed - before[t][d] != per[d])
+                fail_msg("%s device #%u: %llu messages, expected %llu", types[t], d,
+                         (unsigned long long)(tm.devices[d].messages_processed - before[t][d]),
+                         (unsigned long long)per[d]);
+            sum += tm.devices[d].messages_processed;
+        }
+        assert_int_equal(tm.messages_processed, sum); /* the top level sums the devices */
+    }
+    gbc_client_destroy(&c);
+}
+
+/* DeactivateGrain of a key on each device frees that key's state only. */
+static void test_deactivate_grain_on_its_device(void **state)
+{
+    (void)state;
+    gbc_client_t *c = client();
+    uint64_t on[NDEV] = {0}, other[NDEV] = {0};
+    bool found[NDEV] = {false};
+    for (uint64_t k = 1000; k < 1100; k++) /* a key and a neighbour on each device */
+        if (!found[device_of(k)]) {
+            found[device_of(k)] = true;
+            on[device_of(k)] = k;
+            other[device_of(k)] = k + 5000;
+        }
+    for (int d = 0; d < NDEV; d++) {
+        assert_true(found[d]);
+        assert_int_equal(counter_add(c, on[d], 5), 5);
+        assert_int_equal(counter_add(c, other[d], 7), 7);
+    }
+    for (int d = 0; d < NDEV; d++)
+        assert_int_equal(gbc_ctl_deactivate_grain(c, COUNTER, on[d], WAIT_MS), GBC_OK);
+    for (int d = 0; d < NDEV; d++) {
+        assert_int_equal(counter_add(c, on[d], 1), 1);     /* fresh */
+        assert_int_equal(counter_add(c, other[d], 0), 7);  /* kept */
+        gbc_err err = gbc_ctl_deactivate_grain(c, COUNTER, other[d] + 1, WAIT_MS);
+        assert_int_equal(err, GBC_ERR_STATUS); /* never activated: STATUS_NO_ACTIVATION from its device */
+    }
+    gbc_client_destroy(&c);
+}
+
+/* Deactivate pauses the type on every device: requests to keys on both wait,
+ * in order, and are answered after Activate. */
+static void test_pause_every_device(void **state)
+{
+    (void)state;
+    gbc_client_t *c = client();
+    gbc_grain_status_t st[1];
+    assert_int_equal(gbc_ctl_deactivate(c, GBC_ALL_ENDPOINTS, "echo", st, WAIT_MS), GBC_OK);
+    assert_int_equal(st[0].n_devices, NDEV);
+    for (uint32_t d = 0; d < NDEV; d++)
+        assert_int_equal(st[0].devices[d].state, GBC_GRAIN_STATE_INACTIVE);
+    uint64_t key[NDEV];
+    for (uint64_t k = 0, n = 0; n < NDEV; k++)
+        if (device_of(k) == n)
+            key[n++] = k;
+    for (int d = 0; d < NDEV; d++)
+        assert_int_equal(gbc_send(c, "echo", key[d], 1, NULL, 0, NULL), GBC_OK);
+    gbc_reply_t r;
+    assert_int_equal(gbc_poll(c, &r, 300), GBC_ERR_TIMEOUT); /* neither device answers while paused */
+    assert_int_equal(gbc_ctl_activate(c, GBC_ALL_ENDPOINTS, "echo", st, WAIT_MS), GBC_OK);
+    for (uint32_t d = 0; d < NDEV; d++)
+        assert_int_equal(st[0].devices[d].state, GBC_GRAIN_STATE_ACTIVE);
+    for (int d = 0; d < NDEV; d++) {
+        gbc_err err = gbc_poll(c, &r, WAIT_MS);
+        if (err)
+            fail_msg("reply %d after activate: %s: %s", d, gbc_strerror(err), gbc_last_error());
+        gbc_reply_clear(&r);
+    }
+    gbc_client_destroy(&c);
+}
+
+/* Status names each device; a team type has one (the first). */
+static void test_status_per_device(void **state)
+{
+    (void)state;
+    gbc_client_t *c = client();
+    gbc_grain_status_t s;
+    status(c, "vecadd", &s);
+    assert_int_equal(s.n_devices, NDEV);
+    for (uint32_t d = 0; d < NDEV; d++) {
+        assert_int_equal(s.devices[d].device_number, d);
+        assert_string_equal(s.devices[d].mode, e2e_mode());
+        assert_int_equal(s.devices[d].state, GBC_GRAIN_STATE_ACTIVE);
+    }
+    assert_int_equal(s.device_number, 0);
+    status(c, "pagerank.sender", &s);
+    assert_int_equal(s.n_devices, 0);
+    assert_int_equal(s.device_number, 0);
+    /* A request to a team type on any key is served (by the first device). */
+    gbc_type_list_t l;
+    assert_int_equal(gbc_ctl_list(c, 0, &l, WAIT_MS), GBC_OK);
+    assert_int_equal(l.n, 5); /* every type once, not once per device */
+    gbc_type_list_clear(&l);
+    gbc_client_destroy(&c);
+}
+
+/* More rings than a bridge keeps (GB_MAX_RINGS, 32): the bridge refuses to
+ * start, and its log says why. 6 grain types on 6 devices, and the two
+ * PageRank types on the first, make 38. */
+static void test_too_many_rings(void **state)
+{
+    (void)state;
+    const char *mail = getenv("GB_MAIL_LIB"), *lib = getenv("GB_COUNTER_LIB");
+    assert_non_null(mail);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "devices = [0, 0, 0, 0, 0, 0];\n"
+             "grains = ( { library = \"%s\"; }, { library = \"%s\"; }, { type = \"vecadd\"; },\n"
+             "           { type = \"echo\"; } );\n",
+             lib, mail);
+    bridge_t b;
+    assert_int_not_equal(bridge_start(&b, cfg), 0);
+    if (!log_contains(&b, "grain types on 6 devices make 38 ring kernels, more than 32")) {
+        bridge_print_log(&b);
+        fail_msg("no sentence about the rings in the log");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_vectors),
+        cmocka_unit_test(test_keys_stay_on_their_device),
+        cmocka_unit_test(test_deactivate_grain_on_its_device),
+        cmocka_unit_test(test_pause_every_device),
+        cmocka_unit_test(test_status_per_device),
+        cmocka_unit_test(test_too_many_rings),
+    };
+    if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
+        cmocka_set_test_filter(argv[1]);
+    if (strcmp(e2e_mode(), "cpu") != 0)
+        gb_require_gpu();
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
