@@ -5,8 +5,10 @@
  * Prints a table and a JSON line.
  *
  *   bench_io [--mode cpu|persistent|relaunch] [--threads 1,2,4] [--clients C]
- *            [--seconds S] [--window F] [--rounds R] [--ipc]
+ *            [--seconds S] [--window F] [--rounds R] [--ipc] [--devices 0,1]
  *
+ * --devices: each io_threads value also with the bridge on those devices
+ * (`devices` in the config), beside the first device alone.
  * Each client keeps F frames of 64 requests in flight (to 64 keys) and checks
  * every reply; rows give the median over rounds, the io_threads values taking
  * turns within a round so that a noisy moment hits each. */
@@ -154,17 +156,37 @@ static void *client_main(void *arg)
     return NULL;
 }
 
-static int bridge_start(bridge_thr_t *b, gb_mode mode, const char *mode_name, const char *endpoint, int io)
+/* The devices of a run: n of them (1: the first alone). */
+typedef struct devset {
+    size_t n;
+    int dev[GB_MAX_DEVICES];
+} devset_t;
+
+static int bridge_start(bridge_thr_t *b, gb_mode mode, const char *mode_name, const char *endpoint, int io,
+                        const devset_t *ds)
 {
-    char err[256];
+    char err[256] = "";
     memset(b, 0, sizeof *b);
     gb_config_defaults(&b->cfg);
     b->cfg.n_endpoints = 1;
     snprintf(b->cfg.endpoints[0], sizeof b->cfg.endpoints[0], "%s", endpoint);
     b->cfg.mode = mode;
     b->cfg.io_threads = (uint32_t)io;
+    b->cfg.device = ds->dev[0];
+    b->cfg.n_devices = ds->n > 1 ? ds->n : 0;
+    memcpy(b->cfg.devices, ds->dev, sizeof ds->dev);
+    int idx[GB_MAX_DEVICES];
+    gb_mode modes[GB_MAX_DEVICES];
+    gb_engine_dev_t devs[GB_MAX_DEVICES];
+    size_t n = 0;
     if (gb_detect_run(&b->cfg, "/", mode_name, &b->facts, &b->sel, err, sizeof err) != GB_OK ||
-        gb_engine_new(&b->cfg, b->sel.mode, b->sel.device, &b->engine) != GB_OK ||
+        gb_detect_devices(&b->cfg, "/", mode_name, &b->facts, &b->sel, idx, modes, &n, err, sizeof err) != GB_OK) {
+        fprintf(stderr, "bench_io: %s\n", err);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        devs[i] = (gb_engine_dev_t){idx[i], modes[i]};
+    if (gb_engine_new_devs(&b->cfg, devs, n, &b->engine) != GB_OK ||
         gb_server_new(&b->cfg, b->engine, &b->facts, &b->sel, &b->server, err, sizeof err) != GB_OK) {
         fprintf(stderr, "bench_io: cannot start the bridge in %s mode: %s\n", mode_name, err);
         return -1;
@@ -184,11 +206,11 @@ static void bridge_stop(bridge_thr_t *b)
 
 /* One run: the bridge with io threads, n_clients clients for `seconds`.
  * Replies per second, or -1. */
-static double run_once(gb_mode mode, const char *mode_name, const char *endpoint, int io, int n_clients,
-                       int window, double seconds)
+static double run_once(gb_mode mode, const char *mode_name, const char *endpoint, int io, const devset_t *ds,
+                       int n_clients, int window, double seconds)
 {
     static bridge_thr_t b;
-    if (bridge_start(&b, mode, mode_name, endpoint, io) != 0)
+    if (bridge_start(&b, mode, mode_name, endpoint, io, ds) != 0)
         return -1;
     uint8_t frame[16384];
     size_t len = make_batch(frame);
@@ -219,7 +241,7 @@ static double run_once(gb_mode mode, const char *mode_name, const char *endpoint
 
 int main(int argc, char **argv)
 {
-    const char *mode_name = "cpu", *list = "1,2,4";
+    const char *mode_name = "cpu", *list = "1,2,4", *dev_list = NULL;
     int n_clients = 4, window = 16, rounds = 3, ipc = 0;
     double seconds = 1.0;
     for (int a = 1; a < argc; a++) {
@@ -237,12 +259,15 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--ipc"))
             ipc = 1;
+        else if (!strcmp(argv[a], "--devices") && a + 1 < argc)
+            dev_list = argv[++a];
         else {
             printf("usage: bench_io [--mode cpu|persistent|relaunch] [--threads 1,2,4] [--clients C] [--seconds S]\n"
-                   "                [--window F] [--rounds R] [--ipc]\n"
+                   "                [--window F] [--rounds R] [--ipc] [--devices 0,1]\n"
                    "  Batched vecadd throughput (frames of 64 requests to 64 keys, F in flight per client,\n"
                    "  default 16) from C clients (default 4) over tcp loopback (--ipc: ipc), with each\n"
-                   "  io_threads value of the list; the median over R rounds (default 3).\n");
+                   "  io_threads value of the list; the median over R rounds (default 3). --devices: each\n"
+                   "  value also on those devices, beside the first device alone.\n");
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
@@ -254,6 +279,15 @@ int main(int argc, char **argv)
             break;
         p++;
     }
+    devset_t sets[2] = {{1, {0}}, {0, {0}}};
+    for (const char *p = dev_list; p && *p && sets[1].n < GB_MAX_DEVICES;) {
+        sets[1].dev[sets[1].n++] = atoi(p);
+        if (!(p = strchr(p, ',')))
+            break;
+        p++;
+    }
+    sets[0].dev[0] = sets[1].dev[0];
+    const int n_sets = sets[1].n > 1 ? 2 : 1;
     gb_mode mode;
     int bad = gb_mode_parse(mode_name, &mode) != 0 || mode == GB_MODE_AUTO || n_clients < 1 ||
               n_clients > MAX_CLIENTS || window < 1 || window > 1024 || rounds < 1 || rounds > 15 || seconds <= 0;
@@ -275,22 +309,28 @@ int main(int argc, char **argv)
     printf("bench_io: mode %s, %s, %d client(s), %d frame(s) of 64 in flight each, %.1f s a run, %d round(s), "
            "%ld cores\n", mode_name, ipc ? "ipc" : "tcp", n_clients, window, seconds, rounds,
            sysconf(_SC_NPROCESSORS_ONLN));
-    double rate[MAX_VALUES][15];
+    double rate[2][MAX_VALUES][15];
     for (int r = 0; r < rounds; r++)
         for (int i = 0; i < n_values; i++)
-            if ((rate[i][r] = run_once(mode, mode_name, endpoint, values[i], n_clients, window, seconds)) < 0)
-                return 1;
-    double med[MAX_VALUES];
-    printf("\n%-12s %16s %10s\n", "io_threads", "batch-64 msg/s", "vs first");
-    for (int i = 0; i < n_values; i++) {
-        qsort(rate[i], (size_t)rounds, sizeof rate[i][0], cmp_d);
-        med[i] = rounds % 2 ? rate[i][rounds / 2] : (rate[i][rounds / 2 - 1] + rate[i][rounds / 2]) / 2;
-        printf("%-12d %16.0f %9.2fx\n", values[i], med[i], med[i] / med[0]);
-    }
+            for (int d = 0; d < n_sets; d++)
+                if ((rate[d][i][r] = run_once(mode, mode_name, endpoint, values[i], &sets[d], n_clients, window,
+                                              seconds)) < 0)
+                    return 1;
+    double med[2][MAX_VALUES];
+    printf("\n%-12s %8s %16s %10s\n", "io_threads", "devices", "batch-64 msg/s", "vs first");
+    for (int d = 0; d < n_sets; d++)
+        for (int i = 0; i < n_values; i++) {
+            qsort(rate[d][i], (size_t)rounds, sizeof rate[d][i][0], cmp_d);
+            med[d][i] = rounds % 2 ? rate[d][i][rounds / 2]
+                                   : (rate[d][i][rounds / 2 - 1] + rate[d][i][rounds / 2]) / 2;
+            printf("%-12d %8zu %16.0f %9.2fx\n", values[i], sets[d].n, med[d][i], med[d][i] / med[0][0]);
+        }
     printf("{\"bench\":\"io_threads\",\"mode\":\"%s\",\"endpoint\":\"%s\",\"clients\":%d,\"window\":%d,"
            "\"rounds\":%d,\"rows\":[", mode_name, ipc ? "ipc" : "tcp", n_clients, window, rounds);
-    for (int i = 0; i < n_values; i++)
-        printf("%s{\"io_threads\":%d,\"batch64_msgs_per_s\":%.0f}", i ? "," : "", values[i], med[i]);
+    for (int d = 0; d < n_sets; d++)
+        for (int i = 0; i < n_values; i++)
+            printf("%s{\"io_threads\":%d,\"devices\":%zu,\"batch64_msgs_per_s\":%.0f}", d || i ? "," : "",
+                   values[i], sets[d].n, med[d][i]);
     printf("]}\n");
     return 0;
 }
