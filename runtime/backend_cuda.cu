@@ -173,16 +173,26 @@ static uint32_t kernel_flags(void)
     return v ? (uint32_t)strtoul(v, NULL, 0) : 0;
 }
 
-/* Loads the kernels of every registered grain type not loaded yet (see
- * gb_grain_gpu_t.preload): all before the first of them is resident. */
-static cudaError_t preload_all(void)
+int gbi_cuda_multi_device;
+
+/* Loads the kernels of every registered grain type not loaded yet on the
+ * current device, device (see gb_grain_gpu_t.preload): all before the
+ * first of them is resident there. Modules load per device, so each device
+ * counts its own. Notes a second device (gbi_cuda_multi_device). */
+static cudaError_t preload_all(int device)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static int loaded; /* handles 1..loaded are */
+    static int loaded[1024]; /* per device (config: 0..1023): handles 1..loaded are */
+    static int first_device = -1;
     cudaError_t e = cudaSuccess;
     pthread_mutex_lock(&lock);
-    for (; loaded < gb_grain_count() && e == cudaSuccess; loaded++) {
-        const gb_grain_desc_t *d = gb_grain_get(loaded + 1);
+    if (first_device < 0)
+        first_device = device;
+    else if (device != first_device)
+        __atomic_store_n(&gbi_cuda_multi_device, 1, __ATOMIC_RELAXED);
+    int *n = &loaded[device & 1023];
+    for (; *n < gb_grain_count() && e == cudaSuccess; (*n)++) {
+        const gb_grain_desc_t *d = gb_grain_get(*n + 1);
         if (d->gpu)
             e = d->gpu->preload();
     }
@@ -352,7 +362,7 @@ static gb_err cuda_create(gb_rk_t *rk)
     }
     gb_err err = GB_ERR_CUDA;
     CK(cudaSetDevice(b->device), "cudaSetDevice");
-    CK(preload_all(), "loading the ring kernels"); /* before any of ours can be resident */
+    CK(preload_all(b->device), "loading the ring kernels"); /* before any of ours can be resident there */
     CK(cudaStreamCreateWithFlags(&b->kstream, cudaStreamNonBlocking), "kernel stream");
     CK(cudaStreamCreateWithFlags(&b->cstream, cudaStreamNonBlocking), "copy stream");
     if ((err = alloc_region(rk, b)) != GB_OK || (err = alloc_table(rk, b)) != GB_OK ||
@@ -369,6 +379,7 @@ fail:
 /* Staging: copy host-written control line (and kstate's activation) down. */
 static void cuda_control(gb_rk_t *rk)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (rk->state == GB_RK_FAILED)
         return;
@@ -457,6 +468,7 @@ static gb_err fall_back_to_relaunch(gb_rk_t *rk)
 
 static gb_err cuda_launch(gb_rk_t *rk)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (rk->p.mode == GB_MODE_RELAUNCH) {
         gb_err err = gbi_relaunch_setup(rk);
@@ -488,6 +500,7 @@ static gb_err cuda_launch(gb_rk_t *rk)
  * up to in_head; stream order makes the head land after the slots). */
 static void cuda_publish(gb_rk_t *rk)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (b->relaunch) {
         if (rk->state == GB_RK_RUNNING)
@@ -527,6 +540,7 @@ static void cuda_publish(gb_rk_t *rk)
  * they return. */
 static int cuda_pull(gb_rk_t *rk)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (b->relaunch)
         return rk->state == GB_RK_RUNNING ? gbi_relaunch_progress(rk) > 0 : 0;
@@ -574,6 +588,7 @@ static int cuda_pull(gb_rk_t *rk)
  * to one stream query a millisecond. */
 static gb_err cuda_poll(gb_rk_t *rk)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (b->relaunch) {
         /* Not rate-limited: this is what moves a relaunch grain type on. */
@@ -608,6 +623,7 @@ static gb_err cuda_poll(gb_rk_t *rk)
 
 static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (b->relaunch) {
         gb_err err = gbi_relaunch_wait(rk, timeout_ms);
@@ -677,6 +693,7 @@ static gb_err wait_seen(gb_rk_t *rk, int32_t v)
  * in flight and none started. */
 static gb_err cuda_quiesce(gb_rk_t *rk, int on)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (b->relaunch)
         return gbi_relaunch_quiesce(rk, on);
@@ -700,6 +717,7 @@ static gb_err cuda_quiesce(gb_rk_t *rk, int on)
 
 static unsigned char *cuda_table_get(gb_rk_t *rk, uint32_t part, uint32_t n)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     const size_t pb = (size_t)b->tab.per_lane * b->tab.entry_size, off = part * pb, bytes = n * pb;
     if (rk->state == GB_RK_FAILED ||
@@ -718,6 +736,7 @@ static unsigned char *cuda_table_get(gb_rk_t *rk, uint32_t part, uint32_t n)
 
 static gb_err cuda_table_put(gb_rk_t *rk, uint32_t part, uint32_t n)
 {
+    gbi_cuda_on_device((const cuda_backend_t *)rk->be);
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     const size_t pb = (size_t)b->tab.per_lane * b->tab.entry_size, off = part * pb, bytes = n * pb;
     cudaError_t e = cudaMemcpyAsync(b->tab.entries + off, b->tab_host + off, bytes, cudaMemcpyHostToDevice,
@@ -742,6 +761,7 @@ extern "C" gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out)
     if (rk->ops != &gbi_backend_cuda || !rk->be)
         return GB_ERR_UNSUPPORTED;
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
+    gbi_cuda_on_device(b);
     cudaError_t e = cudaMemcpyAsync(out, b->kstate, sizeof *out, cudaMemcpyDeviceToHost, b->cstream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->cstream);

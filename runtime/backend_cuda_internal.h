@@ -97,4 +97,18 @@ gb_err gbi_relaunch_quiesce(gb_rk_t *rk, int on);
         }                                           \
     } while (0)
 
+/* Set once ring kernels run on more than one CUDA device (cuda_create,
+ * before any server thread starts): the host side's CUDA calls then make
+ * their ring kernel's device current first (gbi_cuda_on_device), since the
+ * calling thread serves the rings of every device. */
+extern int gbi_cuda_multi_device;
+
+static inline void gbi_cuda_on_device(const cuda_backend_t *b)
+{
+    int cur;
+    if (__atomic_load_n(&gbi_cuda_multi_device, __ATOMIC_RELAXED) && b &&
+        (cudaGetDevice(&cur) != cudaSuccess || cur != b->device))
+        cudaSetDevice(b->device);
+}
+
 #endif
