@@ -174,8 +174,9 @@ gb_err gb_detect_run(const gb_config_t *cfg, const char *root, const char *cli_m
  * its one `device`), "all" being the host's CUDA devices, each detected in
  * turn from root like gb_detect_run (sel0 and facts0: the first device's,
  * already run). A host entry with a device narrows the list to that one.
- * Without CUDA devices every listed device runs in cpu mode (each its own
- * rings and threads). A listed device the host lacks is an error (err). */
+ * In cpu mode, or without CUDA devices, every listed device runs in cpu
+ * mode (each its own rings and threads). A listed device the host lacks is
+ * an error (err) in a GPU mode. */
 gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *cli_mode, const gb_facts_t *facts0,
                          const gb_selection_t *sel0, int devices[GB_MAX_DEVICES], gb_mode modes[GB_MAX_DEVICES],
                          size_t *n, char *err, size_t errlen);

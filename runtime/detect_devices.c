@@ -21,7 +21,7 @@ gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *c
         want = GB_MAX_DEVICES;
     for (size_t i = 0; i < want; i++) {
         devices[i] = cfg->devices_all ? (int)i : cfg->devices[i];
-        if (count > 0 && devices[i] >= count) {
+        if (count > 0 && sel0->mode != GB_MODE_CPU && devices[i] >= count) {
             snprintf(err, errlen, "%s: devices[%zu] is %d, but this host has %d CUDA device%s (0..%d)", cfg->source,
                      i, devices[i], count, count == 1 ? "" : "s", count - 1);
             return GB_ERR_CONFIG;
