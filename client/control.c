@@ -376,25 +376,31 @@ void gbc_limits_clear(gbc_limits_t *l)
 {
     if (!l)
         return;
+    for (size_t i = 0; l->types && i < l->n_types; i++)
+        free(l->types[i].messages);
     free(l->types);
     memset(l, 0, sizeof *l);
 }
 
-/* Copies one GrainTypeLimits into *out. */
-static void copy_type_limits(gbc_type_limits_t *out, const Gpubridge__GrainTypeLimits *g)
+/* Copies one GrainTypeLimits into *out; GBC_ERR_NOMEM when its message
+ * types cannot be held (out keeps none). */
+static gbc_err copy_type_limits(gbc_type_limits_t *out, const Gpubridge__GrainTypeLimits *g)
 {
     COPY(out->grain_type, g->grain_type);
     out->slot_size = g->slot_size;
     out->record_size = g->record_size;
     out->queue_capacity = g->queue_capacity;
     out->max_grains = g->max_grains;
-    for (size_t j = 0; j < g->n_message_types && j < GBC_LIMITS_MAX_MESSAGES; j++) {
+    if (g->n_message_types && !(out->messages = calloc(g->n_message_types, sizeof *out->messages)))
+        return gbci_fail(GBC_ERR_NOMEM, "out of memory for the limits of %zu message types", g->n_message_types);
+    for (size_t j = 0; j < g->n_message_types; j++) {
         gbc_msg_limits_t *m = &out->messages[out->n_messages++];
         m->message_type = g->message_types[j]->message_type;
         COPY(m->name, g->message_types[j]->name);
         m->max_payload = g->message_types[j]->max_payload;
         m->max_elements = g->message_types[j]->max_elements;
     }
+    return GBC_OK;
 }
 
 gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out, int timeout_ms)
@@ -422,8 +428,8 @@ gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out, int 
         out->max_replies_per_frame = l->max_replies_per_frame;
         if (l->n_grain_types && !(out->types = calloc(l->n_grain_types, sizeof *out->types)))
             err = gbci_fail(GBC_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; out->types && i < l->n_grain_types; i++)
-            copy_type_limits(&out->types[out->n_types++], l->grain_types[i]);
+        for (size_t i = 0; out->types && !err && i < l->n_grain_types; i++)
+            err = copy_type_limits(&out->types[out->n_types++], l->grain_types[i]);
         gpubridge__limits__free_unpacked(l, NULL);
     }
     gbc_reply_clear(&r);

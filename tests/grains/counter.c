@@ -1,8 +1,8 @@
 /* A grain library for the loader's tests (test_grain_libs.sh): one cpu-only
  * type, test.counter (raw payloads). Message 1 adds the request's uint64 to
  * the key's count and replies with the count; message 2 fails with aux 7.
- * With GB_TEST_MANY_MSGS it declares twelve request types (3..12 act as 1),
- * all of which the Limits reply lists. */
+ * With GB_TEST_MANY_MSGS it declares twenty request types (3..20 act as 1),
+ * all of which the Limits reply lists, and the C client keeps. */
 #include <string.h>
 
 #include "gpubridge/grain.h"
@@ -28,9 +28,10 @@ GB_HD uint16_t counter_on_message(const gb_grain_ctx_t *ctx, void *state, uint16
 }
 
 #ifdef GB_TEST_MANY_MSGS
-static const gb_grain_msg_t counter_msgs[] = {{1, "Add"},  {2, "Fail"}, {3, "M3"},   {4, "M4"},
-                                              {5, "M5"},   {6, "M6"},   {7, "M7"},   {8, "M8"},
-                                              {9, "M9"},   {10, "M10"}, {11, "M11"}, {12, "M12"}};
+static const gb_grain_msg_t counter_msgs[] = {
+    {1, "Add"}, {2, "Fail"}, {3, "M3"},   {4, "M4"},   {5, "M5"},   {6, "M6"},   {7, "M7"},
+    {8, "M8"},  {9, "M9"},   {10, "M10"}, {11, "M11"}, {12, "M12"}, {13, "M13"}, {14, "M14"},
+    {15, "M15"}, {16, "M16"}, {17, "M17"}, {18, "M18"}, {19, "M19"}, {20, "M20"}};
 #else
 static const gb_grain_msg_t counter_msgs[] = {{1, "Add"}, {2, "Fail"}};
 #endif

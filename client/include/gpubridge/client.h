@@ -404,15 +404,14 @@ typedef struct gbc_msg_limits {    /* control.MessageTypeLimits */
     uint32_t max_elements;          /* entries of its repeated field at most; 0: none */
 } gbc_msg_limits_t;
 
-#define GBC_LIMITS_MAX_MESSAGES 16
 typedef struct gbc_type_limits {   /* control.GrainTypeLimits */
     char grain_type[64];
     uint32_t slot_size;             /* bytes per ring slot, 32-byte header included */
     uint32_t record_size;           /* slot_size - 32 */
     uint32_t queue_capacity;
     uint32_t max_grains;            /* activations held at once */
-    size_t n_messages;              /* request types it accepts (at most GBC_LIMITS_MAX_MESSAGES kept) */
-    gbc_msg_limits_t messages[GBC_LIMITS_MAX_MESSAGES];
+    size_t n_messages;              /* request types it accepts, all of them */
+    gbc_msg_limits_t *messages;     /* n_messages entries, owned by the gbc_limits_t */
 } gbc_type_limits_t;
 
 typedef struct gbc_limits {        /* control.Limits; free with gbc_limits_clear */
