@@ -14,7 +14,7 @@ int gb_connwatch_start(gb_connwatch_t *w, void *zctx, void *router,
     char ep[64];
     memset(w, 0, sizeof *w);
     snprintf(ep, sizeof ep, "inproc://gb-connwatch-%p", router);
-    if (zmq_socket_monitor(router, ep, ZMQ_EVENT_DISCONNECTED) != 0)
+    if (zmq_socket_monitor(router, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
         return -1;
     void *m = zmq_socket(zctx, ZMQ_PAIR);
     /* No high-water mark: ZeroMQ's I/O thread would block on a full monitor
@@ -69,6 +69,12 @@ int gb_connwatch_poll(gb_connwatch_t *w)
             zmq_msg_init(&addr);
             zmq_msg_recv(&addr, w->mon, 0);
             zmq_msg_close(&addr);
+        }
+        if (event == ZMQ_EVENT_ACCEPTED) {
+            /* A new connection: a name left on its descriptor is stale (a
+             * frame of the one before, read after its close was handled). */
+            forget(w, fd);
+            continue;
         }
         if (event != ZMQ_EVENT_DISCONNECTED || fd < 0 || (size_t)fd >= w->n_fd || !w->by_fd[fd])
             continue; /* a connection that sent no frame: nothing was owed to it */
