@@ -1841,6 +1841,27 @@ static int echo_answered(void *s, uint64_t corr, int ms)
     return 0;
 }
 
+/* A ListGrainTypes through s; 1 when its reply came within ms. */
+static int list_answered(void *s, uint64_t corr, int ms)
+{
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__ListGrainTypes l = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
+    c.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
+    c.list_grain_types = &l;
+    send_env(s, make_control(corr, &c));
+    for (Gpubridge__ServerFrame *f; (f = recv_frame(s, ms));) {
+        size_t n;
+        int ok = 0;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        for (size_t i = 0; i < n; i++)
+            ok |= rs[i]->correlation_id == corr;
+        gpubridge__server_frame__free_unpacked(f, NULL);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
 static int conns_dropped(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->connections_dropped >= n; }
 static int undelivered(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->replies_undelivered >= n; }
 
@@ -1913,6 +1934,42 @@ static void over_cap_round(const char *cfg)
     assert_int_equal(tm->connections_dropped, 1); /* a client that got its replies is not counted */
     assert_int_equal(tm->reply_backlog_bytes, 0);
     gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* A client that set its routing id gets, once connected again, the
+     * replies still to come for requests of the closed connection. */
+    void *d = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_setsockopt(d, ZMQ_ROUTING_ID, "gb-e2e-keep-id", 14), 0);
+    assert_int_equal(zmq_connect(d, g_b.endpoint), 0);
+    assert_int_equal(set_deactivated(ctl, corr++, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    size_t len;
+    uint8_t *fr = echo_batch(1, PER, &len);
+    send_raw(d, fr, len);
+    free(fr);
+    gpubridge__telemetry__free_unpacked(telemetry(d, corr++, "echo"), NULL);
+    junk = calloc(1, big);
+    assert_non_null(junk);
+    send_raw(d, junk, big);
+    free(junk);
+    tm = echo_telemetry_until(ctl, &corr, conns_dropped, 2);
+    assert_int_equal(tm->connections_dropped, 2);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    back = 0;
+    for (int i = 0; i < 20 && !back; i++)
+        back = list_answered(d, corr++, 1000 * E2E_SLOW);
+    assert_true(back);
+    assert_int_equal(set_deactivated(ctl, corr++, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    tally_t t;
+    tally_init(&t, PER);
+    want_t w = {PER, 0, 0};
+    tally_until(&t, d, all_answered, &w, REPLY_MS);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.ok, PER);
+    free(t.seen);
+    tm = telemetry(ctl, corr++, "echo");
+    assert_int_equal(tm->replies_undelivered, N); /* none of d's */
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    zmq_close(d);
     zmq_close(c);
     zmq_close(other);
     zmq_close(ctl);
