@@ -115,9 +115,9 @@ typedef struct gbi_sup {
     size_t n_peers;
     zmq_pollitem_t *items; /* poll set: the ROUTER, the heartbeat, one DEALER per peer */
     peer_t **owner;        /* the peer of each item (NULL: ROUTER or heartbeat) */
-    /* Backpressure: a frame the worker's side would not take yet (its DEALER
-     * is at its high-water mark). While one is held, the ROUTER is not read,
-     * so ZeroMQ pushes back on the clients. */
+    /* The frame being passed to the worker (unstall). One its DEALER will
+     * not take (at its high-water mark) is refused, not held: while one is
+     * held the ROUTER is not read, for every client. */
     peer_t *stall_peer;
     zmq_msg_t stall_msg;
     uint64_t stall_tag;
@@ -139,11 +139,17 @@ typedef struct gbi_sup {
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
     uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
     size_t drop_bytes; /* test hook: frames of this size fail to pass, as if the worker's connection closed */
+    /* Client connections that closed with replies owed, and replies
+     * discarded for clients gone: in all, and not yet noted to the worker
+     * (GBI_NOTE_DROPPED, for its Telemetry); the log's rate limit. */
+    gb_connwatch_t cw;
+    uint64_t conns_dropped, replies_undelivered, dropped_uncounted, undelivered_uncounted;
+    uint64_t dropped_logged_ns, dropped_unlogged;
 } gbi_sup_t;
 
 /* Frames queued towards the worker per client. While the worker reads this
  * is what the supervisor holds for a client (ZeroMQ counts messages: up to
- * DEALER_HWM x max_message_size bytes); past it the ROUTER is not read. */
+ * DEALER_HWM x max_message_size bytes); past it its frames are refused BUSY. */
 #define DEALER_HWM 256
 /* A client whose replies wait: bytes of its frames still forwarded; past
  * that they are refused here rather than queued towards a worker that would
@@ -295,12 +301,30 @@ static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t l
     return n;
 }
 
-/* Sends [id][delim?][payload] on the ROUTER. 0: sent, or skipped for a
- * vanished client; -1: the client's queue is full (ROUTER_MANDATORY). */
+/* Tells the worker of the connections that closed with replies owed and
+ * the replies discarded, for its Telemetry (on the heartbeat's connection;
+ * kept while there is none). */
+static void dropped_count(gbi_sup_t *s)
+{
+    uint8_t note[GBI_NOTE_LEN];
+    gbi_note_make(note, GBI_NOTE_DROPPED, s->dropped_uncounted, s->undelivered_uncounted);
+    if ((s->dropped_uncounted || s->undelivered_uncounted) && s->hb &&
+        zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
+        s->dropped_uncounted = s->undelivered_uncounted = 0;
+}
+
+/* Sends [id][delim?][payload] on the ROUTER. 0: sent, or discarded for a
+ * vanished client (counted); -1: the client's queue is full (ROUTER_MANDATORY). */
 static int to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
 {
-    if (zmq_send(s->router, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return zmq_errno() == EAGAIN ? -1 : 0;
+    if (zmq_send(s->router, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        if (zmq_errno() == EAGAIN)
+            return -1;
+        const size_t n = gbi_reply_count(buf, len);
+        s->replies_undelivered += n;
+        s->undelivered_uncounted += n;
+        return 0;
+    }
     if (p->delim)
         zmq_send(s->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     zmq_send(s->router, buf, len, ZMQ_DONTWAIT);
@@ -330,6 +354,46 @@ static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
 }
 
 static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p->refused_owed; }
+
+/* A client connection closed (connwatch.h): what its client was owed (ids
+ * awaiting the worker's replies, replies kept here) will find it gone and be
+ * discarded; logged at most once a second, and counted. */
+static void sup_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
+{
+    gbi_sup_t *s = ctx;
+    const peer_t *p = NULL;
+    for (size_t i = 0; i < s->n_peers && !p; i++)
+        if (s->peers[i].id_len == id_len && memcmp(s->peers[i].id, id, id_len) == 0)
+            p = &s->peers[i];
+    if (!p)
+        return;
+    uint64_t kept = p->refused_owed;
+    if (p->out_msg)
+        kept += gbi_reply_count(zmq_msg_data(p->out_msg), zmq_msg_size(p->out_msg));
+    for (const gbi_outq_t *q = p->own_head; q; q = q->next)
+        kept += gbi_reply_count(q->data, q->len);
+    const uint64_t pending = p->ids.n;
+    if (!pending && !kept)
+        return;
+    s->conns_dropped++;
+    s->dropped_uncounted++;
+    s->dropped_unlogged++;
+    dropped_count(s);
+    const uint64_t now = gb_now_ns();
+    if (now - s->dropped_logged_ns < 1000000000ull)
+        return;
+    char hex[80];
+    gb_connwatch_id_hex(id, id_len, hex, sizeof hex);
+    GB_WARN("supervisor: client %s: its connection closed with %llu reply(ies) owed (%llu request(s) not yet "
+            "answered, %llu reply(ies) waiting to be sent), discarded unless it connects again with the same "
+            "routing id; ZeroMQ closes the connection of a client that sends a frame over %lld bytes (max(64 MiB, "
+            "4 x max_message_size)), and a client or the network may close one (%llu such connection(s) since "
+            "the last report)",
+            hex, (unsigned long long)(pending + kept), (unsigned long long)pending, (unsigned long long)kept,
+            (long long)gbi_frame_hard_cap(s->cfg->max_message_size), (unsigned long long)s->dropped_unlogged);
+    s->dropped_logged_ns = now;
+    s->dropped_unlogged = 0;
+}
 
 /* Answers the ids p still waits for (those of one frame's tag, or all:
  * tag 0) with status; the texts of the first 64 KiB only, as the bridge does
@@ -792,12 +856,15 @@ static int unstall(gbi_sup_t *s)
     const size_t len = zmq_msg_size(&s->stall_msg);
     const bool drop = s->drop_bytes && len == s->drop_bytes; /* a test hook */
     if (!drop && zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        if (worker_reading(s))
-            return 0; /* it reads: ZeroMQ pushes back on the clients meanwhile */
-        /* Nobody reads the queue: holding the frame would stop the ROUTER
-         * for every client until the worker is back or killed. */
-        refuse_held(s, "frame refused: the GPU worker is restarting or not answering, and this client's frames "
-                       "waiting for it fill its queue; retry later");
+        /* The client's queue towards the worker is full: refused, not held.
+         * Holding it would stop the ROUTER, for every client, until the
+         * worker takes more of this one's frames (or, when it does not read,
+         * until it is back or killed). */
+        refuse_held(s, worker_reading(s)
+                           ? "frame refused: this client's frames waiting for the GPU worker fill its queue towards "
+                             "it; retry later"
+                           : "frame refused: the GPU worker is restarting or not answering, and this client's "
+                             "frames waiting for it fill its queue; retry later");
         return 1;
     }
     /* The pipe took the first part, so it takes the next, unless the
@@ -919,6 +986,8 @@ static int from_client(gbi_sup_t *s)
     zmq_msg_close(&idm);
     zmq_msg_init(&m);
     zmq_msg_recv(&m, s->router, 0);
+    if (p)
+        gb_connwatch_seen(&s->cw, &m, p->id, p->id_len);
     uint8_t delim = 0;
     if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m)) {
         delim = 1;
@@ -1112,6 +1181,7 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
     }
     s->hb_sent_ns = now;
     too_large_count(s);
+    dropped_count(s);
 }
 
 /* Any reply on the heartbeat's DEALER shows the worker's loop is turning. */
@@ -1246,6 +1316,9 @@ static gb_err open_front(gbi_sup_t *s)
             return GB_ERR_CONFIG;
         }
     }
+    if (gb_connwatch_start(&s->cw, s->zctx, s->router, sup_conn_closed, s) != 0)
+        GB_WARN("supervisor: cannot watch client connections (%s): a connection ZeroMQ closes is not reported",
+                zmq_strerror(zmq_errno()));
     gb_fdguard_init(&s->fdg, "supervisor"); /* before the binds: it guards every accept */
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
         if (zmq_bind(s->router, cfg->endpoints[i]) != 0) {
@@ -1366,6 +1439,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         const bool held = !unstall(s);
         if ((result = poll_once(s, held)) != GB_OK)
             break;
+        gb_connwatch_poll(&s->cw);
     }
     return result;
 }
@@ -1414,6 +1488,7 @@ static void close_all(gbi_sup_t *s)
     free(s->owner);
     free(s->peers);
     gbi_frame_fini(&s->scratch);
+    gb_connwatch_stop(&s->cw);
     if (s->router)
         zmq_close(s->router);
     if (s->curve) {
@@ -1460,10 +1535,12 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     /* After close_all: it answers the requests still waiting at the end. */
     if (served)
         GB_INFO("supervisor: stopped: %llu replies to clients (%llu from workers, %llu answered here, %llu of "
-                "them frames too large); %llu restart(s) of the worker",
+                "them frames too large); %llu restart(s) of the worker; %llu connection(s) closed with replies "
+                "owed, %llu reply(ies) discarded for clients gone",
                 (unsigned long long)(s.replies_fwd + s.replies_own), (unsigned long long)s.replies_fwd,
                 (unsigned long long)s.replies_own, (unsigned long long)s.too_large,
-                (unsigned long long)(s.spawns ? s.spawns - 1 : 0));
+                (unsigned long long)(s.spawns ? s.spawns - 1 : 0), (unsigned long long)s.conns_dropped,
+                (unsigned long long)s.replies_undelivered);
     gb_fdguard_report(&s.fdg);
     return err;
 }

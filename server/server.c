@@ -114,6 +114,14 @@ void gbi_decode_feed(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t 
                   err[0] ? err : "ClientFrame has neither an envelope nor a batch", 0, NULL, 0);
         return;
     }
+    /* Replies it is owed: one per request with a correlation id (each gets
+     * exactly one, which gbi_reply counts off; a one-way message gets one
+     * only when it fails, so it is not counted). */
+    int64_t owed = 0;
+    for (size_t i = 0; i < f->n; i++)
+        owed += f->envs[i].corr != 0 && f->envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY;
+    if (owed)
+        gbi_owed_note(s, id, id_len, owed);
     /* During the drain frames are still read: each request is refused. */
     int refusing = s->refusing;
     s->refusing |= refusing_now;
@@ -163,6 +171,8 @@ int gbi_read_one(gb_server_t *s)
             bad = 1;
     }
     zmq_msg_close(&part);
+    if (parts == 1)
+        gb_connwatch_seen(&s->cw, &body, id, id_len);
     if (parts == 0 || bad) {
         GBI_ADD(s->frames_in, 1);
         gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
@@ -170,6 +180,10 @@ int gbi_read_one(gb_server_t *s)
     } else if (s->tagged && !tag &&
                gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_TOO_LARGE, &count, &unused)) {
         GBI_ADD(s->frames_too_large, count); /* refused by the supervisor, counted here (Telemetry) */
+    } else if (s->tagged && !tag &&
+               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_DROPPED, &count, &unused)) {
+        GBI_ADD(s->conns_dropped, count); /* seen by the supervisor, counted here (Telemetry) */
+        GBI_ADD(s->replies_undelivered, unused);
     } else {
         s->peer_admin = gb_authority_peer(s->cfg, &body);
         s->frame_tag = tag;
@@ -473,17 +487,32 @@ void gbi_finish(gb_server_t *s)
     gbi_totals_t t;
     gbi_totals(s, 0, &t);
     GB_INFO("stopped: %llu frames, %llu requests, %llu replies (%llu errors); refused: %llu frame(s) too large, "
-            "%llu request(s) BUSY (hold bounds), %llu frame(s) BUSY (replies left unread)",
+            "%llu request(s) BUSY (hold bounds), %llu frame(s) BUSY (replies left unread); %llu connection(s) "
+            "closed with replies owed, %llu reply(ies) discarded for clients gone",
             (unsigned long long)t.frames_in, (unsigned long long)t.requests, (unsigned long long)t.replies,
             (unsigned long long)t.error_replies, (unsigned long long)t.frames_too_large,
-            (unsigned long long)t.requests_busy, (unsigned long long)t.frames_refused_unread);
+            (unsigned long long)t.requests_busy, (unsigned long long)t.frames_refused_unread,
+            (unsigned long long)t.conns_dropped, (unsigned long long)t.replies_undelivered);
     gb_fdguard_report(&s->fdg);
+}
+
+/* Watches the clients' connections (connwatch.h), except in a supervised
+ * worker: its clients are the supervisor's connections, which watches its
+ * own clients'. Without it the bridge serves on, and says so. */
+static void gbi_watch_start(gb_server_t *s)
+{
+    if (s->tagged || s->cw.mon)
+        return;
+    if (gb_connwatch_start(&s->cw, s->zctx, s->sock, gbi_conn_closed, s) != 0)
+        GB_WARN("cannot watch client connections (%s): a connection ZeroMQ closes is not reported",
+                zmq_strerror(errno));
 }
 
 gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
 {
     uint64_t last_health = now_ms(), drain_deadline = 0;
     uint64_t spin_until = 0; /* end of the current no-sleep polling spell */
+    gbi_watch_start(s);
     if (s->cfg->io_threads > 1)
         return gbi_io_run(s, stop, drain_ms);
     GB_INFO("serving %zu endpoint(s); %zu grain type(s)", s->cfg->n_endpoints, s->engine->n_names);
@@ -505,6 +534,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         for (int k = 0; k < 256 && gbi_read_one(s); k++)
             progress++;
         gbi_flush(s);
+        gb_connwatch_poll(&s->cw);
         if (s->n_clients)
             progress += gbi_send_backlog(s);
         uint64_t now = now_ms();
@@ -624,7 +654,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->engine = engine;
     s->facts = facts;
     s->sel = sel;
-    int out_ok = gbi_outbox_init(&s->out) == 0;
+    int out_ok = gbi_outbox_init(&s->out) == 0 && (s->owed_hash = calloc(GBI_OUT_HASH, sizeof *s->owed_hash));
     /* Memory of frames held for full rings: in all, 64 frames of the
      * largest size, at least 64 MiB; per client an eighth of that, at least
      * 8 MiB (with its unsent replies). Past them requests get STATUS_BUSY. */
@@ -703,6 +733,7 @@ void gb_server_destroy(gb_server_t **ps)
             gbi_held_free(h);
         }
     }
+    gb_connwatch_stop(&s->cw);
     if (s->sock)
         zmq_close(s->sock);
     gbi_curve_stop(s);
@@ -714,6 +745,7 @@ void gb_server_destroy(gb_server_t **ps)
         free(s->rings[i].pending);
     gbi_clients_fini(s);
     gbi_outbox_fini(&s->out);
+    free(s->owed_hash);
     gbi_frame_fini(&s->scratch);
     gbi_stats_free(s);
     free(s);

@@ -153,6 +153,8 @@ static void fill_telemetry(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubri
     m->frames_refused_unread = tot.frames_refused_unread;
     m->held_bytes = tot.held_bytes;
     m->reply_backlog_bytes = tot.out_mem;
+    m->connections_dropped = tot.conns_dropped;
+    m->replies_undelivered = tot.replies_undelivered;
     m->mail_sent = tot.mail_sent;
     m->mail_forwarded = tot.mail_forwarded;
     m->mail_held = tot.mail_held;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "connwatch.h"
 #include "control.pb-c.h"
 #include "fdguard.h"
 #include "gpubridge.pb-c.h"
@@ -47,6 +48,10 @@ _Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of ri
 #define GBI_NOTE_LEN 18
 #define GBI_NOTE_REFUSED 'R'
 #define GBI_NOTE_TOO_LARGE 'L'
+/* [GBI_NOTE_DROPPED][connections][replies]: the supervisor saw that many
+ * client connections close with replies owed, and discarded that many
+ * replies for clients gone (Telemetry.connections_dropped, replies_undelivered). */
+#define GBI_NOTE_DROPPED 'D'
 #define GBI_REFUSED_RUNS 4 /* runs a worker keeps per client; when full, it refuses on (one run grows) */
 
 static inline void gbi_put_u64(uint8_t *p, uint64_t v)
@@ -238,6 +243,15 @@ struct gb_server {
     int peer_admin;      /* the frame being fed comes from a peer with control authority */
     uint64_t frames_in, requests, replies, error_replies;
     uint64_t frames_too_large, requests_busy, frames_refused_unread, errors_folded;
+    /* Connections that closed while their client was owed replies, and
+     * replies discarded because their client's connection was gone. */
+    uint64_t conns_dropped, replies_undelivered;
+    uint64_t dropped_logged_ns, dropped_unlogged;
+    gb_connwatch_t cw; /* the front: closed client connections (connwatch.h) */
+    /* Replies owed per client by hash of routing id (GBI_OUT_HASH buckets,
+     * atomic, shared by the shards): requests with a correlation id read and
+     * not yet answered. Read when a client's connection closes. */
+    int64_t *owed_hash;
 
     size_t mail_bytes;     /* memory of the outbox (messages between grains waiting for room) */
     size_t mail_limit;     /* its bound (messaging.outbox_kb) */
@@ -309,6 +323,13 @@ static inline void gbi_kept_note(gb_server_t *s, const uint8_t *id, uint8_t id_l
         __atomic_fetch_add(&s->kept_hash[gbi_id_hash(id, id_len) % GBI_OUT_HASH], (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
+static inline void gbi_owed_note(gb_server_t *s, const uint8_t *id, uint8_t id_len, int64_t delta)
+{
+    int64_t *h = s->front ? s->front->owed_hash : s->owed_hash;
+    if (h)
+        __atomic_fetch_add(&h[gbi_id_hash(id, id_len) % GBI_OUT_HASH], delta, __ATOMIC_RELAXED);
+}
+
 /* Whether client (id) has replies kept for it, not yet taken by ZeroMQ: its
  * record's, or, with several I/O threads, its bucket's. */
 static inline int gbi_has_kept(gb_server_t *s, const uint8_t *id, uint8_t id_len, size_t own)
@@ -355,6 +376,11 @@ int gbi_ring_take(gb_server_t *s, gbi_ring_t *r);
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
 void gbi_flush(gb_server_t *s);
+/* How many replies a ServerFrame holds (server_reply.c). */
+size_t gbi_reply_count(const uint8_t *frame, size_t len);
+/* The front: client (id)'s connection closed (connwatch.h); logs and counts
+ * it when the client was owed replies (server_reply.c). */
+void gbi_conn_closed(void *ctx, const uint8_t *id, size_t id_len);
 /* Sends a reply frame of n replies to a client, or keeps it (server_reply.c). */
 void gbi_deliver(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame, size_t len,
                  size_t n);
@@ -411,6 +437,7 @@ void gbi_io_room_bell(gb_server_t *s);
 /* Totals over the front and its shards (Telemetry, metrics; ring i's mail counts). */
 typedef struct gbi_totals {
     uint64_t frames_in, frames_too_large, requests_busy, frames_refused_unread, requests, replies, error_replies;
+    uint64_t conns_dropped, replies_undelivered;
     uint64_t held_bytes, out_mem, mail_bytes;
     uint64_t mail_sent, mail_forwarded, mail_held, mail_undeliverable;
 } gbi_totals_t;

@@ -42,6 +42,8 @@ void gbi_totals(gb_server_t *s, size_t ring, gbi_totals_t *t)
         t->frames_too_large += GBI_LOAD(x->frames_too_large);
         t->requests_busy += GBI_LOAD(x->requests_busy);
         t->frames_refused_unread += GBI_LOAD(x->frames_refused_unread);
+        t->conns_dropped += GBI_LOAD(x->conns_dropped);
+        t->replies_undelivered += GBI_LOAD(x->replies_undelivered);
         t->requests += GBI_LOAD(x->requests);
         t->replies += GBI_LOAD(x->replies);
         t->error_replies += GBI_LOAD(x->error_replies);
@@ -433,6 +435,7 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             progress++;
         progress += from_shards(s);
         gbi_flush(s);
+        gb_connwatch_poll(&s->cw);
         if (s->n_clients)
             progress += gbi_send_backlog(s);
         uint64_t now = now_ms();

@@ -122,6 +122,59 @@ void gbi_clients_fini(gb_server_t *s)
 
 /* ---- sending ------------------------------------------------------------ */
 
+size_t gbi_reply_count(const uint8_t *frame, size_t len)
+{
+    gb_pb_reply_iter_t it;
+    gb_pb_reply_view_t v;
+    size_t n = 0;
+    if (gb_pb_reply_frame_open(&it, frame, len) != 0)
+        return 0;
+    while (gb_pb_reply_frame_next(&it, &v))
+        n++;
+    return n;
+}
+
+/* A client connection closed (connwatch.h). Replies still owed to its
+ * client (requests read and not yet answered, by its routing id's bucket,
+ * and reply frames kept for it) will find it gone and be discarded
+ * (send_frame): the close is logged, at most once a second, and counted. */
+void gbi_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
+{
+    gb_server_t *s = ctx;
+    const uint8_t n = (uint8_t)id_len;
+    int64_t pending = s->owed_hash ? __atomic_load_n(&s->owed_hash[gbi_id_hash(id, n) % GBI_OUT_HASH],
+                                                     __ATOMIC_RELAXED)
+                                   : 0;
+    uint64_t kept = 0;
+    const gbi_client_t *c = gbi_client_find(s, id, n);
+    for (const gbi_outq_t *q = c ? c->out_head : NULL; q; q = q->next)
+        kept += gbi_reply_count(q->data, q->len);
+    if (c)
+        kept += c->refused_owed;
+    if (s->out.n && s->out.id_len == n && memcmp(s->out.id, id, n) == 0)
+        kept += s->out.n;
+    if (pending < 0)
+        pending = 0;
+    if (!pending && !kept)
+        return; /* nothing owed: a client that left when done */
+    GBI_ADD(s->conns_dropped, 1);
+    s->dropped_unlogged++;
+    const uint64_t now = gb_now_ns();
+    if (now - s->dropped_logged_ns < 1000000000ull)
+        return;
+    char hex[80];
+    gb_connwatch_id_hex(id, id_len, hex, sizeof hex);
+    GB_WARN("client %s: its connection closed with %llu reply(ies) owed (%lld request(s) not yet answered, %llu "
+            "reply(ies) waiting to be sent), discarded unless it connects again with the same routing id; ZeroMQ "
+            "closes the connection of a client that sends a frame over %lld bytes (max(64 MiB, 4 x "
+            "max_message_size)), and a client or the network may close one (%llu such connection(s) since the "
+            "last report)",
+            hex, (unsigned long long)pending + kept, (long long)pending, (unsigned long long)kept,
+            (long long)gbi_frame_hard_cap(s->cfg->max_message_size), (unsigned long long)s->dropped_unlogged);
+    s->dropped_logged_ns = now;
+    s->dropped_unlogged = 0;
+}
+
 /* One ServerFrame to a client. 0: sent, or dropped because the client is
  * gone (ROUTER_MANDATORY says EHOSTUNREACH); -1: its queue is full. */
 static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *frame,
@@ -136,8 +189,13 @@ static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
         zmq_send(s->sock, frame, len, 0);
         return 0;
     }
-    if (zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return zmq_errno() == EAGAIN ? -1 : 0;
+    if (zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        if (zmq_errno() == EAGAIN)
+            return -1;
+        /* Its connection is gone: the replies are discarded, and counted. */
+        GBI_ADD(s->replies_undelivered, gbi_reply_count(frame, len));
+        return 0;
+    }
     /* The first part took a place in the queue: the others follow it. */
     if (delim)
         zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -358,6 +416,8 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
 {
     gbi_outbox_t *o = &s->out;
     size_t elen = error ? strlen(error) : 0;
+    if (corr)
+        gbi_owed_note(s, id, id_len, -1);
     if (s->feeding && status != GPUBRIDGE__STATUS__STATUS_OK) {
         /* One frame's error replies stay bounded: past the budget they lose
          * their texts, and those without a correlation id (which a client

@@ -1195,6 +1195,71 @@ static void test_stopped_worker_small_frames(void **state)
     assert_false(log_contains(&g_b, "killing it"));
 }
 
+/* Under --supervise, the worker reading but slower than one client sends
+ * (here: stopped for a moment, before its heartbeat is late): once that
+ * client's queue towards the worker is full (256 frames and the socket's
+ * buffer), its further frames are refused BUSY at once ("... fill its queue
+ * towards it"), not held, so the supervisor goes on reading every client: a
+ * second client's frame that the supervisor answers itself (too large) is
+ * answered while the worker is still stopped, and the first client's sends
+ * never stall. Each request of the first client gets one reply or its frame
+ * one refusal. */
+static void test_full_queue_refused_not_held(void **state)
+{
+    (void)state;
+    if (!supervised() || SANITIZED)
+        skip();
+    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"), 0);
+    void *a = client_open(g_b.endpoint), *b = client_open(g_b.endpoint);
+    still_serves(a);
+    still_serves(b);
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    assert_int_equal(kill(wk, SIGSTOP), 0);
+    enum { N = 20000 };
+    uint64_t sent = 0;
+    for (uint64_t k = 1; k <= N; k++) {
+        size_t len;
+        uint8_t *fr = echo_batch(k, 1, &len);
+        size_t ok = send_for(a, fr, len, 1, 2000);
+        free(fr);
+        if (!ok)
+            break;
+        sent++;
+    }
+    uint8_t *junk = calloc(1, 65537);
+    send_raw(b, junk, 65537);
+    free(junk);
+    Gpubridge__ServerFrame *f = recv_frame(b, 30000);
+    const int late = log_contains(&g_b, "stopped answering");
+    tally_t t;
+    tally_init(&t, N);
+    want_t w = {sent, 1, 0};
+    uint64_t full = 0;
+    tally_text(&t, a, &w, 300, "fill its queue towards it", &full); /* the refusals, while it is stopped */
+    kill(wk, SIGCONT);
+    assert_non_null(f);
+    size_t n;
+    Gpubridge__Reply **rs = frame_replies(f, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(rs[0]->status, GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    assert_false(late);
+    print_message("%llu of %d small frames sent to a stopped worker; %llu refused for a full queue\n",
+                  (unsigned long long)sent, N, (unsigned long long)full);
+    assert_int_equal(sent, N); /* read all along */
+    assert_true(full > 0);
+    tally_text(&t, a, &w, 10000, "fill its queue towards it", &full);
+    expect_all_answered(&t, &w);
+    still_serves(a);
+    still_serves(b);
+    free(t.seen);
+    zmq_close(a);
+    zmq_close(b);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
+    assert_false(log_contains(&g_b, "killing it"));
+}
+
 /* Under --supervise: while the worker drains (stop sent) it answers no
  * heartbeat. When it does not read either (stopped here), frames past the
  * no-worker budget (4 MiB) are refused by the supervisor as the worker would:
@@ -1757,6 +1822,182 @@ static void test_drain_refuses_unread_shutting_down(void **state)
     assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
+/* One echo request through s; 1 when its OK reply came within ms. */
+static int echo_answered(void *s, uint64_t corr, int ms)
+{
+    uint8_t pl[16];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    send_env(s, make_env(corr, "echo", 3, 1, pl, gpubridge__echo_request__pack(&er, pl)));
+    for (Gpubridge__ServerFrame *f; (f = recv_frame(s, ms));) {
+        size_t n;
+        int ok = 0;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        for (size_t i = 0; i < n; i++)
+            ok |= rs[i]->correlation_id == corr && rs[i]->status == GPUBRIDGE__STATUS__STATUS_OK;
+        gpubridge__server_frame__free_unpacked(f, NULL);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
+/* A ListGrainTypes through s; 1 when its reply came within ms. */
+static int list_answered(void *s, uint64_t corr, int ms)
+{
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__ListGrainTypes l = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
+    c.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
+    c.list_grain_types = &l;
+    send_env(s, make_control(corr, &c));
+    for (Gpubridge__ServerFrame *f; (f = recv_frame(s, ms));) {
+        size_t n;
+        int ok = 0;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        for (size_t i = 0; i < n; i++)
+            ok |= rs[i]->correlation_id == corr;
+        gpubridge__server_frame__free_unpacked(f, NULL);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
+static int conns_dropped(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->connections_dropped >= n; }
+static int undelivered(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->replies_undelivered >= n; }
+
+/* Echo's Telemetry through c until done(tm, arg), at most about 10 s; the
+ * caller frees it. */
+static Gpubridge__Telemetry *echo_telemetry_until(void *c, uint64_t *corr,
+                                                  int (*done)(const Gpubridge__Telemetry *, uint64_t), uint64_t arg)
+{
+    Gpubridge__Telemetry *tm = NULL;
+    for (int i = 0; i < 400; i++) {
+        if (tm)
+            gpubridge__telemetry__free_unpacked(tm, NULL);
+        tm = telemetry(c, (*corr)++, "echo");
+        if (done(tm, arg))
+            break;
+        usleep(25000);
+    }
+    return tm;
+}
+
+/* Item 1, past ZeroMQ's own cap: a frame over ZMQ_MAXMSGSIZE (64 MiB here)
+ * cannot be read, so ZeroMQ closes its sender's connection, and the replies
+ * owed to that client (2,000 requests held while echo is paused) cannot
+ * reach it. The bridge logs the close with what was owed, counts it and the
+ * replies it then discards (Telemetry), keeps no memory for them, and
+ * serves the other clients and the same socket, reconnected. */
+static void over_cap_round(const char *cfg)
+{
+    enum { N = 2000, PER = 100 };
+    assert_int_equal(bridge_start(&g_b, cfg), 0);
+    void *ctl = client_open(g_b.endpoint), *c = client_open(g_b.endpoint), *other = client_open(g_b.endpoint);
+    uint64_t corr = 1000000;
+    assert_true(echo_answered(other, corr++, REPLY_MS));
+    assert_int_equal(set_deactivated(ctl, corr++, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    for (uint64_t k = 0; k < N / PER; k++) {
+        size_t len;
+        uint8_t *fr = echo_batch(1 + k * PER, PER, &len);
+        send_raw(c, fr, len);
+        free(fr);
+    }
+    /* Answered after the frames before it were read: all 2,000 are held. */
+    gpubridge__telemetry__free_unpacked(telemetry(c, corr++, "echo"), NULL);
+    const size_t big = (64u << 20) + 1;
+    uint8_t *junk = calloc(1, big);
+    assert_non_null(junk);
+    send_raw(c, junk, big);
+    free(junk);
+    Gpubridge__Telemetry *tm = echo_telemetry_until(ctl, &corr, conns_dropped, 1);
+    assert_int_equal(tm->connections_dropped, 1);
+    assert_int_equal(tm->frames_too_large, 0); /* never read */
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* Resumed: the 2,000 replies find their client gone, and are counted. */
+    assert_int_equal(set_deactivated(ctl, corr++, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    tm = echo_telemetry_until(ctl, &corr, undelivered, N);
+    print_message("connections dropped %llu, replies undelivered %llu, reply backlog %llu bytes\n",
+                  (unsigned long long)tm->connections_dropped, (unsigned long long)tm->replies_undelivered,
+                  (unsigned long long)tm->reply_backlog_bytes);
+    assert_int_equal(tm->replies_undelivered, N);
+    assert_int_equal(tm->connections_dropped, 1);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* The others are served, and so is the same socket once ZeroMQ has
+     * connected it again (a request sent into the closing connection is
+     * lost with it: tried again). */
+    assert_true(echo_answered(other, corr++, REPLY_MS));
+    int back = 0;
+    for (int i = 0; i < 20 && !back; i++)
+        back = echo_answered(c, corr++, 1000 * E2E_SLOW);
+    assert_true(back);
+    tm = telemetry(ctl, corr++, "echo");
+    assert_int_equal(tm->connections_dropped, 1); /* a client that got its replies is not counted */
+    assert_int_equal(tm->reply_backlog_bytes, 0);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    /* A client that set its routing id gets, once connected again, the
+     * replies still to come for requests of the closed connection. */
+    void *d = zmq_socket(g_zctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_setsockopt(d, ZMQ_ROUTING_ID, "gb-e2e-keep-id", 14), 0);
+    assert_int_equal(zmq_connect(d, g_b.endpoint), 0);
+    assert_int_equal(set_deactivated(ctl, corr++, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    size_t len;
+    uint8_t *fr = echo_batch(1, PER, &len);
+    send_raw(d, fr, len);
+    free(fr);
+    gpubridge__telemetry__free_unpacked(telemetry(d, corr++, "echo"), NULL);
+    junk = calloc(1, big);
+    assert_non_null(junk);
+    send_raw(d, junk, big);
+    free(junk);
+    tm = echo_telemetry_until(ctl, &corr, conns_dropped, 2);
+    assert_int_equal(tm->connections_dropped, 2);
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    back = 0;
+    for (int i = 0; i < 20 && !back; i++)
+        back = list_answered(d, corr++, 1000 * E2E_SLOW);
+    assert_true(back);
+    assert_int_equal(set_deactivated(ctl, corr++, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
+    tally_t t;
+    tally_init(&t, PER);
+    want_t w = {PER, 0, 0};
+    tally_until(&t, d, all_answered, &w, REPLY_MS);
+    expect_all_answered(&t, &w);
+    assert_int_equal(t.ok, PER);
+    free(t.seen);
+    tm = telemetry(ctl, corr++, "echo");
+    assert_int_equal(tm->replies_undelivered, N); /* none of d's */
+    gpubridge__telemetry__free_unpacked(tm, NULL);
+    zmq_close(d);
+    zmq_close(c);
+    zmq_close(other);
+    zmq_close(ctl);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+    FILE *lf = fopen(g_b.log, "r");
+    char line[2048];
+    while (lf && fgets(line, sizeof line, lf))
+        if (strstr(line, "connection closed") || strstr(line, "stopped:"))
+            print_message("%s", line);
+    if (lf)
+        fclose(lf);
+    assert_true(log_contains(&g_b, "its connection closed with 2000 reply(ies) owed (2000 request(s) not yet answered"));
+    assert_true(log_contains(&g_b, "over 67108864 bytes"));
+}
+
+static void test_over_cap_closes_connection(void **state)
+{
+    (void)state;
+    const char *grains = "max_message_size = 65536;\n"
+                         "grains = ( { type = \"echo\"; queue_capacity = 64; slot_size = 64; } );\n";
+    over_cap_round(grains);
+    if (supervised())
+        return;
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "%sio_threads = 2;\n", grains); /* the front reads, a shard feeds */
+    over_cap_round(cfg);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -1781,6 +2022,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_pending_ids_total, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
         cmocka_unit_test_teardown(test_frame_not_passed_answered, stop_bridge),
+        cmocka_unit_test_teardown(test_over_cap_closes_connection, stop_bridge),
+        cmocka_unit_test_teardown(test_full_queue_refused_not_held, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
            getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");
