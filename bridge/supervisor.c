@@ -115,9 +115,9 @@ typedef struct gbi_sup {
     size_t n_peers;
     zmq_pollitem_t *items; /* poll set: the ROUTER, the heartbeat, one DEALER per peer */
     peer_t **owner;        /* the peer of each item (NULL: ROUTER or heartbeat) */
-    /* The frame being passed to the worker (unstall). One its DEALER will
-     * not take (at its high-water mark) is refused, not held: while one is
-     * held the ROUTER is not read, for every client. */
+    /* Backpressure: a frame the worker's side would not take yet (its DEALER
+     * is at its high-water mark). While one is held, the ROUTER is not read,
+     * so ZeroMQ pushes back on the clients. */
     peer_t *stall_peer;
     zmq_msg_t stall_msg;
     uint64_t stall_tag;
@@ -149,7 +149,7 @@ typedef struct gbi_sup {
 
 /* Frames queued towards the worker per client. While the worker reads this
  * is what the supervisor holds for a client (ZeroMQ counts messages: up to
- * DEALER_HWM x max_message_size bytes); past it its frames are refused BUSY. */
+ * DEALER_HWM x max_message_size bytes); past it the ROUTER is not read. */
 #define DEALER_HWM 256
 /* A client whose replies wait: bytes of its frames still forwarded; past
  * that they are refused here rather than queued towards a worker that would
@@ -856,15 +856,12 @@ static int unstall(gbi_sup_t *s)
     const size_t len = zmq_msg_size(&s->stall_msg);
     const bool drop = s->drop_bytes && len == s->drop_bytes; /* a test hook */
     if (!drop && zmq_send(d, tag, sizeof tag, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        /* The client's queue towards the worker is full: refused, not held.
-         * Holding it would stop the ROUTER, for every client, until the
-         * worker takes more of this one's frames (or, when it does not read,
-         * until it is back or killed). */
-        refuse_held(s, worker_reading(s)
-                           ? "frame refused: this client's frames waiting for the GPU worker fill its queue towards "
-                             "it; retry later"
-                           : "frame refused: the GPU worker is restarting or not answering, and this client's "
-                             "frames waiting for it fill its queue; retry later");
+        if (worker_reading(s))
+            return 0; /* it reads: ZeroMQ pushes back on the clients meanwhile */
+        /* Nobody reads the queue: holding the frame would stop the ROUTER
+         * for every client until the worker is back or killed. */
+        refuse_held(s, "frame refused: the GPU worker is restarting or not answering, and this client's frames "
+                       "waiting for it fill its queue; retry later");
         return 1;
     }
     /* The pipe took the first part, so it takes the next, unless the

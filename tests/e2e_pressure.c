@@ -1195,71 +1195,6 @@ static void test_stopped_worker_small_frames(void **state)
     assert_false(log_contains(&g_b, "killing it"));
 }
 
-/* Under --supervise, the worker reading but slower than one client sends
- * (here: stopped for a moment, before its heartbeat is late): once that
- * client's queue towards the worker is full (256 frames and the socket's
- * buffer), its further frames are refused BUSY at once ("... fill its queue
- * towards it"), not held, so the supervisor goes on reading every client: a
- * second client's frame that the supervisor answers itself (too large) is
- * answered while the worker is still stopped, and the first client's sends
- * never stall. Each request of the first client gets one reply or its frame
- * one refusal. */
-static void test_full_queue_refused_not_held(void **state)
-{
-    (void)state;
-    if (!supervised() || SANITIZED)
-        skip();
-    assert_int_equal(bridge_start(&g_b, "max_message_size = 65536;\n"), 0);
-    void *a = client_open(g_b.endpoint), *b = client_open(g_b.endpoint);
-    still_serves(a);
-    still_serves(b);
-    const pid_t wk = worker_of(&g_b);
-    assert_true(wk > 0);
-    assert_int_equal(kill(wk, SIGSTOP), 0);
-    enum { N = 20000 };
-    uint64_t sent = 0;
-    for (uint64_t k = 1; k <= N; k++) {
-        size_t len;
-        uint8_t *fr = echo_batch(k, 1, &len);
-        size_t ok = send_for(a, fr, len, 1, 2000);
-        free(fr);
-        if (!ok)
-            break;
-        sent++;
-    }
-    uint8_t *junk = calloc(1, 65537);
-    send_raw(b, junk, 65537);
-    free(junk);
-    Gpubridge__ServerFrame *f = recv_frame(b, 30000);
-    const int late = log_contains(&g_b, "stopped answering");
-    tally_t t;
-    tally_init(&t, N);
-    want_t w = {sent, 1, 0};
-    uint64_t full = 0;
-    tally_text(&t, a, &w, 300, "fill its queue towards it", &full); /* the refusals, while it is stopped */
-    kill(wk, SIGCONT);
-    assert_non_null(f);
-    size_t n;
-    Gpubridge__Reply **rs = frame_replies(f, &n);
-    assert_int_equal(n, 1);
-    assert_int_equal(rs[0]->status, GPUBRIDGE__STATUS__STATUS_TOO_LARGE);
-    gpubridge__server_frame__free_unpacked(f, NULL);
-    assert_false(late);
-    print_message("%llu of %d small frames sent to a stopped worker; %llu refused for a full queue\n",
-                  (unsigned long long)sent, N, (unsigned long long)full);
-    assert_int_equal(sent, N); /* read all along */
-    assert_true(full > 0);
-    tally_text(&t, a, &w, 10000, "fill its queue towards it", &full);
-    expect_all_answered(&t, &w);
-    still_serves(a);
-    still_serves(b);
-    free(t.seen);
-    zmq_close(a);
-    zmq_close(b);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, 20000), 0);
-    assert_false(log_contains(&g_b, "killing it"));
-}
-
 /* Under --supervise: while the worker drains (stop sent) it answers no
  * heartbeat. When it does not read either (stopped here), frames past the
  * no-worker budget (4 MiB) are refused by the supervisor as the worker would:
@@ -2023,7 +1958,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
         cmocka_unit_test_teardown(test_frame_not_passed_answered, stop_bridge),
         cmocka_unit_test_teardown(test_over_cap_closes_connection, stop_bridge),
-        cmocka_unit_test_teardown(test_full_queue_refused_not_held, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
            getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");
