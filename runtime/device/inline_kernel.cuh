@@ -144,16 +144,7 @@ static __device__ __forceinline__ void inline_finish(const gb_kargs_t &a, const 
     a.kstate->errors = ks.errors;
     a.kstate->iterations = ks.iterations;
     a.kstate->tail = from + n;
-    if constexpr (gbk_profiled<G>::value) {
-        const long long clk3 = clock64();
-        a.kstate->prof_clk += (uint64_t)(clk3 - clk0);
-        a.kstate->prof_ns += ns1 - ns0;
-        a.kstate->prof_read += (uint64_t)(clk1 - clk0);
-        a.kstate->prof_dispatch += (uint64_t)(clk2 - clk1);
-        a.kstate->prof_write += (uint64_t)(clk3 - clk2);
-        a.kstate->prof_windows++;
-        a.kstate->prof_msgs += n;
-    }
+    gbk_prof_inline<G>(a.kstate, n, clk0, clk1, clk2, ns0, ns1);
 }
 
 /* One warp handles the requests in `in` and writes their replies. */

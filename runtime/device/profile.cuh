@@ -77,6 +77,25 @@ static __device__ __forceinline__ void gbk_prof_window(gb_kstate_t &ks, long lon
     }
 }
 
+/* The inline kernel's profile of a launch of n requests, in device memory:
+ * clk0 its start, clk1 the requests copied in, clk2 dispatched, now written;
+ * ns0 and ns1 the global timer at start and end. */
+template <typename G>
+static __device__ __forceinline__ void gbk_prof_inline(gb_kstate_t *ks, uint32_t n, long long clk0, long long clk1,
+                                                       long long clk2, uint64_t ns0, uint64_t ns1)
+{
+    if constexpr (gbk_profiled<G>::value) {
+        const long long clk3 = clock64();
+        ks->prof_clk += (uint64_t)(clk3 - clk0);
+        ks->prof_ns += ns1 - ns0;
+        ks->prof_read += (uint64_t)(clk1 - clk0);
+        ks->prof_dispatch += (uint64_t)(clk2 - clk1);
+        ks->prof_write += (uint64_t)(clk3 - clk2);
+        ks->prof_windows++;
+        ks->prof_msgs += n;
+    }
+}
+
 /* Stores a kernel's progress back into device memory: all of it in benchmark
  * builds; otherwise the fields a kernel without a profile changes, so that
  * the others (zero there) are not carried through the kernel. */
