@@ -15,9 +15,9 @@
  * bank by lane 0 (copying it into shared memory first would take about a
  * quarter of the kernel's time). Returns the lane's error (0 or 1). */
 template <typename G>
-static __device__ __forceinline__ int inline_one(const gb_kargs_t &a, gb_grain_table_t &tab, const unsigned char *outbox,
-                                                 const gbk_inbox_t *in, uint64_t from, uint32_t test_flags,
-                                                 unsigned char *s_out)
+static __device__ __forceinline__ int inline_one(const gb_kargs_t &a, gb_grain_table_t &tab,
+                                                 const unsigned char *outbox, const gbk_inbox_t *in, uint64_t from,
+                                                 uint32_t test_flags, unsigned char *s_out)
 {
     const uint32_t S = a.geom.slot_size;
     int bad = 0;
