@@ -2,28 +2,29 @@
  * A template on the grain type's traits G (gpubridge/grain.h): each grain
  * type gets its own kernel, its handler compiled in.
  *
- * Poll phase (mapped placement, nothing known to be pending): warp 0 alone
- * polls, the other warps wait at a barrier. One PCIe round reads the next
- * slot's first 64-byte line (its stamp says whether it is written), in_head
- * and the control line. A lone request is then handled by warp 0 itself --
- * read, dispatch, reply, fence, stamp -- with no block-wide barrier on the
- * way: that is the round-trip path, and it is the bare echo floor plus the
- * handler. When in_head shows more than one request, the block takes over.
+ * Poll phase (poll_phase; mapped placement, nothing known to be pending):
+ * warp 0 alone polls, the other warps wait at a barrier. One PCIe round reads
+ * the next slot's first 64-byte line (its stamp says whether it is written),
+ * in_head and the control line. A lone request is then handled by warp 0
+ * itself -- read, dispatch, reply, fence, stamp -- with no block-wide barrier
+ * on the way: that is the round-trip path, and it is the bare echo floor plus
+ * the handler. When in_head shows more than one request, the block takes over.
  *
- * Window phase: each iteration is one dispatch window of the whole block:
- *   A. read, in one PCIe round: the request slots (up to a window, coalesced,
- *      16 bytes a thread, 4 adjacent threads per 64-byte line), in_head and the
- *      control line. Slots ahead of the producer are never read, since each
- *      such read pulls a line out of the writing CPU's cache. (Staging
- *      placement: in_head is read first; device memory makes that cheap, and
- *      stamps are not needed. Staging always runs windows.)
- *   B. dispatch, in rounds: each round runs the earliest remaining request
- *      of every grain in the window (see below), writing replies into
+ * Window phase (window_step): each iteration is one dispatch window of the
+ * whole block:
+ *   A. read (window_read), in one PCIe round: the request slots (up to a
+ *      window, coalesced, 16 bytes a thread, 4 adjacent threads per 64-byte
+ *      line), in_head and the control line. Slots ahead of the producer are
+ *      never read, since each such read pulls a line out of the writing CPU's
+ *      cache. (Staging placement: in_head is read first; device memory makes
+ *      that cheap, and stamps are not needed. Staging always runs windows.)
+ *   B. dispatch (window_dispatch), in rounds: each round runs the earliest
+ *      remaining request of every grain in the window, writing replies into
  *      shared memory.
- *   C. write: the block copies the replies out coalesced, with the stamp left
- *      at its old value; the writing threads fence at system scope; then one
- *      store per reply sets its stamp. A host that sees the stamp sees the
- *      reply.
+ *   C. write (window_write): the block copies the replies out coalesced, with
+ *      the stamp left at its old value; the writing threads fence at system
+ *      scope; then one store per reply sets its stamp. A host that sees the
+ *      stamp sees the reply.
  *
  * Idle: spin `idle_spin_polls` polls, then __nanosleep with a doubling
  * back-off up to `idle_backoff_max_ns`. A relaunched kernel (budget > 0)
