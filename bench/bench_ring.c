@@ -33,6 +33,7 @@
 #ifdef GB_HAVE_CUDA
 #include "backend_cuda.h"
 #include "bench_floor.h"
+#include "ring_profiled.h"
 #endif
 
 #define MAX_ROWS 48
@@ -66,6 +67,9 @@ static row_t *add_row(const char *name)
 }
 
 static int g_window = 1024;
+/* The grain type the rings run: the shipped vecadd, or its benchmark build
+ * (--profile, and the --variants rows: ring_profiled.h). */
+static const char *g_type = "vecadd";
 static const uint32_t STREAM_BATCHES[2] = {256, 4096};
 #define RING_CAP 8192u
 
@@ -73,9 +77,9 @@ static gb_rk_t *start_ring(const char *label, gb_mode mode, int fallback, uint32
 {
     gb_rk_params_t p;
     memset(&p, 0, sizeof p);
-    p.type = "vecadd";
+    p.type = g_type;
     p.mode = mode;
-    snprintf(p.grain.type, sizeof p.grain.type, "vecadd");
+    snprintf(p.grain.type, sizeof p.grain.type, "%s", g_type);
     p.grain.queue_capacity = cap;
     p.grain.slot_size = 64;
     p.grain.messages_per_iteration = (uint32_t)g_window;
@@ -98,7 +102,8 @@ static gb_rk_t *start_ring(const char *label, gb_mode mode, int fallback, uint32
 }
 
 /* Checks the kernel's counters against what was sent, stops it, prints where
- * its time went (GPU modes) and destroys it. */
+ * its time went (GPU modes; the kernel's own profile with --profile and in
+ * the --variants rows) and destroys it. */
 static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mode mode, uint64_t sent, int rc)
 {
     gb_rk_t *rk = *rkp;
@@ -128,7 +133,7 @@ static int finish_ring(gb_rk_t **rkp, const char *name, const char *phase, gb_mo
         double khz = gbi_cuda_clock_khz(0);
         if (ks.prof_ns > 0)
             khz = (double)ks.prof_clk / (double)ks.prof_ns * 1e6; /* the SM clock it really ran at */
-        if (rp.launches)
+        if (rp.launches && ks.prof_ns > 0)
             printf("profile %s %s: the kernel ran %.2f us a launch\n", name, phase,
                    (double)ks.prof_ns / (double)rp.launches / 1e3);
         if (ks.prof_windows && khz > 0) {
@@ -525,14 +530,17 @@ static void usage(void)
 {
     printf("usage: bench_ring [--modes cpu,persistent,relaunch] [--iters N] [--warmup N] [--seconds S] [--window N]\n"
            "                  [--fallback] [--variants F1,F2] [--keys N] [--stream-threads 1|2] [--ladder]\n"
-           "                  [--pairs N]\n"
+           "                  [--pairs N] [--profile]\n"
            "  --modes     backends to measure (default: cpu, plus persistent and relaunch with a GPU)\n"
            "  --iters     round trips measured (default 20000), after --warmup (default 2000)\n"
            "  --seconds   time per throughput batch size (default 0.5)\n"
            "  --window    requests per dispatch window (default 1024)\n"
            "  --fallback  also measure the fallback placements (device memory + staging)\n"
            "  --keys      distinct grain keys the requests cycle over (default 4096)\n"
-           "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 1,2): round trip rows\n"
+           "  --variants  kernel switch sets (GPUBRIDGE_KERNEL_FLAGS values, e.g. 0,1,2): round trip rows on\n"
+           "              vecadd's benchmark build (GB_KERNEL_PROFILE), whose set 0 is their baseline\n"
+           "  --profile   every ring on vecadd's benchmark build, which prints the kernel's profile (the\n"
+           "              shipped kernels count none); the rows then measure that build\n"
            "  --ladder    also the echo floor with the ring kernel's steps added one at a time\n"
            "  --pairs     rounds of floor and round trip alternated for the target ratios (default 7, 0: none)\n"
            "  --sizes     echo payload sizes in bytes instead, e.g. 64,1024,65536: in one slot and out of\n"
@@ -543,7 +551,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    int iters = 20000, warmup = 2000, fallback = 0, ladder = 0, pairs = 7;
+    int iters = 20000, warmup = 2000, fallback = 0, ladder = 0, pairs = 7, profile = 0;
     rl_stream_threads = sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 2 : 1;
     double seconds = 0.5;
     const char *modes = NULL, *variants = NULL, *sizes = NULL;
@@ -572,6 +580,8 @@ int main(int argc, char **argv)
             fallback = 1;
         else if (!strcmp(argv[a], "--ladder"))
             ladder = 1;
+        else if (!strcmp(argv[a], "--profile"))
+            profile = 1;
         else {
             usage();
             return strcmp(argv[a], "--help") ? 2 : 0;
@@ -588,13 +598,22 @@ int main(int argc, char **argv)
     int have_gpu = 0;
 #ifdef GB_HAVE_CUDA
     have_gpu = gbk_device_name(0, gpu, sizeof gpu) == 0;
+    if (bench_profiled_register() != 0)
+        return 1;
+    if (profile)
+        g_type = GB_BENCH_PROFILED_TYPE;
+#else
+    if (profile) {
+        fprintf(stderr, "bench: --profile needs the CUDA build\n");
+        return 2;
+    }
 #endif
     if (!modes)
         modes = have_gpu ? "cpu,persistent,relaunch" : "cpu";
     printf("bench_ring: GPU %s, %d round trips after %d warm-up, %.2f s per batch size, window %d, %llu keys, "
-           "streaming on %d host thread%s\n",
+           "streaming on %d host thread%s, grain type %s\n",
            gpu, iters, warmup, seconds, g_window, (unsigned long long)rl_keys, rl_stream_threads,
-           rl_stream_threads > 1 ? "s" : "");
+           rl_stream_threads > 1 ? "s" : "", g_type);
     if (sizes)
         return bench_sizes(modes, fallback, sizes, warmup, iters, seconds, gpu);
     int rc = 0;
@@ -633,6 +652,9 @@ int main(int argc, char **argv)
         size_t len = strcspn(v, ",");
         snprintf(f, sizeof f, "%.*s", (int)(len < 15 ? len : 15), v);
         setenv("GPUBRIDGE_KERNEL_FLAGS", f, 1);
+#ifdef GB_HAVE_CUDA
+        g_type = GB_BENCH_PROFILED_TYPE; /* the switches exist in the benchmark build only */
+#endif
         if (strstr(modes, "persistent"))
             rc |= bench_backend("persistent", GB_MODE_PERSISTENT, 0, warmup, iters, seconds, 1);
         if (strstr(modes, "relaunch"))
@@ -640,6 +662,9 @@ int main(int argc, char **argv)
         if (strstr(modes, "relaunch") && fallback)
             rc |= bench_backend("relaunch", GB_MODE_RELAUNCH, 1, warmup, iters / 4, seconds, 1);
         unsetenv("GPUBRIDGE_KERNEL_FLAGS");
+#ifdef GB_HAVE_CUDA
+        g_type = profile ? GB_BENCH_PROFILED_TYPE : "vecadd";
+#endif
         v += len + (v[len] == ',');
     }
 #ifdef GB_HAVE_CUDA

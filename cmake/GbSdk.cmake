@@ -7,7 +7,7 @@ include(GNUInstallDirs)
 set(GB_RT ${PROJECT_SOURCE_DIR}/runtime)
 set(GB_SDK_HEADERS
   ${GB_RT}/ring.h ${GB_RT}/grain_table.h ${GB_RT}/dispatch.h ${GB_RT}/large_payload.h ${GB_RT}/mail.h ${GB_RT}/team.h
-  ${GB_RT}/device/ring_kernel.h ${GB_RT}/device/inline_kernel.h ${GB_RT}/device/ldst.cuh
+  ${GB_RT}/device/ring_kernel.h ${GB_RT}/device/inline_kernel.h ${GB_RT}/device/ldst.cuh ${GB_RT}/device/profile.cuh
   ${GB_RT}/device/ring_kernel.cuh ${GB_RT}/device/inline_kernel.cuh ${GB_RT}/device/team_kernel.cuh
   ${GB_RT}/device/grain_kernels.cuh)
 

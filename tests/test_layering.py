@@ -4,7 +4,10 @@ files include only from the folders below it, no file of the runtime, the
 server or the daemon names a built-in grain type, and no device code
 dispatches on a grain kind: each type's kernels are templates specialised on
 its handler (include/gpubridge/grain.h), so a kernel never switches on, or
-compares, a kind, nor calls a handler chosen by one.
+compares, a kind, nor calls a handler chosen by one. The kernel profile and
+the kernel switches exist only in benchmark builds: outside profile.cuh,
+device code reads no clock, touches no prof_* counter but through
+gbk_prof_add, and tests a GBK_F_* switch only through gbk_flag.
 
     include/   the public API (gpubridge/grain.h, gpubridge/runtime.h)
     runtime/   rings, registry, dispatch, backends, device code, config
@@ -49,6 +52,12 @@ KIND_DISPATCH = re.compile(
     rf"|\[\s*{KIND}\s*\]\s*\("                             # handlers[kind](...)
     r"|\bgb_grain_on_message\s*\("                         # the handler of a kind
     rf"|\b\w*(?:on_message|dispatch)\w*\s*\([^;]*?\b{KIND}")  # gbi_dispatch_one(a.kind, ...)
+# Benchmark-only device code (runtime/device/profile.cuh): a clock read, a
+# prof_* counter not handed to gbk_prof_add, a GBK_F_* switch not tested by
+# gbk_flag.
+PROFILE_FILE = "runtime/device/profile.cuh"
+PROFILE_ALLOWED = re.compile(r"gbk_prof_add<G>\(\s*ks\.prof_\w+|gbk_flag<G>\(\s*a\s*,\s*GBK_F_\w+\s*\)")
+PROFILE_CODE = re.compile(r"\bclock64\s*\(|\bclock\s*\(|%globaltimer|%clock|\bprof_\w+|\bGBK_F_\w+")
 
 
 def layer_of(rel):
@@ -101,9 +110,28 @@ def kind_dispatch():
     return bad
 
 
+def profile_code():
+    """One line per place where device code outside profile.cuh profiles or
+    tests a kernel switch."""
+    bad = []
+    for rel in device_files():
+        path = os.path.join(SRC, rel)
+        if rel == PROFILE_FILE or not os.path.exists(path):
+            continue
+        code = without_comments(open(path, encoding="utf-8").read())
+        for n, line in enumerate(code.splitlines(), 1):
+            if re.match(r"\s*#\s*define\s+GBK_F_", line) or re.match(r"\s*uint64_t\s+prof_", line):
+                continue  # the switches' and counters' definitions (ring_kernel.h)
+            m = PROFILE_CODE.search(PROFILE_ALLOWED.sub("", line))
+            if m:
+                bad.append(f"{rel}:{n}: '{m.group(0)}' outside {PROFILE_FILE} (the profile and the kernel "
+                           f"switches are for benchmark builds only: gbk_clock, gbk_prof_*, gbk_flag)")
+    return bad
+
+
 def main():
     where = index_headers()
-    bad = kind_dispatch()
+    bad = kind_dispatch() + profile_code()
     for top in ALLOWED:
         for root, _, files in os.walk(os.path.join(SRC, top)):
             for f in sorted(files):

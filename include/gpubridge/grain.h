@@ -210,6 +210,12 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
         unsigned char *out, uint32_t out_cap, uint32_t *out_len, uint32_t *aux
 #define GB_GRAIN_PASS_ ctx, state, type, in, in_len, out, out_cap, out_len, aux
 
+/* GB_KERNEL_PROFILE 1, defined before this header, builds the kernels of the types a file defines with
+ * the benchmarks' profile counters and kernel switches (profile.cuh); 0, the default, everywhere else. */
+#ifndef GB_KERNEL_PROFILE
+#define GB_KERNEL_PROFILE 0
+#endif
+
 #if defined(__CUDACC__)
 #include "grain_kernels.cuh"
 /* The traits the kernels are specialised on, and the type's GPU entry points. */
@@ -217,6 +223,7 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
     struct gb_grain_traits_##ident {                                                                                 \
         static constexpr bool team = ((flags) & GB_GRAIN_TEAM) != 0;                                                \
         static constexpr uint32_t n_targets = (n_targets_);                                                          \
+        static constexpr bool profile = (GB_KERNEL_PROFILE) != 0;                                                    \
         static __host__ __device__ __forceinline__ uint16_t on_message(GB_GRAIN_ARGS_)                               \
         {                                                                                                            \
             return handler(GB_GRAIN_PASS_);                                                                          \

@@ -28,8 +28,9 @@ typedef struct gb_kstate {
     uint64_t iterations;
     int32_t active_seen;
     int32_t _pad;
-    /* Profile (clock64 cycles, thread 0): idle polls, then per busy window
-     * read, dispatch, write; busy windows and their requests. */
+    /* Profile, counted only by benchmark builds of the kernels (profile.cuh;
+     * 0 otherwise). clock64 cycles, thread 0: idle polls, then per busy
+     * window read, dispatch, write; busy windows and their requests. */
     uint64_t prof_idle, prof_read, prof_dispatch, prof_write, prof_windows, prof_msgs;
     /* The same for windows of 64 requests or more. */
     uint64_t prof_big_read, prof_big_dispatch, prof_big_write, prof_big_windows, prof_big_msgs;
@@ -84,7 +85,9 @@ typedef struct gb_kargs {
     uint32_t _pad;
 } gb_kargs_t;
 
-/* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them). */
+/* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them).
+ * NO_INLINE, INLINE_PLAIN and OUTBOX_COPY are the host's (relaunch.cu); the
+ * kernel tests the others only in benchmark builds (profile.cuh). */
 #define GBK_F_NO_FAST 1u      /* no warp-0 poll and single-message path: every window on the block */
 #define GBK_F_NO_INLINE 2u    /* relaunch: no inline launches (inline_kernel.h), the ring kernel always */
 #define GBK_F_INLINE_PLAIN 4u /* relaunch: inline launches as plain launches, not graph launches */

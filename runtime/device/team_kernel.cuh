@@ -53,164 +53,167 @@ static __device__ __forceinline__ uint32_t slot_bytes(uint32_t len, uint32_t S)
     return (b + 15u) & ~15u;
 }
 
-static __device__ void team_reader(const gb_kargs_t &a)
-{
-    const uint32_t tid = threadIdx.x, nt = blockDim.x, W = a.team_workers;
-    const gb_ring_geom_t g = a.geom;
-    const uint32_t S = g.slot_size, mask = g.cap - 1;
-    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
-    gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
-    unsigned char *in = a.region + gb_region_in_off();
-    gb_team_state_t *T = a.team;
-    __shared__ unsigned long long s_min, s_proc, s_err;
-    __shared__ uint64_t s_cword;
-    __shared__ uint32_t s_take, s_test, s_len[GBK_TEAM_THREADS];
+/* The reader's progress through a launch (block 0): the same in every
+ * thread, except beat, which only thread 0 keeps. */
+typedef struct gbk_reader {
+    uint64_t pub;         /* requests below it are in the mirror */
+    uint64_t launch_done; /* requests taken in this launch */
+    uint64_t last_min;    /* the workers' progress last put on the control line */
+    uint64_t beat;        /* heartbeats written */
+    int acked;            /* active_seen as last acknowledged */
+    uint32_t idle, sleep_ns;
+} gbk_reader_t;
 
-    gb_kstate_t ks = *a.kstate;
-    const uint64_t E = ks.epoch;
-    uint64_t pub = ldv(&T->pub), launch_done = 0, last_min = ~0ull, beat = 0;
-    int acked = ks.active_seen, reason = GB_EXIT_NONE;
-    uint32_t idle = 0, sleep_ns = 0;
-    /* The test flags: one read over PCIe, by one thread, handed to the workers
-     * in device memory (published with the first window), rather than every
-     * thread of every block reading the mapped line at start: thousands of
-     * reads of one host address, served one by one, on every relaunch. */
-    if (tid == 0) {
-        s_test = ldv(&ctl->test_flags);
-        stv(&T->test_flags, (uint64_t)s_test);
-        if (!(s_test & GB_TEST_SKIP_HEARTBEAT))
-            stv(&ctl->heartbeat, ++beat);
+/* The reader's shared words: what thread 0 read or decided, for the block. */
+typedef struct gbk_reader_shared {
+    unsigned long long min, proc, err; /* the workers' least scan, processed, errors */
+    uint64_t cword;                    /* is_active | should_terminate << 32 */
+    uint32_t take, test;
+    uint32_t len[GBK_TEAM_THREADS]; /* each taken request's payload length */
+} gbk_reader_shared_t;
+
+/* The test flags: one read over PCIe, by one thread, handed to the workers
+ * in device memory (published with the first window), rather than every
+ * thread of every block reading the mapped line at start: thousands of
+ * reads of one host address, served one by one, on every relaunch. */
+static __device__ __forceinline__ uint32_t reader_start(const gb_kargs_t &a, gbk_reader_shared_t &sh, gbk_reader_t &R)
+{
+    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
+    if (threadIdx.x == 0) {
+        sh.test = ldv(&ctl->test_flags);
+        stv(&a.team->test_flags, (uint64_t)sh.test);
+        if (!(sh.test & GB_TEST_SKIP_HEARTBEAT))
+            stv(&ctl->heartbeat, ++R.beat);
     }
     __syncthreads();
-    const uint32_t test = s_test;
+    return sh.test;
+}
 
-    for (;;) {
-        /* Gather the workers' progress and the host's control word. */
-        if (tid == 0) {
-            s_min = ~0ull;
-            s_proc = 0;
-            s_err = 0;
-            s_cword = ldv((const volatile uint64_t *)&ctl->is_active);
-        }
-        __syncthreads();
-        for (uint32_t w = tid; w < W; w += nt) {
-            atomicMin(&s_min, (unsigned long long)ldv(&T->w[w].scan));
-            atomicAdd(&s_proc, (unsigned long long)ldv(&T->w[w].processed));
-            atomicAdd(&s_err, (unsigned long long)ldv(&T->w[w].errors));
-        }
-        __syncthreads();
-        const uint64_t minscan = s_min;
-        const uint32_t active = (uint32_t)s_cword, term = (uint32_t)(s_cword >> 32);
-        if (tid == 0) {
-            if (minscan != last_min) {
-                stv(&ctl->processed, (uint64_t)s_proc);
-                stv(&ctl->errors, (uint64_t)s_err);
-                stv(&ctl->consumed, minscan);
-                if (a.staging) {
-                    __threadfence();
-                    stv(&idx->out_head, minscan);
-                }
-                last_min = minscan;
-            }
-            /* Deactivation is acknowledged once nothing taken is still running. */
-            int ack = active ? 1 : (minscan == pub ? 0 : acked);
-            if (ack != acked) {
-                stv(&ctl->active_seen, (int32_t)ack);
-                acked = ack;
-            }
-            __threadfence_system();
-        }
-        if (term) {
-            reason = GB_EXIT_TERMINATED;
-            break;
-        }
-        /* Take a window: every request published (in_head, which the host
-         * writes after the slots and their stamps), as far as the mirror has
-         * room and the launch has budget. One PCIe read when idle. */
-        if (tid == 0) {
-            uint64_t take = 0;
-            if (active) {
-                const uint64_t head = ldv(&idx->in_head);
-                take = head > pub ? head - pub : 0;
-                take = min(take, (uint64_t)g.cap - (pub - minscan));
-                take = min(take, (uint64_t)nt);
-                if (a.budget)
-                    take = min(take, (uint64_t)a.budget - launch_done);
-            }
-            s_take = (uint32_t)take;
-            __threadfence_system(); /* in_head before the slots */
-        }
-        __syncthreads();
-        const uint32_t take = s_take;
-        const bool room = pub - minscan < g.cap;
-        if (take) {
-            /* Phase 1: a thread per slot copies its first 64 bytes (header and
-             * the small records, e.g. StartIterationCommand) in one round. */
-            if (tid < take) {
-                const unsigned char *src = in + (size_t)((pub + tid) & mask) * S;
-                unsigned char *dst = a.mirror + (size_t)((pub + tid) & mask) * S;
-                uint4 v[GB_SNAPSHOT / 16];
-#pragma unroll
-                for (uint32_t k = 0; k < GB_SNAPSHOT / 16; k++)
-                    v[k] = ld_volatile_v4(src + 16 * k);
-#pragma unroll
-                for (uint32_t k = 0; k < GB_SNAPSHOT / 16; k++)
-                    *(uint4 *)(dst + 16 * k) = v[k];
-                s_len[tid] = ((const gb_slot_hdr_t *)v)->len;
-            }
-            __syncthreads();
-            /* Phase 2: the rest of the longer ones, the whole block per slot. */
-            for (uint32_t i = 0; i < take; i++) {
-                const uint32_t bytes = slot_bytes(s_len[i], S);
-                if (bytes <= GB_SNAPSHOT)
-                    continue;
-                const unsigned char *src = in + (size_t)((pub + i) & mask) * S;
-                unsigned char *dst = a.mirror + (size_t)((pub + i) & mask) * S;
-                for (uint32_t o = GB_SNAPSHOT + tid * 64; o < bytes; o += nt * 64) {
-                    uint4 v[4];
-#pragma unroll
-                    for (uint32_t k = 0; k < 4; k++)
-                        if (o + 16 * k < bytes)
-                            v[k] = ld_volatile_v4(src + o + 16 * k);
-#pragma unroll
-                    for (uint32_t k = 0; k < 4; k++)
-                        if (o + 16 * k < bytes)
-                            *(uint4 *)(dst + o + 16 * k) = v[k];
-                }
-            }
-            __threadfence();
-            __syncthreads();
-            pub += take;
-            launch_done += take;
-            if (tid == 0) {
-                stv(&T->pub, pub);
-                if (!(test & GB_TEST_SKIP_HEARTBEAT))
-                    stv(&ctl->heartbeat, ++beat);
-            }
-            idle = 0;
-            sleep_ns = 0;
-            continue;
-        }
-        if (a.budget) {
-            if (launch_done >= a.budget) {
-                reason = GB_EXIT_BUDGET_SPENT;
-                break;
-            }
-            if (!active || room) { /* nothing more to take (a full mirror drains by itself) */
-                reason = GB_EXIT_INPUT_EMPTY;
-                break;
-            }
-        }
-        if (++idle > a.idle_spin_polls) {
-            sleep_ns = sleep_ns ? min(sleep_ns * 2, a.idle_backoff_max_ns) : 64;
-            __nanosleep(sleep_ns);
-        }
-        if (tid == 0 && (idle & 63) == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
-            stv(&ctl->heartbeat, ++beat);
-        __syncthreads();
+/* Gathers the workers' progress and the host's control word into sh;
+ * returns the least position a worker has not scanned past. */
+static __device__ __forceinline__ uint64_t reader_gather(const gb_kargs_t &a, gbk_reader_shared_t &sh)
+{
+    const uint32_t tid = threadIdx.x, nt = blockDim.x, W = a.team_workers;
+    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
+    gb_team_state_t *T = a.team;
+    if (tid == 0) {
+        sh.min = ~0ull;
+        sh.proc = 0;
+        sh.err = 0;
+        sh.cword = ldv((const volatile uint64_t *)&ctl->is_active);
     }
+    __syncthreads();
+    for (uint32_t w = tid; w < W; w += nt) {
+        atomicMin(&sh.min, (unsigned long long)ldv(&T->w[w].scan));
+        atomicAdd(&sh.proc, (unsigned long long)ldv(&T->w[w].processed));
+        atomicAdd(&sh.err, (unsigned long long)ldv(&T->w[w].errors));
+    }
+    __syncthreads();
+    return sh.min;
+}
 
-    /* Stop the workers at what was handed out, and wait until all have left. */
+/* Thread 0: the workers' progress onto the control line (and out_head, in
+ * staging placement) when it moved; activation changes acknowledged. */
+static __device__ __forceinline__ void reader_publish(const gb_kargs_t &a, const gbk_reader_shared_t &sh,
+                                                      gbk_reader_t &R, uint64_t minscan, uint32_t active)
+{
+    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
+    gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
+    if (minscan != R.last_min) {
+        stv(&ctl->processed, (uint64_t)sh.proc);
+        stv(&ctl->errors, (uint64_t)sh.err);
+        stv(&ctl->consumed, minscan);
+        if (a.staging) {
+            __threadfence();
+            stv(&idx->out_head, minscan);
+        }
+        R.last_min = minscan;
+    }
+    /* Deactivation is acknowledged once nothing taken is still running. */
+    int ack = active ? 1 : (minscan == R.pub ? 0 : R.acked);
+    if (ack != R.acked) {
+        stv(&ctl->active_seen, (int32_t)ack);
+        R.acked = ack;
+    }
+    __threadfence_system();
+}
+
+/* Takes a window: every request published (in_head, which the host writes
+ * after the slots and their stamps), as far as the mirror has room and the
+ * launch has budget. One PCIe read when idle. Returns how many. */
+static __device__ __forceinline__ uint32_t reader_take(const gb_kargs_t &a, gbk_reader_shared_t &sh,
+                                                       const gbk_reader_t &R, uint64_t minscan, uint32_t active)
+{
+    gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
+    if (threadIdx.x == 0) {
+        uint64_t take = 0;
+        if (active) {
+            const uint64_t head = ldv(&idx->in_head);
+            take = head > R.pub ? head - R.pub : 0;
+            take = min(take, (uint64_t)a.geom.cap - (R.pub - minscan));
+            take = min(take, (uint64_t)blockDim.x);
+            if (a.budget)
+                take = min(take, (uint64_t)a.budget - R.launch_done);
+        }
+        sh.take = (uint32_t)take;
+        __threadfence_system(); /* in_head before the slots */
+    }
+    __syncthreads();
+    return sh.take;
+}
+
+/* Copies the take requests from R.pub on into the mirror. */
+static __device__ __forceinline__ void reader_copy(const gb_kargs_t &a, gbk_reader_shared_t &sh, const gbk_reader_t &R,
+                                                   uint32_t take)
+{
+    const uint32_t tid = threadIdx.x, nt = blockDim.x;
+    const uint32_t S = a.geom.slot_size, mask = a.geom.cap - 1;
+    const unsigned char *in = a.region + gb_region_in_off();
+    const uint64_t pub = R.pub;
+    /* Phase 1: a thread per slot copies its first 64 bytes (header and
+     * the small records, e.g. StartIterationCommand) in one round. */
+    if (tid < take) {
+        const unsigned char *src = in + (size_t)((pub + tid) & mask) * S;
+        unsigned char *dst = a.mirror + (size_t)((pub + tid) & mask) * S;
+        uint4 v[GB_SNAPSHOT / 16];
+#pragma unroll
+        for (uint32_t k = 0; k < GB_SNAPSHOT / 16; k++)
+            v[k] = ld_volatile_v4(src + 16 * k);
+#pragma unroll
+        for (uint32_t k = 0; k < GB_SNAPSHOT / 16; k++)
+            *(uint4 *)(dst + 16 * k) = v[k];
+        sh.len[tid] = ((const gb_slot_hdr_t *)v)->len;
+    }
+    __syncthreads();
+    /* Phase 2: the rest of the longer ones, the whole block per slot. */
+    for (uint32_t i = 0; i < take; i++) {
+        const uint32_t bytes = slot_bytes(sh.len[i], S);
+        if (bytes <= GB_SNAPSHOT)
+            continue;
+        const unsigned char *src = in + (size_t)((pub + i) & mask) * S;
+        unsigned char *dst = a.mirror + (size_t)((pub + i) & mask) * S;
+        for (uint32_t o = GB_SNAPSHOT + tid * 64; o < bytes; o += nt * 64) {
+            uint4 v[4];
+#pragma unroll
+            for (uint32_t k = 0; k < 4; k++)
+                if (o + 16 * k < bytes)
+                    v[k] = ld_volatile_v4(src + o + 16 * k);
+#pragma unroll
+            for (uint32_t k = 0; k < 4; k++)
+                if (o + 16 * k < bytes)
+                    *(uint4 *)(dst + o + 16 * k) = v[k];
+        }
+    }
+    __threadfence();
+    __syncthreads();
+}
+
+/* Stops the workers at what was handed out (pub) and waits until all have
+ * left launch E. */
+static __device__ __forceinline__ void reader_stop(const gb_kargs_t &a, uint64_t pub, uint64_t E)
+{
+    const uint32_t tid = threadIdx.x, nt = blockDim.x, W = a.team_workers;
+    gb_team_state_t *T = a.team;
     if (tid == 0) {
         stv(&T->end, pub);
         __threadfence();
@@ -225,32 +228,101 @@ static __device__ void team_reader(const gb_kargs_t &a)
             break;
         __nanosleep(500);
     }
-    if (tid == 0) {
-        unsigned long long proc = 0, err = 0;
-        for (uint32_t w = 0; w < W; w++) {
-            proc += ldv(&T->w[w].processed);
-            err += ldv(&T->w[w].errors);
-        }
-        ks.tail = pub;
-        ks.processed = proc;
-        ks.errors = err;
-        ks.iterations += launch_done;
-        ks.active_seen = acked;
-        ks.epoch = E + 1;
-        *a.kstate = ks;
-        stv(&ctl->processed, (uint64_t)proc);
-        stv(&ctl->errors, (uint64_t)err);
-        stv(&ctl->iterations, ks.iterations);
-        stv(&ctl->consumed, pub);
-        if (a.staging)
-            stv(&idx->out_head, pub);
-        stv(&ctl->exit_reason, (int32_t)reason);
-        if (reason == GB_EXIT_TERMINATED) {
-            __threadfence_system();
-            stv(&ctl->has_terminated, (int32_t)1);
-        }
-        __threadfence_system();
+}
+
+/* Thread 0, as the launch ends: the workers' totals and the reader's
+ * progress into kstate and onto the control line, with the exit reason. */
+static __device__ __forceinline__ void reader_finish(const gb_kargs_t &a, gb_kstate_t &ks, const gbk_reader_t &R,
+                                                     uint64_t E, int reason)
+{
+    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
+    gb_ring_indices_t *idx = (gb_ring_indices_t *)(a.region + gb_region_idx_off());
+    gb_team_state_t *T = a.team;
+    unsigned long long proc = 0, err = 0;
+    for (uint32_t w = 0; w < a.team_workers; w++) {
+        proc += ldv(&T->w[w].processed);
+        err += ldv(&T->w[w].errors);
     }
+    ks.tail = R.pub;
+    ks.processed = proc;
+    ks.errors = err;
+    ks.iterations += R.launch_done;
+    ks.active_seen = R.acked;
+    ks.epoch = E + 1;
+    *a.kstate = ks;
+    stv(&ctl->processed, (uint64_t)proc);
+    stv(&ctl->errors, (uint64_t)err);
+    stv(&ctl->iterations, ks.iterations);
+    stv(&ctl->consumed, R.pub);
+    if (a.staging)
+        stv(&idx->out_head, R.pub);
+    stv(&ctl->exit_reason, (int32_t)reason);
+    if (reason == GB_EXIT_TERMINATED) {
+        __threadfence_system();
+        stv(&ctl->has_terminated, (int32_t)1);
+    }
+    __threadfence_system();
+}
+
+/* Block 0: takes requests into the mirror until the launch ends (see the
+ * header comment), then stops the workers. */
+static __device__ void team_reader(const gb_kargs_t &a)
+{
+    const uint32_t tid = threadIdx.x;
+    gb_control_t *ctl = (gb_control_t *)(a.region + gb_region_ctl_off());
+    __shared__ gbk_reader_shared_t sh;
+
+    gb_kstate_t ks = *a.kstate;
+    const uint64_t E = ks.epoch;
+    gbk_reader_t R = {ldv(&a.team->pub), 0, ~0ull, 0, ks.active_seen, 0, 0};
+    int reason = GB_EXIT_NONE;
+    const uint32_t test = reader_start(a, sh, R);
+
+    for (;;) {
+        const uint64_t minscan = reader_gather(a, sh);
+        const uint32_t active = (uint32_t)sh.cword, term = (uint32_t)(sh.cword >> 32);
+        if (tid == 0)
+            reader_publish(a, sh, R, minscan, active);
+        if (term) {
+            reason = GB_EXIT_TERMINATED;
+            break;
+        }
+        const uint32_t take = reader_take(a, sh, R, minscan, active);
+        const bool room = R.pub - minscan < a.geom.cap;
+        if (take) {
+            reader_copy(a, sh, R, take);
+            R.pub += take;
+            R.launch_done += take;
+            if (tid == 0) {
+                stv(&a.team->pub, R.pub);
+                if (!(test & GB_TEST_SKIP_HEARTBEAT))
+                    stv(&ctl->heartbeat, ++R.beat);
+            }
+            R.idle = 0;
+            R.sleep_ns = 0;
+            continue;
+        }
+        if (a.budget) {
+            if (R.launch_done >= a.budget) {
+                reason = GB_EXIT_BUDGET_SPENT;
+                break;
+            }
+            if (!active || room) { /* nothing more to take (a full mirror drains by itself) */
+                reason = GB_EXIT_INPUT_EMPTY;
+                break;
+            }
+        }
+        if (++R.idle > a.idle_spin_polls) {
+            R.sleep_ns = R.sleep_ns ? min(R.sleep_ns * 2, a.idle_backoff_max_ns) : 64;
+            __nanosleep(R.sleep_ns);
+        }
+        if (tid == 0 && (R.idle & 63) == 0 && !(test & GB_TEST_SKIP_HEARTBEAT))
+            stv(&ctl->heartbeat, ++R.beat);
+        __syncthreads();
+    }
+    reader_stop(a, R.pub, E);
+    if (tid == 0)
+        reader_finish(a, ks, R, E, reason);
 }
 
 /* Runs the request at mirror position pos on this block (it owns the key). */
