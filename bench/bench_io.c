@@ -239,6 +239,33 @@ static double run_once(gb_mode mode, const char *mode_name, const char *endpoint
     return (double)total / longest;
 }
 
+/* Comma-separated integers of list (may be NULL) into v; how many. */
+static int parse_list(const char *list, int *v, int max)
+{
+    int n = 0;
+    for (const char *p = list; p && *p && n < max;) {
+        v[n++] = atoi(p);
+        if (!(p = strchr(p, ',')))
+            break;
+        p++;
+    }
+    return n;
+}
+
+/* The table: each row's median over the rounds, left in rate[d][i][0]. */
+static void print_results(double rate[2][MAX_VALUES][15], const devset_t *sets, int n_sets, const int *values,
+                          int n_values, int rounds)
+{
+    printf("\n%-12s %8s %16s %10s\n", "io_threads", "devices", "batch-64 msg/s", "vs first");
+    for (int d = 0; d < n_sets; d++)
+        for (int i = 0; i < n_values; i++) {
+            double *r = rate[d][i];
+            qsort(r, (size_t)rounds, sizeof *r, cmp_d);
+            r[0] = rounds % 2 ? r[rounds / 2] : (r[rounds / 2 - 1] + r[rounds / 2]) / 2;
+            printf("%-12d %8zu %16.0f %9.2fx\n", values[i], sets[d].n, r[0], r[0] / rate[0][0][0]);
+        }
+}
+
 int main(int argc, char **argv)
 {
     const char *mode_name = "cpu", *list = "1,2,4", *dev_list = NULL;
@@ -271,21 +298,10 @@ int main(int argc, char **argv)
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
-    int values[MAX_VALUES], n_values = 0;
-    for (const char *p = list; *p && n_values < MAX_VALUES;) {
-        values[n_values++] = atoi(p);
-        p = strchr(p, ',');
-        if (!p)
-            break;
-        p++;
-    }
+    int values[MAX_VALUES];
+    const int n_values = parse_list(list, values, MAX_VALUES);
     devset_t sets[2] = {{1, {0}}, {0, {0}}};
-    for (const char *p = dev_list; p && *p && sets[1].n < GB_MAX_DEVICES;) {
-        sets[1].dev[sets[1].n++] = atoi(p);
-        if (!(p = strchr(p, ',')))
-            break;
-        p++;
-    }
+    sets[1].n = (size_t)parse_list(dev_list, sets[1].dev, GB_MAX_DEVICES);
     sets[0].dev[0] = sets[1].dev[0];
     const int n_sets = sets[1].n > 1 ? 2 : 1;
     gb_mode mode;
@@ -316,21 +332,13 @@ int main(int argc, char **argv)
                 if ((rate[d][i][r] = run_once(mode, mode_name, endpoint, values[i], &sets[d], n_clients, window,
                                               seconds)) < 0)
                     return 1;
-    double med[2][MAX_VALUES];
-    printf("\n%-12s %8s %16s %10s\n", "io_threads", "devices", "batch-64 msg/s", "vs first");
-    for (int d = 0; d < n_sets; d++)
-        for (int i = 0; i < n_values; i++) {
-            qsort(rate[d][i], (size_t)rounds, sizeof rate[d][i][0], cmp_d);
-            med[d][i] = rounds % 2 ? rate[d][i][rounds / 2]
-                                   : (rate[d][i][rounds / 2 - 1] + rate[d][i][rounds / 2]) / 2;
-            printf("%-12d %8zu %16.0f %9.2fx\n", values[i], sets[d].n, med[d][i], med[d][i] / med[0][0]);
-        }
+    print_results(rate, sets, n_sets, values, n_values, rounds);
     printf("{\"bench\":\"io_threads\",\"mode\":\"%s\",\"endpoint\":\"%s\",\"clients\":%d,\"window\":%d,"
            "\"rounds\":%d,\"rows\":[", mode_name, ipc ? "ipc" : "tcp", n_clients, window, rounds);
     for (int d = 0; d < n_sets; d++)
         for (int i = 0; i < n_values; i++)
             printf("%s{\"io_threads\":%d,\"devices\":%zu,\"batch64_msgs_per_s\":%.0f}", d || i ? "," : "",
-                   values[i], sets[d].n, med[d][i]);
+                   values[i], sets[d].n, rate[d][i][0]);
     printf("]}\n");
     return 0;
 }

@@ -376,29 +376,68 @@ void gbc_limits_clear(gbc_limits_t *l)
 {
     if (!l)
         return;
-    for (size_t i = 0; l->types && i < l->n_types; i++)
-        free(l->types[i].messages);
-    free(l->types);
+    free(l->types); /* one block: the types, then every type's full list (limits_block) */
     memset(l, 0, sizeof *l);
 }
 
-/* Copies one GrainTypeLimits into *out; GBC_ERR_NOMEM when its message
- * types cannot be held (out keeps none). */
-static gbc_err copy_type_limits(gbc_type_limits_t *out, const Gpubridge__GrainTypeLimits *g)
+/* gbc_limits_t.types is one allocation: n_types gbc_type_limits_t, then one
+ * limits_span_t per type, then every type's message limits in a row (the
+ * struct keeps the first GBC_LIMITS_MAX_MESSAGES; gbc_limits_messages all). */
+typedef struct limits_span {
+    size_t first, n;
+} limits_span_t;
+
+static limits_span_t *limits_spans(const gbc_limits_t *l)
+{
+    return (limits_span_t *)(void *)((char *)l->types + l->n_types * sizeof *l->types);
+}
+
+static gbc_msg_limits_t *limits_msgs(const gbc_limits_t *l)
+{
+    return (gbc_msg_limits_t *)(void *)(limits_spans(l) + l->n_types);
+}
+
+/* Copies one GrainTypeLimits into *out, its message limits to all[]. */
+static void copy_type_limits(gbc_type_limits_t *out, gbc_msg_limits_t *all, const Gpubridge__GrainTypeLimits *g)
 {
     COPY(out->grain_type, g->grain_type);
     out->slot_size = g->slot_size;
     out->record_size = g->record_size;
     out->queue_capacity = g->queue_capacity;
     out->max_grains = g->max_grains;
-    if (g->n_message_types && !(out->messages = calloc(g->n_message_types, sizeof *out->messages)))
-        return gbci_fail(GBC_ERR_NOMEM, "out of memory for the limits of %zu message types", g->n_message_types);
     for (size_t j = 0; j < g->n_message_types; j++) {
-        gbc_msg_limits_t *m = &out->messages[out->n_messages++];
+        gbc_msg_limits_t *m = &all[j];
         m->message_type = g->message_types[j]->message_type;
         COPY(m->name, g->message_types[j]->name);
         m->max_payload = g->message_types[j]->max_payload;
         m->max_elements = g->message_types[j]->max_elements;
+        if (j < GBC_LIMITS_MAX_MESSAGES)
+            out->messages[out->n_messages++] = *m;
+    }
+}
+
+/* Fills out from the decoded reply l (one block, see limits_spans). */
+static gbc_err limits_fill(gbc_limits_t *out, const Gpubridge__Limits *l)
+{
+    out->max_message_size = l->max_message_size;
+    out->hold_bound = l->hold_bound;
+    out->max_replies_per_frame = l->max_replies_per_frame;
+    if (!l->n_grain_types)
+        return GBC_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < l->n_grain_types; i++)
+        total += l->grain_types[i]->n_message_types;
+    const size_t size = l->n_grain_types * (sizeof(gbc_type_limits_t) + sizeof(limits_span_t)) +
+                        total * sizeof(gbc_msg_limits_t);
+    if (!(out->types = calloc(1, size)))
+        return gbci_fail(GBC_ERR_NOMEM, "out of memory for the limits of %zu grain types", l->n_grain_types);
+    out->n_types = l->n_grain_types;
+    limits_span_t *span = limits_spans(out);
+    gbc_msg_limits_t *msgs = limits_msgs(out);
+    for (size_t i = 0, at = 0; i < l->n_grain_types; i++) {
+        span[i] = (limits_span_t){at, l->grain_types[i]->n_message_types};
+        copy_type_limits(&out->types[i], msgs + at, l->grain_types[i]);
+        at += span[i].n;
     }
     return GBC_OK;
 }
@@ -423,17 +462,23 @@ gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out, int 
     if (!err && !(l = gpubridge__limits__unpack(NULL, r.payload_len, r.payload)))
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as Limits", c->eps[endpoint].addr);
     if (l) {
-        out->max_message_size = l->max_message_size;
-        out->hold_bound = l->hold_bound;
-        out->max_replies_per_frame = l->max_replies_per_frame;
-        if (l->n_grain_types && !(out->types = calloc(l->n_grain_types, sizeof *out->types)))
-            err = gbci_fail(GBC_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; out->types && !err && i < l->n_grain_types; i++)
-            err = copy_type_limits(&out->types[out->n_types++], l->grain_types[i]);
+        err = limits_fill(out, l);
         gpubridge__limits__free_unpacked(l, NULL);
     }
     gbc_reply_clear(&r);
     return err;
+}
+
+const gbc_msg_limits_t *gbc_limits_messages(const gbc_limits_t *l, size_t i, size_t *n)
+{
+    if (n)
+        *n = 0;
+    if (!l || !l->types || i >= l->n_types)
+        return NULL;
+    const limits_span_t *span = &limits_spans(l)[i];
+    if (n)
+        *n = span->n;
+    return limits_msgs(l) + span->first;
 }
 
 const gbc_msg_limits_t *gbc_limits_find(const gbc_limits_t *l, const char *type, uint32_t message_type)
@@ -441,9 +486,11 @@ const gbc_msg_limits_t *gbc_limits_find(const gbc_limits_t *l, const char *type,
     for (size_t i = 0; l && type && i < l->n_types; i++) {
         if (strcmp(l->types[i].grain_type, type) != 0)
             continue;
-        for (size_t j = 0; j < l->types[i].n_messages; j++)
-            if (l->types[i].messages[j].message_type == message_type)
-                return &l->types[i].messages[j];
+        size_t n;
+        const gbc_msg_limits_t *m = gbc_limits_messages(l, i, &n);
+        for (size_t j = 0; j < n; j++)
+            if (m[j].message_type == message_type)
+                return &m[j];
     }
     return NULL;
 }

@@ -197,8 +197,10 @@ static void print_limits(const gbc_limits_t *l)
         const gbc_type_limits_t *t = &l->types[i];
         printf("%s: slot %u B (record %u B), queue %u, max grains %u\n", t->grain_type, t->slot_size,
                t->record_size, t->queue_capacity, t->max_grains);
-        for (size_t j = 0; j < t->n_messages; j++) {
-            const gbc_msg_limits_t *m = &t->messages[j];
+        size_t n;
+        const gbc_msg_limits_t *all = gbc_limits_messages(l, i, &n);
+        for (size_t j = 0; j < n; j++) {
+            const gbc_msg_limits_t *m = &all[j];
             printf("  %u %s: payload <= %u B", m->message_type, m->name, m->max_payload);
             if (m->max_elements)
                 printf(", elements <= %u", m->max_elements);

@@ -123,8 +123,14 @@ static gpubridge_err load_config(const gpubridge_options_t *o, gb_config_t *cfg)
     if (o->device < -1)
         return gbe_fail(GPUBRIDGE_ERR_INVALID, "device %d: a CUDA device index (0, 1, ...) or -1 wanted",
                         o->device);
-    if (o->device >= 0)
+    if (o->device >= 0) {
         cfg->device = o->device;
+        cfg->n_devices = 0;
+        cfg->devices_all = false;
+    } else if (cfg->n_devices > 1 || cfg->devices_all) {
+        return gbe_fail(GPUBRIDGE_ERR_CONFIG, "%s: the embedding API runs on one device, and the config's devices "
+                        "lists several: set options.device, or give the config one device", cfg->source);
+    }
     if (o->placement == GPUBRIDGE_PLACEMENT_STAGING)
         cfg->force_fallback_placement = true;
     else if (o->placement != GPUBRIDGE_PLACEMENT_AUTO && o->placement != GPUBRIDGE_PLACEMENT_MAPPED)

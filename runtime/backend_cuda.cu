@@ -28,6 +28,9 @@
 
 int gbi_cuda_fail(gb_rk_t *rk, cudaError_t err, const char *what)
 {
+    /* The thread's last error is this thread's for every device it serves:
+     * left set, another device's next launch check would report it. */
+    cudaGetLastError();
     rk->last_error = (int)err;
     snprintf(rk->last_error_name, sizeof rk->last_error_name, "%s", cudaGetErrorName(err));
     GB_ERROR("ring kernel '%s': %s: %s (%d): %s", rk->type_name, what, cudaGetErrorName(err), (int)err,
@@ -81,16 +84,25 @@ static void free_now(cuda_backend_t *b)
 static unsigned char *g_deferred_arenas[MAX_DEFERRED_ARENAS];
 static int g_n_deferred_arenas;
 
-/* With g_lock held: frees the deferred list once nothing is resident. */
+/* With g_lock held: frees the deferred list once nothing is resident. Its
+ * frees switch to their memory's device: the caller's current device is put
+ * back (it may be in the middle of an op on another device). */
 static void flush_deferred_locked(void)
 {
-    while (g_resident == 0 && g_n_deferred_arenas > 0)
-        cudaFree(g_deferred_arenas[--g_n_deferred_arenas]);
-    while (g_resident == 0 && g_deferred) {
+    if (g_resident != 0 || (g_n_deferred_arenas == 0 && !g_deferred))
+        return;
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess)
+        prev = -1;
+    while (g_n_deferred_arenas > 0)
+        cudaFree(g_deferred_arenas[--g_n_deferred_arenas]); /* unified addressing: any device's */
+    while (g_deferred) {
         cuda_backend_t *b = g_deferred;
         g_deferred = b->next_deferred;
         free_now(b);
     }
+    if (prev >= 0)
+        cudaSetDevice(prev);
 }
 
 void gbi_cuda_set_resident(cuda_backend_t *b, int on)

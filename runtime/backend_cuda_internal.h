@@ -107,8 +107,10 @@ static inline void gbi_cuda_on_device(const cuda_backend_t *b)
 {
     int cur;
     if (__atomic_load_n(&gbi_cuda_multi_device, __ATOMIC_RELAXED) && b &&
-        (cudaGetDevice(&cur) != cudaSuccess || cur != b->device))
+        (cudaGetDevice(&cur) != cudaSuccess || cur != b->device)) {
+        cudaGetLastError(); /* the last error is per thread: another device's must not show here */
         cudaSetDevice(b->device);
+    }
 }
 
 #endif

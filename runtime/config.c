@@ -962,6 +962,21 @@ static void gbi_print_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
+/* `device`, or `devices` when the config lists several or "all". */
+static void gbi_print_devices(const gb_config_t *cfg, FILE *out)
+{
+    if (cfg->devices_all) {
+        fprintf(out, "devices = \"all\";\n");
+    } else if (cfg->n_devices) {
+        fprintf(out, "devices = [");
+        for (size_t i = 0; i < cfg->n_devices; i++)
+            fprintf(out, "%s%d", i ? ", " : " ", cfg->devices[i]);
+        fprintf(out, " ];\n");
+    } else {
+        fprintf(out, "device = %d;\n", cfg->device);
+    }
+}
+
 void gb_config_print(const gb_config_t *cfg, FILE *out)
 {
     fprintf(out, "# gpubridge effective configuration (from %s)\n", cfg->source);
@@ -973,16 +988,7 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
         gbi_print_str(out, cfg->endpoints[i]);
     }
     fprintf(out, " ];\n");
-    if (cfg->devices_all) {
-        fprintf(out, "devices = \"all\";\n");
-    } else if (cfg->n_devices) {
-        fprintf(out, "devices = [");
-        for (size_t i = 0; i < cfg->n_devices; i++)
-            fprintf(out, "%s%d", i ? ", " : " ", cfg->devices[i]);
-        fprintf(out, " ];\n");
-    } else {
-        fprintf(out, "device = %d;\n", cfg->device);
-    }
+    gbi_print_devices(cfg, out);
     fprintf(out, "mode = \"%s\";\n", gb_mode_name(cfg->mode));
     fprintf(out, "max_message_size = %" PRIu32 ";\n", cfg->max_message_size);
     fprintf(out, "arena_mb = %" PRIu32 ";\n", cfg->arena_mb);

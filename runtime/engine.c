@@ -83,7 +83,8 @@ static int spread(const gb_config_t *cfg, size_t i)
 }
 
 /* Lays out types[] and ring_of: the config's types on the first device, in
- * its order, then each further device's spread types. */
+ * its order; then, type by type, each spread type's rings on the other
+ * devices. */
 static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
 {
     size_t n = cfg->n_grains;

@@ -14,6 +14,7 @@ extern "C" gb_err gbi_cuda_region_copy(gb_rk_t *rk, size_t off, size_t len, int 
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     if (rk->state == GB_RK_FAILED)
         return GB_ERR_TERMINATED;
+    gbi_cuda_on_device(b);
     cudaError_t e = to_device ? cudaMemcpyAsync(b->dev + off, rk->region + off, len, cudaMemcpyHostToDevice, b->cstream)
                               : cudaMemcpyAsync(rk->region + off, b->dev + off, len, cudaMemcpyDeviceToHost, b->cstream);
     if (e == cudaSuccess)

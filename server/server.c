@@ -441,8 +441,11 @@ void gbi_check_health(gb_server_t *s)
             gb_rk_status_t st;
             gb_rk_status(r->t->rk, &st);
             r->failed_seen = state == GB_RK_FAILED;
-            GB_ERROR("grain type '%s' stopped: %s%s%s; %llu request(s) in flight get an error reply", r->t->name,
-                     gb_rk_state_name(st.state), st.last_error_name[0] ? ", " : "", st.last_error_name,
+            char where[48] = "";
+            if (s->engine->n_devs > 1)
+                snprintf(where, sizeof where, " on device #%u (%d)", r->t->dev, s->engine->devs[r->t->dev].device);
+            GB_ERROR("grain type '%s'%s stopped: %s%s%s; %llu request(s) in flight get an error reply", r->t->name,
+                     where, gb_rk_state_name(st.state), st.last_error_name[0] ? ", " : "", st.last_error_name,
                      (unsigned long long)gb_rk_in_flight(r->t->rk));
         }
         if (state == GB_RK_FAILED && s->exit_on_gpu_failure && !s->gpu_failed) {

@@ -117,15 +117,16 @@ static void fill_status(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubridge
 static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
 {
     gb_engine_type_t *rs[GB_MAX_DEVICES] = {t};
-    const size_t n = rings_of(c->s->engine, t, rs);
+    const size_t n = rings_of(c->s->engine, t, rs); /* each taken in turn: another I/O thread may own it */
     gb_rk_status_t st[GB_MAX_DEVICES];
-    Gpubridge__GrainTypeStatus m = GPUBRIDGE__GRAIN_TYPE_STATUS__INIT, per[GB_MAX_DEVICES], *perp[GB_MAX_DEVICES];
-    fill_status(c, rs[0], &m, &st[0]);
-    for (size_t d = 0; n > 1 && d < n; d++) {
+    Gpubridge__GrainTypeStatus m, per[GB_MAX_DEVICES] = {GPUBRIDGE__GRAIN_TYPE_STATUS__INIT}, *perp[GB_MAX_DEVICES];
+    for (size_t d = 0; d < n; d++) {
+        gbi_ring_take(c->s, &c->s->rings[rs[d] - c->s->engine->types]);
         per[d] = (Gpubridge__GrainTypeStatus)GPUBRIDGE__GRAIN_TYPE_STATUS__INIT;
         fill_status(c, rs[d], &per[d], &st[d]);
         perp[d] = &per[d];
     }
+    m = per[0]; /* the first device's, with the list when there are several */
     m.n_devices = n > 1 ? n : 0;
     m.devices = perp;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS);
@@ -165,12 +166,16 @@ static void fill_telemetry(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubri
 static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
 {
     gb_engine_type_t *rs[GB_MAX_DEVICES] = {t};
-    const size_t n = rings_of(c->s->engine, t, rs);
-    Gpubridge__Telemetry m = GPUBRIDGE__TELEMETRY__INIT, per[GB_MAX_DEVICES], *perp[GB_MAX_DEVICES];
-    fill_telemetry(c, rs[0], &m);
-    for (size_t d = 1; d < n; d++) { /* the type's counters, summed over its devices */
+    const size_t n = rings_of(c->s->engine, t, rs); /* each taken in turn: another I/O thread may own it */
+    Gpubridge__Telemetry m, per[GB_MAX_DEVICES] = {GPUBRIDGE__TELEMETRY__INIT}, *perp[GB_MAX_DEVICES];
+    for (size_t d = 0; d < n; d++) {
+        gbi_ring_take(c->s, &c->s->rings[rs[d] - c->s->engine->types]);
         per[d] = (Gpubridge__Telemetry)GPUBRIDGE__TELEMETRY__INIT;
         fill_telemetry(c, rs[d], &per[d]);
+        perp[d] = &per[d];
+    }
+    m = per[0];
+    for (size_t d = 1; d < n; d++) { /* the type's counters, summed over its devices */
         m.messages_processed += per[d].messages_processed;
         m.errors += per[d].errors;
         m.launches += per[d].launches;
@@ -182,14 +187,8 @@ static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
         m.mail_held += per[d].mail_held;
         m.mail_undeliverable += per[d].mail_undeliverable;
     }
-    if (n > 1) {
-        per[0] = (Gpubridge__Telemetry)GPUBRIDGE__TELEMETRY__INIT;
-        fill_telemetry(c, rs[0], &per[0]);
-        for (size_t d = 0; d < n; d++)
-            perp[d] = &per[d];
-        m.n_devices = n;
-        m.devices = perp;
-    }
+    m.n_devices = n > 1 ? n : 0;
+    m.devices = perp;
     reply_msg(c, &m.base, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY);
 }
 

@@ -132,6 +132,20 @@ static const char *e2e_mode(void)
 
 /* Starts the bridge with extra config text appended (may be ""). Returns 0,
  * or the bridge's exit status if it exited during start-up (then b->pid = 0). */
+/* Whether file path has a line containing needle. */
+static int e2e_log_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
 static int bridge_start(bridge_t *b, const char *extra_cfg)
 {
     const char *bin = getenv("GB_BRIDGE_BIN");
@@ -153,7 +167,8 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     /* GB_E2E_DEVICES: the same suite with every grain type on those devices
      * (e.g. "[0, 1]"; a GPU host with one GPU: "[0, 0]"). */
     const char *devs = getenv("GB_E2E_DEVICES");
-    if (devs && *devs && !strstr(extra_cfg, "device"))
+    const int add_devs = devs && *devs && !strstr(extra_cfg, "device =") && !strstr(extra_cfg, "devices =");
+    if (add_devs)
         fprintf(f, "devices = %s;\n", devs);
     fclose(f);
     pid_t pid = fork();
@@ -175,8 +190,12 @@ static int bridge_start(bridge_t *b, const char *extra_cfg)
     uint64_t end = e2e_ms() + 20000 * E2E_SLOW;
     while (e2e_ms() < end) {
         struct stat sb;
-        if (stat(sock, &sb) == 0)
+        if (stat(sock, &sb) == 0) {
+            /* The suite runs on several devices indeed (logged before the bind). */
+            if (add_devs && !e2e_log_has(b->log, "device #1:"))
+                fail_msg("GB_E2E_DEVICES=%s: the bridge does not say it runs a device #1 (log: %s)", devs, b->log);
             return 0;
+        }
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
             e2e_live(pid, 0);
@@ -241,18 +260,7 @@ static int bridge_stop(bridge_t *b, int sig, int timeout_ms)
     }
 }
 
-static int log_contains(const bridge_t *b, const char *needle)
-{
-    FILE *f = fopen(b->log, "r");
-    if (!f)
-        return 0;
-    char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
+static int log_contains(const bridge_t *b, const char *needle) { return e2e_log_has(b->log, needle); }
 
 static void *client_open(const char *endpoint)
 {

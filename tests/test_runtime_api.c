@@ -131,6 +131,15 @@ static void test_bad_config(void **st)
     assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_ERR_GRAIN);
     expect_msg("<config_text>:1: grains[0].library: cannot load '/nonexistent/libnone.so'");
     assert_null(rt);
+    /* Several devices are the daemon's: refused, unless the options pick one. */
+    o.config_text = "devices = [0, 1];\n";
+    o.mode_name = "cpu";
+    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_ERR_CONFIG);
+    expect_msg("the embedding API runs on one device");
+    assert_null(rt);
+    o.device = 1;
+    assert_int_equal(gpubridge_runtime_new(&o, &rt), GPUBRIDGE_OK);
+    gpubridge_runtime_destroy(&rt);
 }
 
 static void test_register(void **st)

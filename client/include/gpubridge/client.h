@@ -404,14 +404,16 @@ typedef struct gbc_msg_limits {    /* control.MessageTypeLimits */
     uint32_t max_elements;          /* entries of its repeated field at most; 0: none */
 } gbc_msg_limits_t;
 
+#define GBC_LIMITS_MAX_MESSAGES 16
 typedef struct gbc_type_limits {   /* control.GrainTypeLimits */
     char grain_type[64];
     uint32_t slot_size;             /* bytes per ring slot, 32-byte header included */
     uint32_t record_size;           /* slot_size - 32 */
     uint32_t queue_capacity;
     uint32_t max_grains;            /* activations held at once */
-    size_t n_messages;              /* request types it accepts, all of them */
-    gbc_msg_limits_t *messages;     /* n_messages entries, owned by the gbc_limits_t */
+    size_t n_messages;              /* request types kept here: the first GBC_LIMITS_MAX_MESSAGES
+                                     * (gbc_limits_messages gives all) */
+    gbc_msg_limits_t messages[GBC_LIMITS_MAX_MESSAGES];
 } gbc_type_limits_t;
 
 typedef struct gbc_limits {        /* control.Limits; free with gbc_limits_clear */
@@ -428,7 +430,12 @@ typedef struct gbc_limits {        /* control.Limits; free with gbc_limits_clear
 GBC_API gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out,
                                int timeout_ms);
 GBC_API void gbc_limits_clear(gbc_limits_t *l);
-/* The limits of (type, message_type) in l, or NULL when l has none. */
+/* Every request type grain type l->types[i] accepts (however many; the
+ * struct keeps the first GBC_LIMITS_MAX_MESSAGES): *n of them, owned by l
+ * (valid until gbc_limits_clear). NULL and *n 0 when i is out of range. */
+GBC_API const gbc_msg_limits_t *gbc_limits_messages(const gbc_limits_t *l, size_t i, size_t *n);
+/* The limits of (type, message_type) in l (among all its request types), or
+ * NULL when l has none. */
 GBC_API const gbc_msg_limits_t *gbc_limits_find(const gbc_limits_t *l, const char *type,
                                                 uint32_t message_type);
 
