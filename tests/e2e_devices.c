@@ -277,7 +277,11 @@ static void test_too_many_rings(void **state)
         bridge_print_log(&b);
         fail_msg("no sentence about the rings in the log");
     }
-    /* On 6 devices the same types make 32: the most a bridge keeps. */
+    /* On 6 devices the same types make 32: the most a bridge keeps. (Not in
+     * persistent mode: 30 resident kernels on the one GPU the test lists six
+     * times is no configuration to start for a test.) */
+    if (strcmp(e2e_mode(), "persistent") == 0)
+        return;
     snprintf(cfg, sizeof cfg,
              "devices = [0, 0, 0, 0, 0, 0];\n"
              "grains = ( { library = \"%s\"; }, { type = \"vecadd\"; }, { type = \"echo\"; } );\n", mail);
