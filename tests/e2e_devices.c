@@ -7,6 +7,8 @@
  * - Deactivate and Activate act on every device: requests to either wait
  *   while paused and are answered after;
  * - a team type (PageRank) runs on the first device only;
+ * - a request forwarded grain to grain along keys crosses devices and its
+ *   reply reaches the caller;
  * - too many rings for the devices is refused at start with a sentence.
  * GB_E2E_MODE: cpu (CI, each device its own threads), persistent or
  * relaunch (a GPU; GB_E2E_DEVICES "[0, 0]" lists one GPU twice). */
@@ -16,6 +18,7 @@
 #include "gpu_skip.h"
 #include "gpubridge/client.h"
 #include "gpubridge/demo.h"
+#include "grains/mail_grains.h"
 
 #define NKEYS 64
 #define ROUNDS 3
@@ -259,6 +262,56 @@ static void test_status_per_device(void **state)
     gbc_client_destroy(&c);
 }
 
+/* A request forwarded grain to grain along keys 0, 1, 2, ... (so from
+ * device to device, through the bridge): the last grain's reply reaches the
+ * caller, and each device handled exactly its keys' hops. */
+static void test_forward_across_devices(void **state)
+{
+    (void)state;
+    const char *mail = getenv("GB_MAIL_LIB");
+    assert_non_null(mail);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "devices = %s;\ngrains = ( { library = \"%s\"; } );\n", devices_cfg(), mail);
+    bridge_t b;
+    if (bridge_start(&b, cfg) != 0) {
+        bridge_print_log(&b);
+        fail_msg("the bridge with the mail grains did not start");
+    }
+    const char *eps[1] = {b.endpoint};
+    gbc_client_t *c = NULL;
+    assert_int_equal(gbc_client_new(eps, 1, NULL, &c), GBC_OK);
+    enum { HOPS = 15 };
+    uint64_t want[NDEV] = {0};
+    for (uint64_t k = 0; k <= HOPS; k++) /* key k's grain is mt.a for even k, mt.b for odd */
+        want[device_of(k)]++;
+    const uint32_t walk[2] = {HOPS, 0};
+    gbc_reply_t r;
+    gbc_err err = gbc_call(c, "mt.a", 0, MT_WALK, walk, sizeof walk, &r, WAIT_MS);
+    if (err)
+        fail_msg("walk: %s: %s", gbc_strerror(err), gbc_last_error());
+    assert_int_equal(r.payload_len, 4);
+    uint32_t made;
+    memcpy(&made, r.payload, 4);
+    assert_int_equal(made, HOPS);
+    gbc_reply_clear(&r);
+    uint64_t got[NDEV] = {0};
+    for (int t = 0; t < 2; t++) {
+        gbc_telemetry_t tm;
+        telemetry(c, t ? "mt.b" : "mt.a", &tm);
+        assert_int_equal(tm.n_devices, NDEV);
+        for (uint32_t d = 0; d < NDEV; d++)
+            got[d] += tm.devices[d].messages_processed;
+    }
+    for (uint32_t d = 0; d < NDEV; d++) {
+        assert_true(want[d] > 0);
+        if (got[d] != want[d])
+            fail_msg("device #%u handled %llu hops, expected %llu", d, (unsigned long long)got[d],
+                     (unsigned long long)want[d]);
+    }
+    gbc_client_destroy(&c);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000 * E2E_SLOW), 0);
+}
+
 /* More rings than a bridge keeps (GB_MAX_RINGS, 32): the bridge refuses to
  * start (exit 2), and its log says why: 5 grain types on 7 devices, and the
  * two PageRank types on the first, make 37. 6 devices make 32: accepted. */
@@ -300,6 +353,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deactivate_grain_on_its_device),
         cmocka_unit_test(test_pause_every_device),
         cmocka_unit_test(test_status_per_device),
+        cmocka_unit_test(test_forward_across_devices),
         cmocka_unit_test(test_too_many_rings),
     };
     if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */

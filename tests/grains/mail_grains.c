@@ -35,6 +35,15 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
         }
         v[0]--, v[1]++;
         return gb_grain_forward(ctx, MT_TO_OTHER, self, MT_HOPS, v, 8);
+    case MT_WALK: /* as MT_HOPS, to key self + 1 each hop (so, with several devices, across them) */
+        if (v[0] == 0) {
+            memcpy(out, &v[1], 4);
+            *out_len = 4;
+            *aux = (uint32_t)self;
+            return GB_SLOT_OK;
+        }
+        v[0]--, v[1]++;
+        return gb_grain_forward(ctx, MT_TO_OTHER, self + 1, MT_WALK, v, 8);
     case MT_SEND: { /* {n, first}: n notes to mt.sink, numbered first.., then the reply {n} */
         for (uint32_t i = 0; i < v[0]; i++) {
             const uint64_t seq = (uint64_t)v[1] + i;
@@ -120,7 +129,8 @@ GB_HD uint16_t sink_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t 
 static const gb_grain_msg_t mt_msgs[] = {{MT_HOPS, "Hops"},         {MT_SEND, "Send"},     {MT_BAD_TARGET, "BadTarget"},
                                          {MT_OVERSIZED, "Oversized"}, {MT_CYCLE, "Cycle"}, {MT_FANOUT, "Fanout"},
                                          {MT_TO_SINK, "ToSink"},     {MT_BIG, "Big"},       {MT_BYTES, "Bytes"},
-                                         {MT_SCRIBBLE, "Scribble"},  {MT_LOST_FWD, "LostForward"}};
+                                         {MT_SCRIBBLE, "Scribble"},  {MT_LOST_FWD, "LostForward"},
+                                         {MT_WALK, "Walk"}};
 static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}};
 static const char *const a_targets[] = {"mt.b", "mt.sink"};
 static const char *const b_targets[] = {"mt.a"};
