@@ -36,12 +36,35 @@ int gb_connwatch_start(gb_connwatch_t *w, void *zctx, void *router,
     return 0;
 }
 
+/* by_fd's mark of a descriptor whose connection closed before any frame of
+ * it was read: the first frame read from it later names the client. */
+static uint8_t g_closed_mark;
+#define CLOSED (&g_closed_mark)
+
 static void forget(gb_connwatch_t *w, int fd)
 {
     if (fd >= 0 && (size_t)fd < w->n_fd) {
-        free(w->by_fd[fd]);
+        if (w->by_fd[fd] != CLOSED)
+            free(w->by_fd[fd]);
         w->by_fd[fd] = NULL;
     }
+}
+
+/* Room in by_fd for fd; 0, or -1 out of memory. */
+static int grow(gb_connwatch_t *w, int fd)
+{
+    if ((size_t)fd < w->n_fd)
+        return 0;
+    size_t n = w->n_fd ? w->n_fd : 64;
+    while (n <= (size_t)fd)
+        n *= 2;
+    uint8_t **t = realloc(w->by_fd, n * sizeof *t);
+    if (!t)
+        return -1;
+    memset(t + w->n_fd, 0, (n - w->n_fd) * sizeof *t);
+    w->by_fd = t;
+    w->n_fd = n;
+    return 0;
 }
 
 int gb_connwatch_poll(gb_connwatch_t *w)
@@ -76,8 +99,15 @@ int gb_connwatch_poll(gb_connwatch_t *w)
             forget(w, fd);
             continue;
         }
-        if (event != ZMQ_EVENT_DISCONNECTED || fd < 0 || (size_t)fd >= w->n_fd || !w->by_fd[fd])
-            continue; /* a connection that sent no frame: nothing was owed to it */
+        if (event != ZMQ_EVENT_DISCONNECTED || fd < 0 || fd >= FD_MAX)
+            continue;
+        if ((size_t)fd >= w->n_fd || !w->by_fd[fd] || w->by_fd[fd] == CLOSED) {
+            /* No frame of it read yet (the loop may not have read its
+             * burst): its first one read later names the client. */
+            if (grow(w, fd) == 0)
+                w->by_fd[fd] = CLOSED;
+            continue;
+        }
         uint8_t *e = w->by_fd[fd];
         w->by_fd[fd] = NULL;
         w->closed(w->ctx, e + 1, e[0]);
@@ -93,23 +123,21 @@ void gb_connwatch_seen(gb_connwatch_t *w, zmq_msg_t *part, const uint8_t *id, si
     const int fd = zmq_msg_get(part, ZMQ_SRCFD);
     if (fd < 0 || fd >= FD_MAX)
         return;
-    if ((size_t)fd < w->n_fd && w->by_fd[fd] && w->by_fd[fd][0] == id_len &&
+    if ((size_t)fd < w->n_fd && w->by_fd[fd] && w->by_fd[fd] != CLOSED && w->by_fd[fd][0] == id_len &&
         memcmp(w->by_fd[fd] + 1, id, id_len) == 0)
         return;
     /* A new connection on fd: the close of the one before it (whose
      * descriptor this reuses) was reported before this frame came, so it
      * is handled first, against the client it belonged to. */
     gb_connwatch_poll(w);
-    if ((size_t)fd >= w->n_fd) {
-        size_t n = w->n_fd ? w->n_fd : 64;
-        while (n <= (size_t)fd)
-            n *= 2;
-        uint8_t **t = realloc(w->by_fd, n * sizeof *t);
-        if (!t)
-            return;
-        memset(t + w->n_fd, 0, (n - w->n_fd) * sizeof *t);
-        w->by_fd = t;
-        w->n_fd = n;
+    if (grow(w, fd) != 0)
+        return;
+    if (w->by_fd[fd] == CLOSED) {
+        /* Its connection closed before this frame, read late, could name
+         * it; no ACCEPTED came since, so the frame is that connection's. */
+        w->by_fd[fd] = NULL;
+        w->closed(w->ctx, id, id_len);
+        return;
     }
     forget(w, fd);
     uint8_t *e = malloc(1 + id_len);
@@ -123,7 +151,8 @@ void gb_connwatch_seen(gb_connwatch_t *w, zmq_msg_t *part, const uint8_t *id, si
 void gb_connwatch_stop(gb_connwatch_t *w)
 {
     for (size_t i = 0; i < w->n_fd; i++)
-        free(w->by_fd[i]);
+        if (w->by_fd[i] != CLOSED)
+            free(w->by_fd[i]);
     free(w->by_fd);
     if (w->mon) {
         zmq_socket_monitor(w->router, NULL, 0); /* before its reader goes */

@@ -326,8 +326,20 @@ static inline void gbi_kept_note(gb_server_t *s, const uint8_t *id, uint8_t id_l
 static inline void gbi_owed_note(gb_server_t *s, const uint8_t *id, uint8_t id_len, int64_t delta)
 {
     int64_t *h = s->front ? s->front->owed_hash : s->owed_hash;
-    if (h)
-        __atomic_fetch_add(&h[gbi_id_hash(id, id_len) % GBI_OUT_HASH], delta, __ATOMIC_RELAXED);
+    if (!h)
+        return;
+    int64_t *b = &h[gbi_id_hash(id, id_len) % GBI_OUT_HASH];
+    if (delta >= 0) {
+        __atomic_fetch_add(b, delta, __ATOMIC_RELAXED);
+        return;
+    }
+    /* Never below 0: a failed one-way message's error reply is counted off
+     * though its request was not counted in, and a bucket that went negative
+     * would hide what its other clients are owed for good. */
+    int64_t v = __atomic_load_n(b, __ATOMIC_RELAXED);
+    while (v > 0 && !__atomic_compare_exchange_n(b, &v, v + delta < 0 ? 0 : v + delta, 1, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED))
+        ;
 }
 
 /* Whether client (id) has replies kept for it, not yet taken by ZeroMQ: its

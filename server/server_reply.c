@@ -397,6 +397,8 @@ static void send_alone(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_
     size_t rec = 1 + gb_pb_varint_len(body) + body;
     uint8_t *buf = malloc(rec);
     if (!buf) {
+        if (corr)
+            gbi_owed_note(s, id, id_len, 1); /* gbi_reply counted this reply off already */
         gbi_reply(s, id, id_len, delim, corr, GPUBRIDGE__STATUS__STATUS_BUSY,
                   "the bridge is out of memory for this reply; retry later", 0, NULL, 0);
         return;
