@@ -162,6 +162,18 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
         return GBI_EXIT_USAGE;
     }
     gb_detect_print(&facts, &sel, stdout);
+    int idx[GB_MAX_DEVICES];
+    gb_mode modes[GB_MAX_DEVICES];
+    size_t n = 0;
+    e = gb_detect_devices(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, &facts, &sel, idx, modes, &n,
+                          err, sizeof err);
+    if (e != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        return GBI_EXIT_USAGE;
+    }
+    for (size_t i = 0; n > 1 && i < n; i++) /* several devices: each one's mode */
+        printf("%-28s#%zu: %s %d, mode %s\n", i ? "" : "devices:", i,
+               modes[i] == GB_MODE_CPU ? "cpu threads, listed as" : "CUDA device", idx[i], gb_mode_name(modes[i]));
     return GBI_EXIT_OK;
 }
 

@@ -262,6 +262,35 @@ static void test_status_per_device(void **state)
     gbc_client_destroy(&c);
 }
 
+/* gpubridge --detect names each device and its mode. */
+static void test_detect_lists_devices(void **state)
+{
+    (void)state;
+    char dir[256], cfg[300], cmd[1024], line[512];
+    e2e_tmpdir(dir);
+    snprintf(cfg, sizeof cfg, "%s/detect.cfg", dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "devices = %s;\n", devices_cfg());
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s --config %s --mode %s --detect 2>/dev/null", getenv("GB_BRIDGE_BIN"), cfg,
+             e2e_mode());
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int seen[NDEV] = {0};
+    char want[64];
+    while (fgets(line, sizeof line, p))
+        for (int d = 0; d < NDEV; d++) {
+            snprintf(want, sizeof want, "#%d: ", d);
+            if (strstr(line, want) && strstr(line, e2e_mode()))
+                seen[d] = 1;
+        }
+    assert_int_equal(pclose(p), 0);
+    for (int d = 0; d < NDEV; d++)
+        if (!seen[d])
+            fail_msg("gpubridge --detect lists no device #%d in mode %s", d, e2e_mode());
+}
+
 /* A request forwarded grain to grain along keys 0, 1, 2, ... (so from
  * device to device, through the bridge): the last grain's reply reaches the
  * caller, and each device handled exactly its keys' hops. */
@@ -353,6 +382,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deactivate_grain_on_its_device),
         cmocka_unit_test(test_pause_every_device),
         cmocka_unit_test(test_status_per_device),
+        cmocka_unit_test(test_detect_lists_devices),
         cmocka_unit_test(test_forward_across_devices),
         cmocka_unit_test(test_too_many_rings),
     };
