@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+#include "log.h"
+
 #define FD_MAX (1 << 22) /* descriptors above this are not tracked */
 
 int gb_connwatch_start(gb_connwatch_t *w, void *zctx, void *router,
@@ -168,4 +171,24 @@ void gb_connwatch_id_hex(const uint8_t *id, size_t id_len, char *buf, size_t len
         o += (size_t)snprintf(buf + o, len - o, "%02x", id[i]);
     if (id_len > 32 && o + 4 < len)
         snprintf(buf + o, len - o, "...");
+}
+
+void gb_connwatch_log_closed(const char *who, const uint8_t *id, size_t id_len, uint64_t pending, uint64_t kept,
+                             long long cap, uint64_t *last_ns, uint64_t *unlogged)
+{
+    (*unlogged)++;
+    const uint64_t now = gb_now_ns();
+    if (now - *last_ns < 1000000000ull)
+        return;
+    char hex[80];
+    gb_connwatch_id_hex(id, id_len, hex, sizeof hex);
+    GB_WARN("%sclient %s: its connection closed with %llu reply(ies) owed (%llu request(s) not yet answered, %llu "
+            "reply(ies) waiting to be sent), discarded unless it connects again with the same routing id; ZeroMQ "
+            "closes the connection of a client that sends a frame over %lld bytes (max(64 MiB, 4 x "
+            "max_message_size)), and a client or the network may close one (%llu such connection(s) since the "
+            "last report)",
+            who, hex, (unsigned long long)(pending + kept), (unsigned long long)pending, (unsigned long long)kept, cap,
+            (unsigned long long)*unlogged);
+    *last_ns = now;
+    *unlogged = 0;
 }

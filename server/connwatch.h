@@ -35,5 +35,10 @@ int gb_connwatch_poll(gb_connwatch_t *w);
 void gb_connwatch_stop(gb_connwatch_t *w);
 /* "0x" and the id in hex (at most 32 bytes of it, "..." after) into buf. */
 void gb_connwatch_id_hex(const uint8_t *id, size_t id_len, char *buf, size_t len);
+/* Counts a connection closed with pending + kept replies owed in *unlogged,
+ * and logs the warning (who: "" or "supervisor: ") unless one went out less
+ * than a second ago (*last_ns): then the next one says how many there were. */
+void gb_connwatch_log_closed(const char *who, const uint8_t *id, size_t id_len, uint64_t pending, uint64_t kept,
+                             long long cap, uint64_t *last_ns, uint64_t *unlogged);
 
 #endif

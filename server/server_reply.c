@@ -158,21 +158,8 @@ void gbi_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
     if (!pending && !kept)
         return; /* nothing owed: a client that left when done */
     GBI_ADD(s->conns_dropped, 1);
-    s->dropped_unlogged++;
-    const uint64_t now = gb_now_ns();
-    if (now - s->dropped_logged_ns < 1000000000ull)
-        return;
-    char hex[80];
-    gb_connwatch_id_hex(id, id_len, hex, sizeof hex);
-    GB_WARN("client %s: its connection closed with %llu reply(ies) owed (%lld request(s) not yet answered, %llu "
-            "reply(ies) waiting to be sent), discarded unless it connects again with the same routing id; ZeroMQ "
-            "closes the connection of a client that sends a frame over %lld bytes (max(64 MiB, 4 x "
-            "max_message_size)), and a client or the network may close one (%llu such connection(s) since the "
-            "last report)",
-            hex, (unsigned long long)pending + kept, (long long)pending, (unsigned long long)kept,
-            (long long)gbi_frame_hard_cap(s->cfg->max_message_size), (unsigned long long)s->dropped_unlogged);
-    s->dropped_logged_ns = now;
-    s->dropped_unlogged = 0;
+    gb_connwatch_log_closed("", id, id_len, (uint64_t)pending, kept, (long long)gbi_frame_hard_cap(s->cfg->max_message_size),
+                            &s->dropped_logged_ns, &s->dropped_unlogged);
 }
 
 /* One ServerFrame to a client. 0: sent, or dropped because the client is
