@@ -179,8 +179,11 @@ static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
     if (zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         if (zmq_errno() == EAGAIN)
             return -1;
-        /* Its connection is gone: the replies are discarded, and counted. */
-        GBI_ADD(s->replies_undelivered, gbi_reply_count(frame, len));
+        /* Its connection is gone: the replies are discarded, and counted
+         * (a supervised worker's peer is the supervisor, which counts the
+         * clients' own and sends its counts over). */
+        if (!s->tagged)
+            GBI_ADD(s->replies_undelivered, gbi_reply_count(frame, len));
         return 0;
     }
     /* The first part took a place in the queue: the others follow it. */
