@@ -3,8 +3,8 @@
 files include only from the folders below it; the public headers
 (include/gpubridge/) are self-contained: they include standard and CUDA
 headers as <...> and each other as "gpubridge/...", nothing of runtime/,
-server/ or grains/, so that they build from an install prefix; no file of the runtime, the
-server or the daemon names a built-in grain type, and no device code
+server/ or grains/, so that they build from an install prefix; no file of
+the runtime, the server or the daemon names a built-in grain type, and no device code
 dispatches on a grain kind: each type's kernels are templates specialised on
 its handler (include/gpubridge/grain.h), so a kernel never switches on, or
 compares, a kind, nor calls a handler chosen by one. The kernel profile and
@@ -34,13 +34,13 @@ EXT = (".c", ".h", ".cu", ".cuh")
 ALLOWED = {
     "include": {"include"},  # and standard headers: public_includes()
     "runtime": {"include", "runtime"},
-    "grains": {"include", "grains", "proto", "runtime:sdk"},
+    "grains": {"include", "grains", "proto", "runtime:log.h"},
     "server": {"include", "runtime", "server", "proto"},
     "embed": {"include", "runtime", "embed"},
     "bridge": {"include", "runtime", "server", "bridge", "proto"},
 }
 # The runtime's headers a grain may use besides the public ones: the log.
-SDK = {"log.h"}
+GRAIN_RUNTIME = {"log.h"}
 # The one file of grains/ that fills the runtime's tables of built-in types.
 GLUE = {"grains/builtin_grains.c": {"config.h", "grain_registry.h"}}
 BUILTIN_NAME = re.compile(r'"(echo|vecadd|pagerank\.(sender|aggregator))"|\bGB_(ECHO|VECADD|PR)_\w+|'
@@ -193,7 +193,7 @@ def main():
                     ok = ALLOWED[top]
                     if layers & ok:
                         continue
-                    if "runtime:sdk" in ok and "runtime" in layers and os.path.basename(inc) in SDK:
+                    if "runtime:log.h" in ok and "runtime" in layers and os.path.basename(inc) in GRAIN_RUNTIME:
                         continue
                     if inc in GLUE.get(rel, ()):
                         continue
