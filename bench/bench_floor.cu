@@ -10,7 +10,7 @@
 #include "bench_floor.h"
 #include "bench_grains.cuh"
 #include "bench_request.h"
-#include "dispatch.h"
+#include "gpubridge/detail/dispatch.h"
 #include "vecadd.h"
 
 static double now_us(void)

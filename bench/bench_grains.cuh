@@ -4,7 +4,7 @@
 #define GB_BENCH_GRAINS_CUH
 
 #include "echo.h"
-#include "team.h"
+#include "gpubridge/team.h"
 #include "vecadd.h"
 
 struct gbk_bench_vecadd {

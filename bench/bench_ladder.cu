@@ -12,8 +12,8 @@
 #include "bench_grains.cuh"
 #include "bench_request.h"
 #include "clock.h"
-#include "dispatch.h"
-#include "ldst.cuh"
+#include "gpubridge/detail/dispatch.h"
+#include "gpubridge/device/ldst.cuh"
 #include "vecadd.h"
 
 #define LADDER_KEYS 4096u

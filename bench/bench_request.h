@@ -5,7 +5,7 @@
 #ifndef GB_BENCH_REQUEST_H
 #define GB_BENCH_REQUEST_H
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 #include "vecadd.h"
 
 GB_HD void gbk_bench_request(unsigned char *slot, int i, unsigned keys)

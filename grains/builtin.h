@@ -20,11 +20,11 @@
 #ifndef GB_BUILTIN_H
 #define GB_BUILTIN_H
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 #include "echo.h"
 #include "pagerank.h"
-#include "team.h"
+#include "gpubridge/team.h"
 #include "vecadd.h"
 
 #endif

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dispatch.h"
+#include "gpubridge/detail/dispatch.h"
 #include "grain_registry.h"
 #include "log.h"
 #include "runtime_internal.h"

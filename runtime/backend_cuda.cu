@@ -21,7 +21,7 @@
 
 #include "grain_registry.h"
 #include "log.h"
-#include "ring_kernel.h"
+#include "gpubridge/device/ring_kernel.h"
 #include "backend_cuda.h"
 #include "backend_cuda_internal.h"
 #include "test_hooks.h"

@@ -2,7 +2,7 @@
 #ifndef GB_BACKEND_CUDA_H
 #define GB_BACKEND_CUDA_H
 
-#include "ring_kernel.h"
+#include "gpubridge/device/ring_kernel.h"
 #include "runtime.h"
 
 #ifdef __cplusplus

@@ -7,8 +7,8 @@
 #include <pthread.h>
 
 #include "backend_cuda.h"
-#include "inline_kernel.h"
-#include "ring_kernel.h"
+#include "gpubridge/device/inline_kernel.h"
+#include "gpubridge/device/ring_kernel.h"
 #include "runtime_internal.h"
 
 typedef struct cuda_backend {

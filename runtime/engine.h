@@ -13,7 +13,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "mail.h"
+#include "gpubridge/mail.h"
 #include "runtime.h"
 
 /* One ring kernel: a grain type on one device. */

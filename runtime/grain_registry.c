@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "config.h" /* GB_NAME_LEN */
-#include "ring.h"
+#include "gpubridge/ring.h"
 #include "runtime.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -13,7 +13,7 @@
  * Sizing: the area holds 4 x large_max (+ a little), so a piece of a
  * largest record and a largest reply (2 x large_max) fits whenever the area
  * is empty, wherever head stands. */
-#include "large_payload.h"
+#include "gpubridge/detail/large_payload.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -20,7 +20,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 #ifdef __cplusplus
 extern "C" {

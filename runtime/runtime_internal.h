@@ -7,7 +7,7 @@
 
 #include "activation.h"
 #include "clock.h"
-#include "grain_table.h"
+#include "gpubridge/detail/grain_table.h"
 #include "runtime.h"
 
 #ifdef __cplusplus

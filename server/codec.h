@@ -9,7 +9,7 @@
 
 #include "gpubridge.pb-c.h"
 #include "gpubridge/grain.h"
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 /* kind: a grain type's handle (grain_registry.h). Each function goes through
  * its descriptor's codec; a type without one has raw payloads (the bytes are

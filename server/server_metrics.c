@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "metrics.h"
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 struct gbi_stats {
     gb_metrics_t *m;

@@ -26,7 +26,7 @@
 #include "codec.h"
 #include "grain_registry.h"
 #include "log.h"
-#include "mail.h"
+#include "gpubridge/mail.h"
 #include "server_internal.h"
 #include "server_metrics.h"
 

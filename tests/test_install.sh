@@ -4,7 +4,8 @@
 # the installed daemon accepts the installed config; the pages render without
 # warnings (where groff is installed); the unit reloads with SIGHUP; a
 # program built against the installed package (find_package) hosts a grain
-# of its own with the embedding API (gpubridge::runtime) in cpu mode.
+# of its own with the embedding API (gpubridge::runtime) in cpu mode; the
+# installed headers compile alone.
 #   test_install.sh BUILD_DIR
 set -uo pipefail
 BUILD=$1
@@ -97,6 +98,17 @@ APP
   out=$("$T/app/app_pc" 2>&1) || { echo "$out"; fail "the program built with pkg-config failed"; return; }
   echo "$out" | grep -q "^app.inc 3, gpubridge " || fail "the program built with pkg-config: $out"
 }
+# The installed headers are self-contained: each C header compiles alone from
+# the prefix (device/ is compiled by the custom_grain test's nvcc build).
+sdk_check() {
+  local h
+  for h in "$T"/include/gpubridge/*.h "$T"/include/gpubridge/detail/*.h; do
+    cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$T/include" -include "$h" -x c /dev/null 2> "$T/hdr.log" ||
+      { cat "$T/hdr.log"; fail "${h#"$T"/} does not compile alone from the prefix"; }
+  done
+  [ -s "$T/include/gpubridge/device/grain_kernels.cuh" ] || fail "the kernels (include/gpubridge/device) not installed"
+}
 embed_check
+sdk_check
 if [ $fails = 0 ]; then echo "PASS: install"; exit 0; fi
 exit 1

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The source tree's layers (docs/design.md, "Source layout"): each folder's
-files include only from the folders below it, no file of the runtime, the
-server or the daemon names a built-in grain type, and no device code
+files include only from the folders below it; the public headers
+(include/gpubridge/) are self-contained: they include standard and CUDA
+headers as <...> and each other as "gpubridge/...", nothing of runtime/,
+server/ or grains/, so that they build from an install prefix; no file of
+the runtime, the server or the daemon names a built-in grain type, and no device code
 dispatches on a grain kind: each type's kernels are templates specialised on
 its handler (include/gpubridge/grain.h), so a kernel never switches on, or
 compares, a kind, nor calls a handler chosen by one. The kernel profile and
@@ -9,8 +12,10 @@ the kernel switches exist only in benchmark builds: outside profile.cuh,
 device code reads no clock, touches no prof_* counter but through
 gbk_prof_add, and tests a GBK_F_* switch only through gbk_flag.
 
-    include/   the public API (gpubridge/grain.h, gpubridge/runtime.h)
-    runtime/   rings, registry, dispatch, backends, device code, config
+    include/   the public API (gpubridge/grain.h, gpubridge/runtime.h) and the
+               grain SDK they need (ring.h, mail.h, team.h; detail/: the grain
+               table and dispatch step; device/: the kernels a grain instantiates)
+    runtime/   rings, registry, backends, config
     grains/    the built-in grain types, on the public API
     server/    the ZeroMQ server: wire, codecs, control, CURVE, metrics
     embed/     the embedding API
@@ -27,24 +32,28 @@ EXT = (".c", ".h", ".cu", ".cuh")
 # What each layer may include from the project (besides its own folder and
 # the generated protobuf headers); anything not listed is refused.
 ALLOWED = {
-    "include": {"include", "runtime"},  # grain.h instantiates the SDK's device code
+    "include": {"include"},  # and standard headers: public_includes()
     "runtime": {"include", "runtime"},
-    "grains": {"include", "grains", "proto", "runtime:sdk"},
+    "grains": {"include", "grains", "proto", "runtime:log.h"},
     "server": {"include", "runtime", "server", "proto"},
     "embed": {"include", "runtime", "embed"},
     "bridge": {"include", "runtime", "server", "bridge", "proto"},
 }
-# The runtime's headers a grain may use: the SDK (cmake/GbSdk.cmake) and the log.
-SDK = {"ring.h", "grain_table.h", "dispatch.h", "large_payload.h", "mail.h", "team.h", "log.h"}
+# The runtime's headers a grain may use besides the public ones: the log.
+GRAIN_RUNTIME = {"log.h"}
 # The one file of grains/ that fills the runtime's tables of built-in types.
 GLUE = {"grains/builtin_grains.c": {"config.h", "grain_registry.h"}}
 BUILTIN_NAME = re.compile(r'"(echo|vecadd|pagerank\.(sender|aggregator))"|\bGB_(ECHO|VECADD|PR)_\w+|'
                           r'\bgbi?_(codec_(echo|vecadd|pr)|grain_(echo|vecadd|pagerank))\w*')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-# Device code: every file of runtime/device/, and the headers besides it that
-# the kernels compile (the SDK's, cmake/GbSdk.cmake, and the public grain.h).
-DEVICE_DIR = "runtime/device"
-DEVICE_HEADERS = ["include/gpubridge/grain.h"] + [f"runtime/{h}" for h in sorted(SDK - {"log.h"})]
+# Headers the build generates into include/gpubridge/ (embed/version.h.in).
+GENERATED = {"gpubridge/version.h"}
+# Device code: every file of include/gpubridge/device/, and the headers the
+# kernels compile besides them (grain.h, the ring, mail and team headers, detail/).
+DEVICE_DIR = "include/gpubridge/device"
+DEVICE_HEADERS = ["include/gpubridge/grain.h"] + [f"include/gpubridge/{h}" for h in (
+    "ring.h", "mail.h", "team.h", "detail/grain_table.h", "detail/dispatch.h", "detail/large_payload.h")]
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 KIND = r"(?:\w+(?:\.|->))?kind\b"  # kind, a.kind, args->kind
 KIND_DISPATCH = re.compile(
     rf"\bswitch\s*\(\s*{KIND}"                          # switch (a.kind)
@@ -52,10 +61,10 @@ KIND_DISPATCH = re.compile(
     rf"|\[\s*{KIND}\s*\]\s*\("                             # handlers[kind](...)
     r"|\bgb_grain_on_message\s*\("                         # the handler of a kind
     rf"|\b\w*(?:on_message|dispatch)\w*\s*\([^;]*?\b{KIND}")  # gbi_dispatch_one(a.kind, ...)
-# Benchmark-only device code (runtime/device/profile.cuh): a clock read, a
+# Benchmark-only device code (device/profile.cuh): a clock read, a
 # prof_* counter not handed to gbk_prof_add, a GBK_F_* switch not tested by
 # gbk_flag.
-PROFILE_FILE = "runtime/device/profile.cuh"
+PROFILE_FILE = "include/gpubridge/device/profile.cuh"
 PROFILE_ALLOWED = re.compile(r"gbk_prof_add<G>\(\s*ks\.prof_\w+|gbk_flag<G>\(\s*a\s*,\s*GBK_F_\w+\s*\)")
 PROFILE_CODE = re.compile(r"\bclock64\s*\(|\bclock\s*\(|%globaltimer|%clock|\bprof_\w+|\bGBK_F_\w+")
 
@@ -129,9 +138,42 @@ def profile_code():
     return bad
 
 
+def public_includes(where):
+    """One line per include of a public header that is neither a standard or
+    CUDA header (<...>) nor another public header ("gpubridge/...")."""
+    bad = []
+    internal = {name for name, layers in where.items() if layers - {"include"}}
+    for root, _, files in os.walk(os.path.join(SRC, "include")):
+        for f in sorted(files):
+            if not f.endswith(EXT):
+                continue
+            rel = os.path.relpath(os.path.join(root, f), SRC)
+            text = without_comments(open(os.path.join(root, f), encoding="utf-8").read())
+            for quote, inc in ANY_INCLUDE.findall(text):
+                if not inc.startswith("gpubridge/"):
+                    if quote == "<" and inc not in internal:
+                        continue  # a standard or CUDA header
+                    shown = f"<{inc}>" if quote == "<" else f'"{inc}"'
+                    bad.append(f"{rel}: includes {shown} (a public header includes the others as "
+                               f"\"gpubridge/...\", system headers as <...>)")
+                elif inc not in GENERATED and not os.path.isfile(os.path.join(SRC, "include", inc)):
+                    bad.append(f"{rel}: includes \"{inc}\", which is not a public header (include/{inc})")
+    return bad
+
+
+def resolved_layer(own, inc):
+    """The layer of the file an include names relative to its own folder
+    (None: it names none)."""
+    path = os.path.normpath(os.path.join(own, inc))
+    if not os.path.isfile(path):
+        return None
+    rel = os.path.relpath(path, SRC)
+    return rel.split("/", 1)[0] if not rel.startswith("..") else "outside"
+
+
 def main():
     where = index_headers()
-    bad = kind_dispatch() + profile_code()
+    bad = kind_dispatch() + profile_code() + public_includes(where)
     for top in ALLOWED:
         for root, _, files in os.walk(os.path.join(SRC, top)):
             for f in sorted(files):
@@ -142,15 +184,16 @@ def main():
                 text = open(path, encoding="utf-8").read()
                 own = os.path.dirname(path)
                 for inc in INCLUDE.findall(text):
-                    if os.path.exists(os.path.join(own, inc)):
+                    local = resolved_layer(own, inc)
+                    if local == top:
                         continue  # its own folder
-                    layers = where.get(inc) or where.get(os.path.basename(inc))
+                    layers = {local} if local else (where.get(inc) or where.get(os.path.basename(inc)))
                     if not layers:
                         continue  # generated (version.h) or a system header in quotes
                     ok = ALLOWED[top]
                     if layers & ok:
                         continue
-                    if "runtime:sdk" in ok and "runtime" in layers and os.path.basename(inc) in SDK:
+                    if "runtime:log.h" in ok and "runtime" in layers and os.path.basename(inc) in GRAIN_RUNTIME:
                         continue
                     if inc in GLUE.get(rel, ()):
                         continue

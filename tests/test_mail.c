@@ -1,4 +1,4 @@
-/* The handler side of messages between grains (runtime/mail.h, the SDK's
+/* The handler side of messages between grains (gpubridge/mail.h, the SDK's
  * gb_grain_send / gb_grain_forward): what a turn lays down, the layout the
  * router reads, and the errors a handler gets. */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "gpubridge/detail/dispatch.h"
 #include "gpubridge/grain.h"
 
 #define CAP 256

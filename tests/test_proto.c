@@ -39,7 +39,7 @@
 #include "pagerank.pb-c.h"
 #include "vecadd.pb-c.h"
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 /* ------------------------------------------------------------------------ */
 /* Every message type, for coverage, random garbage and the schema check.   */
@@ -1529,7 +1529,7 @@ static void test_random_garbage(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Numbering shared with runtime/ring.h, and coverage of proto/.               */
+/* Numbering shared with gpubridge/ring.h, and coverage of proto/.               */
 
 static void test_numbers_match_ring_h(void **state)
 {

@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 #define GB_ECHO_STATE_SIZE 8
 enum { GB_ECHO_MSG_ECHO = 1 };

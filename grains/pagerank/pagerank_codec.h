@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "gpubridge.pb-c.h"
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 /* key: the envelope's; its upper 32 bits are the job (pagerank_layout.h). */
 int gbi_codec_pr_request(int sender, uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len,

@@ -55,8 +55,8 @@
 
 #include <string.h>
 
-#include "ring.h"
-#include "team.h"
+#include "gpubridge/ring.h"
+#include "gpubridge/team.h"
 
 enum {
     GB_PR_MSG_START = 1,

@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 #define GB_VECADD_STATE_SIZE 8
 #define GB_VECADD_HDR 8 /* op + n */

@@ -36,9 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mail.h" /* gb_grain_mail_t: messages to other grains */
-#include "ring.h" /* GB_HD, gb_slot_hdr_t, gb_slot_status */
-#include "team.h" /* gb_grain_ctx_t, gb_team_sync, gb_team_sum, gb_team_any */
+#include "gpubridge/mail.h" /* gb_grain_mail_t: messages to other grains */
+#include "gpubridge/ring.h" /* GB_HD, gb_slot_hdr_t, gb_slot_status */
+#include "gpubridge/team.h" /* gb_grain_ctx_t, gb_team_sync, gb_team_sum, gb_team_any */
 
 #ifdef __cplusplus
 extern "C" {
@@ -119,7 +119,7 @@ typedef struct gb_grain_hooks {
     void (*set_arena)(uint64_t arena_size);
 } gb_grain_hooks_t;
 
-struct gb_grain_gpu; /* the kernels' entry points (internal: ring_kernel.h) */
+struct gb_grain_gpu; /* the kernels' entry points (internal: device/ring_kernel.h) */
 
 /* A grain type. */
 typedef struct gb_grain_desc {
@@ -217,7 +217,7 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
 #endif
 
 #if defined(__CUDACC__)
-#include "grain_kernels.cuh"
+#include "gpubridge/device/grain_kernels.cuh"
 /* The traits the kernels are specialised on, and the type's GPU entry points. */
 #define GB_GRAIN_GPU_(ident, flags, handler, n_targets_)                                                             \
     struct gb_grain_traits_##ident {                                                                                 \

@@ -37,8 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <gpubridge/grain.h>   /* gb_grain_desc_t, GB_DEFINE_GRAIN, gb_slot_status */
-#include <gpubridge/version.h> /* GPUBRIDGE_VERSION_MAJOR / _MINOR / _PATCH (generated) */
+#include "gpubridge/grain.h"   /* gb_grain_desc_t, GB_DEFINE_GRAIN, gb_slot_status */
+#include "gpubridge/version.h" /* GPUBRIDGE_VERSION_MAJOR / _MINOR / _PATCH (generated) */
 
 #ifdef __cplusplus
 extern "C" {

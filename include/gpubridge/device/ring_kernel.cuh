@@ -34,11 +34,11 @@
 
 #include <cuda_runtime.h>
 
-#include "dispatch.h"
-#include "inline_kernel.h"
-#include "ldst.cuh"
-#include "profile.cuh"
-#include "ring_kernel.h"
+#include "gpubridge/detail/dispatch.h"
+#include "gpubridge/device/inline_kernel.h"
+#include "gpubridge/device/ldst.cuh"
+#include "gpubridge/device/profile.cuh"
+#include "gpubridge/device/ring_kernel.h"
 
 extern __shared__ uint4 gbk_smem[];
 

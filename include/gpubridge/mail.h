@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 #define GB_MAIL_FORWARD 1u  /* gb_mail_msg_t.flags: the turn's request, passed on */
 #define GB_MAIL_MAX_MSGS 64 /* messages of one turn */

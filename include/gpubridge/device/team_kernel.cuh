@@ -35,9 +35,9 @@
 
 #include <cuda_runtime.h>
 
-#include "dispatch.h"
-#include "ldst.cuh"
-#include "ring_kernel.cuh"
+#include "gpubridge/detail/dispatch.h"
+#include "gpubridge/device/ldst.cuh"
+#include "gpubridge/device/ring_kernel.cuh"
 
 extern __shared__ uint4 gbk_team_dsmem[];
 

@@ -3,7 +3,7 @@
  *
  * Most grains (echo, vecadd) are handled by one thread each: team size 1.
  * Bulk grains (PageRank partitions) are *team* grains: on the GPU one whole
- * thread block runs each message (the team kernel, runtime/device/team_kernel.cuh),
+ * thread block runs each message (the team kernel, device/team_kernel.cuh),
  * so a handler splits its loops over `rank`/`size` and meets at
  * gb_team_sync. On the CPU the team is the one calling thread, and the same
  * source runs with size 1 (the primitives below are then no-ops).
@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 typedef struct gb_grain_ctx {
     unsigned char *arena; /* shared bulk memory of the grain family, or NULL */

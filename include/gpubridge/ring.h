@@ -8,9 +8,9 @@
  *   [large area]
  *
  * The large area holds the payloads of messages larger than a slot (and
- * their replies); their slots carry a descriptor (large_payload.h).
+ * their replies); their slots carry a descriptor (detail/large_payload.h).
  *
- * Where the region lives (see runtime.h): mapped pinned host memory (the GPU
+ * Where the region lives (see runtime/runtime.h): mapped pinned host memory (the GPU
  * reads and writes it over PCIe, the host with plain loads and stores), or
  * device memory mirrored by a host staging copy, or plain host memory (cpu).
  *
@@ -117,7 +117,7 @@ typedef enum gb_slot_status {
     GB_SLOT_MAIL = 0x113,
 } gb_slot_status;
 
-/* A request's status: its payload is a gb_large_desc_t (large_payload.h). */
+/* A request's status: its payload is a gb_large_desc_t (detail/large_payload.h). */
 #define GB_REQ_LARGE 1u
 /* A request's status: the host carried it out before publishing it (a
  * deactivation of an evicted grain drops its state in host memory,

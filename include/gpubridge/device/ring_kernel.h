@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "grain_table.h"
-#include "ring.h"
+#include "gpubridge/detail/grain_table.h"
+#include "gpubridge/ring.h"
 
 #ifdef __cplusplus
 extern "C" {

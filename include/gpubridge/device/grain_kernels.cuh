@@ -10,9 +10,9 @@
 #ifndef GB_GRAIN_KERNELS_CUH
 #define GB_GRAIN_KERNELS_CUH
 
-#include "inline_kernel.cuh"
-#include "ring_kernel.cuh"
-#include "team_kernel.cuh"
+#include "gpubridge/device/inline_kernel.cuh"
+#include "gpubridge/device/ring_kernel.cuh"
+#include "gpubridge/device/team_kernel.cuh"
 
 template <typename G> static cudaError_t gbk_grain_preload(void)
 {

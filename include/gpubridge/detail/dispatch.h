@@ -5,11 +5,11 @@
 #ifndef GB_DISPATCH_H
 #define GB_DISPATCH_H
 
-#include "grain_table.h"
-#include "large_payload.h"
-#include "mail.h"
-#include "ring.h"
-#include "team.h"
+#include "gpubridge/detail/grain_table.h"
+#include "gpubridge/detail/large_payload.h"
+#include "gpubridge/mail.h"
+#include "gpubridge/ring.h"
+#include "gpubridge/team.h"
 
 /* What the handler of a large request returned. */
 typedef struct gbi_large_ret {

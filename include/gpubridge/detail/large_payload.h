@@ -18,7 +18,7 @@
 
 #include <string.h>
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 /* The payload of a GB_REQ_LARGE request slot. Addresses are the kernel's view
  * (a device pointer; host memory in cpu mode), 16-byte aligned. */

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ring.h"
+#include "gpubridge/ring.h"
 
 /* BUSY: on the GPU, an entry being activated (see gb_grain_find). */
 enum { GB_ENTRY_EMPTY = 0, GB_ENTRY_USED = 1, GB_ENTRY_TOMB = 2, GB_ENTRY_BUSY = 3 };

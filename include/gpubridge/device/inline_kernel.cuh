@@ -6,10 +6,10 @@
 
 #include <cuda_runtime.h>
 
-#include "dispatch.h"
-#include "inline_kernel.h"
-#include "ldst.cuh"
-#include "profile.cuh"
+#include "gpubridge/detail/dispatch.h"
+#include "gpubridge/device/inline_kernel.h"
+#include "gpubridge/device/ldst.cuh"
+#include "gpubridge/device/profile.cuh"
 
 /* A lone request, a round trip: dispatched straight out of the parameter
  * bank by lane 0 (copying it into shared memory first would take about a

@@ -10,7 +10,7 @@
 
 #include <cuda_runtime.h>
 
-#include "ring_kernel.h"
+#include "gpubridge/device/ring_kernel.h"
 
 /* Whether G's kernels are a benchmark build (G::profile; false without it). */
 template <typename G, typename = void> struct gbk_profiled {

@@ -29,7 +29,7 @@
 #ifndef GB_INLINE_KERNEL_H
 #define GB_INLINE_KERNEL_H
 
-#include "ring_kernel.h"
+#include "gpubridge/device/ring_kernel.h"
 
 #ifdef __cplusplus
 extern "C" {

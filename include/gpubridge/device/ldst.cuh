@@ -5,8 +5,8 @@
 
 #include <cuda_runtime.h>
 
-#include "ring.h"
-#include "ring_kernel.h"
+#include "gpubridge/ring.h"
+#include "gpubridge/device/ring_kernel.h"
 
 template <typename T> static __device__ __forceinline__ T ld_volatile(const volatile T *p) { return *p; }
 
