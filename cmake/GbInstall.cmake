@@ -1,6 +1,8 @@
 # Installs what runs the daemon as a service: the default config under
 # etc/gpubridge/, the systemd unit and the man pages (from docs/man/, with
-# the installed paths filled in). The binaries install with their targets.
+# the installed paths filled in), and every wire schema in one folder,
+# share/gpubridge/proto/, for clients in other languages (proto/ and each
+# grain's folder in the source tree). The binaries install with their targets.
 include(GNUInstallDirs)
 set(GB_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
     "Where the systemd unit goes, relative to the install prefix")
@@ -18,6 +20,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/config/gpubridge.cfg
 configure_file(${PROJECT_SOURCE_DIR}/config/gpubridge.service.in
                ${PROJECT_BINARY_DIR}/gpubridge.service @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gpubridge.service DESTINATION ${GB_SYSTEMD_UNIT_DIR})
+install(FILES ${GB_PROTOS} DESTINATION ${CMAKE_INSTALL_DATADIR}/gpubridge/proto)
 foreach(page gpubridge.8 gbctl.1)
   string(REGEX MATCH "[0-9]$" section ${page})
   configure_file(${PROJECT_SOURCE_DIR}/docs/man/${page} ${PROJECT_BINARY_DIR}/man/${page} @ONLY)

@@ -5,7 +5,9 @@
 GEN=$BUILD/examples/python/gen
 if [ ! -f "$GEN/gpubridge_pb2.py" ]; then
     GEN=$T/gen && mkdir -p "$GEN"
-    protoc --python_out="$GEN" -I "$ROOT/proto" "$ROOT"/proto/*.proto || { echo "SKIP: no protoc"; exit 77; }
+    # The bridge's schemas (proto/) and each built-in grain's (grains/<name>/).
+    INC=() && for d in "$ROOT"/proto "$ROOT"/grains/*/; do INC+=(-I "${d%/}"); done
+    protoc --python_out="$GEN" "${INC[@]}" "$ROOT"/proto/*.proto "$ROOT"/grains/*/*.proto || { echo "SKIP: no protoc"; exit 77; }
 fi
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 EP="tcp://127.0.0.1:$PORT"

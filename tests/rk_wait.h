@@ -1,5 +1,5 @@
 /* Test helpers for waiting on a ring kernel's replies (runtime_cases.h,
- * pagerank_cases.h). Include after cmocka.h. */
+ * grains/pagerank/pagerank_cases.h). Include after cmocka.h. */
 #ifndef GB_TEST_RK_WAIT_H
 #define GB_TEST_RK_WAIT_H
 

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""A client written from docs/protocol.md and proto/*.proto alone.
+"""A client written from docs/protocol.md and the .proto files alone.
 
 It checks that the wire documentation is enough to talk to a bridge: every
 expectation below comes from a sentence of protocol.md (or a .proto comment),
 quoted or named next to the check, never from the bridge's source. It uses no
 code of the project: the Python modules are generated here with protoc from
-proto/, as protocol.md says.
+the schemas' folders, as protocol.md says.
 
-    stranger_client.py ENDPOINT PROTO_DIR [--no-arena]
+    stranger_client.py ENDPOINT PROTO_DIRS [--no-arena]
+
+PROTO_DIRS: the folders of the .proto files, separated by ':' (proto/ and
+each grain's folder grains/<name>/, or an install's share/gpubridge/proto/).
 
 --no-arena: the bridge runs with arena_mb = 0, so its PageRank types are
 configured but not served; checks only that.
@@ -36,16 +39,19 @@ except ImportError as e:
 GUARD_MS = 15000
 
 
-def gen_modules(proto_dir):
-    """protocol.md: 'protoc --python_out=gen -I proto proto/*.proto';
-    gpubridge.proto imports control.proto, so generate all together."""
+def gen_modules(proto_dirs):
+    """protocol.md: 'protoc --python_out=gen -I proto -I grains/echo ...
+    proto/*.proto grains/*/*.proto'; gpubridge.proto imports control.proto,
+    so generate all together."""
     if not shutil.which("protoc"):
         print("SKIP: no protoc (install protobuf-compiler)")
         sys.exit(77)
     gen = tempfile.mkdtemp(prefix="gbstranger.")
-    protos = sorted(os.path.join(proto_dir, f) for f in os.listdir(proto_dir)
+    dirs = [d for d in proto_dirs.split(":") if d]
+    protos = sorted(os.path.join(d, f) for d in dirs for f in os.listdir(d)
                     if f.endswith(".proto"))
-    subprocess.run(["protoc", f"--python_out={gen}", "-I", proto_dir] + protos,
+    incs = [a for d in dirs for a in ("-I", d)]
+    subprocess.run(["protoc", f"--python_out={gen}"] + incs + protos,
                    check=True)
     sys.path.insert(0, gen)
     return gen

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cmake --install into a temporary prefix: the daemon, gbctl, the default
-# config under etc/gpubridge/, the systemd unit and both man pages are there;
+# config under etc/gpubridge/, the systemd unit, both man pages and every
+# wire schema (share/gpubridge/proto/, the grains' as well) are there;
 # the installed daemon accepts the installed config; the pages render without
 # warnings (where groff is installed); the unit reloads with SIGHUP; a
 # program built against the installed package (find_package) hosts a grain
@@ -18,6 +19,14 @@ for f in bin/gpubridge bin/gbctl etc/gpubridge/gpubridge.cfg lib/systemd/system/
          share/man/man8/gpubridge.8 share/man/man1/gbctl.1; do
   [ -s "$T/$f" ] || fail "$f not installed"
 done
+for f in gpubridge control echo vecadd pagerank; do
+  [ -s "$T/share/gpubridge/proto/$f.proto" ] || fail "share/gpubridge/proto/$f.proto not installed"
+done
+if command -v protoc > /dev/null; then # the installed folder alone is enough to generate a client's code
+  P="$T/share/gpubridge/proto"
+  mkdir -p "$T/pygen" && protoc --python_out="$T/pygen" -I "$P" "$P"/*.proto > "$T/protoc.log" 2>&1 ||
+    { cat "$T/protoc.log"; fail "protoc on share/gpubridge/proto"; }
+fi
 [ -x "$T/bin/gpubridge" ] && [ -x "$T/bin/gbctl" ] || fail "binaries not executable"
 "$T/bin/gpubridge" --config "$T/etc/gpubridge/gpubridge.cfg" --check-config > /dev/null ||
   fail "the installed daemon rejects the installed config"

@@ -16,7 +16,8 @@ gbk_prof_add, and tests a GBK_F_* switch only through gbk_flag.
                grain SDK they need (ring.h, mail.h, team.h; detail/: the grain
                table and dispatch step; device/: the kernels a grain instantiates)
     runtime/   rings, registry, backends, config
-    grains/    the built-in grain types, on the public API
+    grains/    the built-in grain types, on the public API (their own tests,
+               grains/<name>/test_*.c, are tests and not checked)
     server/    the ZeroMQ server: wire, codecs, control, CURVE, metrics
     embed/     the embedding API
     bridge/    the daemon: main, supervisor, reload
@@ -87,7 +88,19 @@ def index_headers():
     for f in os.listdir(os.path.join(SRC, "proto")):
         if f.endswith(".h") or f.endswith(".proto"):
             where.setdefault(f.replace(".proto", ".pb-c.h"), set()).add("proto")
+    # A grain's schema is in its folder: its generated header belongs to grains/.
+    for root, _, files in os.walk(os.path.join(SRC, "grains")):
+        for f in files:
+            if f.endswith(".proto"):
+                where.setdefault(f.replace(".proto", ".pb-c.h"), set()).add("grains")
     return where
+
+
+def is_grain_test(name):
+    """A built-in grain's own tests (grains/<name>/test_*.c and the *_cases.h
+    they share) are tests: they drive the grain through the runtime, as
+    tests/ does, and are not part of the grain's layer."""
+    return name.startswith("test_") or name.endswith("_cases.h")
 
 
 def without_comments(text):
@@ -177,7 +190,7 @@ def main():
     for top in ALLOWED:
         for root, _, files in os.walk(os.path.join(SRC, top)):
             for f in sorted(files):
-                if not f.endswith(EXT):
+                if not f.endswith(EXT) or (top == "grains" and is_grain_test(f)):
                     continue
                 path = os.path.join(root, f)
                 rel = os.path.relpath(path, SRC)

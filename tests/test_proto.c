@@ -1,6 +1,7 @@
-/* test_proto.c: the protobuf schemas in proto/ through protobuf-c, for real.
+/* test_proto.c: the protobuf schemas through protobuf-c, for real: the
+ * bridge's (proto/) and the built-in grains' (grains/<name>/<name>.proto).
  *
- * Every message type of every .proto file in proto/ is packed with its typed
+ * Every message type of every .proto file there is packed with its typed
  * *__pack, unpacked with *__unpack, compared field by field and freed with
  * *__free_unpacked. Each round trip also
  *   - repacks the decoded message and expects the very same bytes,
@@ -10,7 +11,7 @@
  *   - decodes byte-flipped copies, which must either fail or free cleanly.
  * Then: oneof cases, empty repeated fields, extreme values, open enums,
  * unknown fields, hand-made garbage that must be refused, random garbage
- * for every message type, and a check that no message in proto/ was missed.
+ * for every message type, and a check that no message of a schema was missed.
  *
  * Decisions the checks pin down (what the bridge can rely on):
  *   - decoding never crashes and returns NULL on malformed input;
@@ -1529,7 +1530,7 @@ static void test_random_garbage(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Numbering shared with gpubridge/ring.h, and coverage of proto/.               */
+/* Numbering shared with gpubridge/ring.h, and coverage of the schemas.    */
 
 static void test_numbers_match_ring_h(void **state)
 {
@@ -1557,25 +1558,13 @@ static void test_numbers_match_ring_h(void **state)
     assert_int_equal(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, 13);
 }
 
-/* Every `message X` in the .proto files of proto/ (nested ones included) is in
- * all_descriptors, and every descriptor there went through ROUND_TRIP. */
-static void test_every_message_covered(void **state)
+/* Counts the `message X` lines of the .proto files in dir (nested ones
+ * included) and fails on one that is not in all_descriptors. */
+static size_t messages_of_dir(const char *dir)
 {
-    (void)state;
-    for (size_t i = 0; i < N_DESCRIPTORS; i++) {
-        if (!round_tripped[i])
-            fail_msg("%s was never round-tripped", all_descriptors[i]->name);
-    }
-
-    const char *src = getenv("GB_SOURCE_DIR");
-    if (src == NULL) {
-        print_message("GB_SOURCE_DIR unset: schema coverage not checked\n");
-        return;
-    }
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/proto", src);
     DIR *dp = opendir(dir);
-    assert_non_null(dp);
+    if (dp == NULL)
+        return 0;
     size_t messages = 0;
     struct dirent *de;
     while ((de = readdir(dp)) != NULL) {
@@ -1596,12 +1585,49 @@ static void test_every_message_covered(void **state)
             for (size_t i = 0; i < N_DESCRIPTORS; i++)
                 found |= strcmp(all_descriptors[i]->short_name, name) == 0;
             if (!found)
-                fail_msg("%s: message %s has no round-trip test", de->d_name, name);
+                fail_msg("%s: message %s has no round-trip test", path, name);
         }
         fclose(f);
     }
     closedir(dp);
-    assert_int_equal(messages, N_DESCRIPTORS);
+    return messages;
+}
+
+/* Every `message X` in the .proto files of proto/ and of each grain's folder
+ * (grains/<name>/) is in all_descriptors, and every descriptor there went
+ * through ROUND_TRIP. */
+static void test_every_message_covered(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_DESCRIPTORS; i++) {
+        if (!round_tripped[i])
+            fail_msg("%s was never round-tripped", all_descriptors[i]->name);
+    }
+
+    const char *src = getenv("GB_SOURCE_DIR");
+    if (src == NULL) {
+        print_message("GB_SOURCE_DIR unset: schema coverage not checked\n");
+        return;
+    }
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/proto", src);
+    size_t messages = messages_of_dir(dir);
+    assert_true(messages > 0);
+    snprintf(dir, sizeof dir, "%s/grains", src);
+    DIR *gp = opendir(dir);
+    assert_non_null(gp);
+    struct dirent *de;
+    size_t grain_messages = 0;
+    while ((de = readdir(gp)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sub[2048];
+        snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+        grain_messages += messages_of_dir(sub);
+    }
+    closedir(gp);
+    assert_true(grain_messages > 0);
+    assert_int_equal(messages + grain_messages, N_DESCRIPTORS);
 }
 
 int main(void)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wire documentation is enough to write a client: runs
-# tests/stranger_client.py, written from docs/protocol.md and proto/*.proto
-# alone, against a real bridge in cpu mode, then stops the bridge with
+# tests/stranger_client.py, written from docs/protocol.md and the .proto files
+# alone (proto/ and grains/<name>/), against a real bridge in cpu mode, then stops the bridge with
 # SIGTERM ('The bridge then exits 0').
 #   test_stranger_client.sh GPUBRIDGE_BIN SOURCE_DIR [BRIDGE_OPTION]...
 # (e.g. --supervise: the same client through the supervisor)
@@ -32,7 +32,7 @@ CFG
     sleep 0.1
   done
   [ -S "$T/bridge.sock" ] || { cat "$T/bridge.log"; echo "FAIL: the bridge did not start"; exit 1; }
-  "$PY" "$SRC/tests/stranger_client.py" "ipc://$T/bridge.sock" "$SRC/proto" "$@"
+  "$PY" "$SRC/tests/stranger_client.py" "ipc://$T/bridge.sock" "$PROTO_DIRS" "$@"
   rc=$?
   kill -TERM $PID
   wait $PID
@@ -42,6 +42,10 @@ CFG
   [ $brc -eq 0 ] || { tail -20 "$T/bridge.log"; echo "FAIL: the bridge exited $brc after SIGTERM"; exit 1; }
 }
 OPTS=("$@")
+PROTO_DIRS=$SRC/proto
+for d in "$SRC"/grains/*/; do
+  ls "$d"*.proto > /dev/null 2>&1 && PROTO_DIRS=$PROTO_DIRS:${d%/}
+done
 run_client 16
 run_client 0 --no-arena
 echo PASS

@@ -13,7 +13,10 @@ python3-numpy live there). The protobuf modules are generated at build time
 finds them through, in order: the ``gen_dir`` argument of ``load_protos`` (the
 scripts' ``--gen DIR``), the ``GPUBRIDGE_PY_GEN`` environment variable, then
 ``build/examples/python/gen`` under the repository root. By hand:
-``protoc --python_out=DIR -I proto proto/*.proto``.
+``protoc --python_out=DIR -I proto -I grains/echo -I grains/vecadd
+-I grains/pagerank proto/*.proto grains/*/*.proto`` (the bridge's schemas are in
+``proto/``, each built-in grain's in its folder ``grains/<name>/``; an installed
+package has them all in ``share/gpubridge/proto/``).
 
 Synchronous use::
 
@@ -63,6 +66,18 @@ DEFAULT_GEN_DIR = os.path.join(REPO_ROOT, "build", "examples", "python", "gen")
 
 # ---------------------------------------------------------------- generated code
 
+def proto_files(root=REPO_ROOT):
+    """The .proto files of a source tree: the bridge's (proto/) and each
+    built-in grain's (grains/<name>/), sorted; protoc takes each file's folder
+    as an -I path."""
+    dirs = [os.path.join(root, "proto")]
+    grains = os.path.join(root, "grains")
+    if os.path.isdir(grains):
+        dirs += sorted(os.path.join(grains, d) for d in os.listdir(grains))
+    return sorted(os.path.join(d, f) for d in dirs if os.path.isdir(d)
+                  for f in os.listdir(d) if f.endswith(".proto"))
+
+
 def find_gen_dir(gen_dir=None):
     """Return the directory to load the generated *_pb2 modules from.
 
@@ -91,7 +106,8 @@ def load_protos(gen_dir=None):
         raise ImportError(
             "generated protobuf modules not found in %s: build them "
             "(cmake -S . -B build && cmake --build build --target gb_python_proto), "
-            "or run `protoc --python_out=DIR -I proto proto/*.proto` and pass "
+            "or run `protoc --python_out=DIR` on proto/*.proto and grains/*/*.proto "
+            "(each file's folder an -I path) and pass "
             "--gen DIR / set GPUBRIDGE_PY_GEN=DIR" % d)
     if d not in sys.path:
         # gpubridge_pb2 does `import control_pb2`: the dir must be on sys.path.

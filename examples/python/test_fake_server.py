@@ -591,9 +591,9 @@ def ensure_gen(gen):
     if not protoc:
         raise SystemExit("no generated modules in %s and no protoc to make them" % d)
     tmp = tempfile.mkdtemp(prefix="gpubridge_py_gen_")
-    proto_dir = os.path.join(gbc.REPO_ROOT, "proto")
-    protos = sorted(os.path.join(proto_dir, f) for f in os.listdir(proto_dir) if f.endswith(".proto"))
-    subprocess.run([protoc, "--python_out=" + tmp, "-I", proto_dir, *protos], check=True)
+    protos = gbc.proto_files()
+    incs = [a for d in sorted({os.path.dirname(p) for p in protos}) for a in ("-I", d)]
+    subprocess.run([protoc, "--python_out=" + tmp, *incs, *protos], check=True)
     print("generated the protobuf modules into %s" % tmp)
     return tmp, tmp
 

@@ -60,9 +60,11 @@
  *
  * Include: <gpubridge/client.h> (the old <gpubridge_client.h> includes it
  * and <gpubridge/demo.h>). Link: CMake `find_package(gpubridge)` +
- * `gpubridge::client`, or pkg-config `gpubridge`. The generated protobuf-c code of proto/ is
- * part of the library and its headers are installed in include/gpubridge (e.g.
- * <gpubridge/pagerank.pb-c.h>) for payloads of other grain types. */
+ * `gpubridge::client`, or pkg-config `gpubridge`. The generated protobuf-c code
+ * of every schema (proto/ and the built-in grains', grains/<name>/) is part of
+ * the library and its headers are installed in include/gpubridge (e.g.
+ * <gpubridge/pagerank.pb-c.h>) for payloads of other grain types; the schemas
+ * themselves in share/gpubridge/proto. */
 #ifndef GPUBRIDGE_CLIENT_API_H
 #define GPUBRIDGE_CLIENT_API_H
 

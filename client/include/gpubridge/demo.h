@@ -1,6 +1,6 @@
 /* gpubridge/demo.h: typed helpers for the demo grain types of gpubridge,
- * vecadd and echo (proto/vecadd.proto, proto/echo.proto), on top of
- * <gpubridge/client.h>. Other grain types use gbc_call / gbc_send with
+ * vecadd and echo (grains/vecadd/vecadd.proto, grains/echo/echo.proto), on
+ * top of <gpubridge/client.h>. Other grain types use gbc_call / gbc_send with
  * their own protobuf messages. */
 #ifndef GPUBRIDGE_DEMO_H
 #define GPUBRIDGE_DEMO_H
