@@ -118,7 +118,7 @@ typedef struct gb_config {
     bool devices_all;
     gb_mode mode;   /* global mode before host overrides */
     uint32_t max_message_size;        /* bytes of one ZeroMQ frame, checked before decoding */
-    uint32_t arena_mb;                /* MiB of bulk memory for team grains (PageRank's graph); 0: none */
+    uint32_t arena_mb;                /* MiB of bulk memory for team grains (their shared data); 0: none */
     uint32_t shutdown_drain_ms;       /* after SIGTERM: how long in-flight requests may still finish */
     uint32_t io_threads;              /* bridge threads that decode, feed rings and encode (1: one loop) */
     uint32_t reply_backlog_mb;        /* bound on all clients' unsent replies (docs/protocol.md) */

@@ -6,8 +6,8 @@
  *
  * With several devices a grain type has one ring kernel per device, and a
  * key's messages always go to the same one (gb_device_of_key), so that the
- * grain's state stays put. Team types (PageRank) share one arena and run on
- * the first device only. */
+ * grain's state stays put. Team types, which share one arena, run on the
+ * first device only. */
 #ifndef GB_ENGINE_H
 #define GB_ENGINE_H
 
@@ -43,7 +43,7 @@ typedef struct gb_engine {
     int device;   /* the first device's */
     size_t n_devs;
     gb_engine_dev_t devs[GB_MAX_DEVICES];
-    unsigned char *arena; /* shared by the team grain types (PageRank), on the first device; NULL if none */
+    unsigned char *arena; /* shared by the team grain types, on the first device; NULL if none */
     uint64_t arena_size;
     size_t n_names; /* grain types: types[0..n_names) are their first device's rings, in config order */
     size_t n_types; /* rings: the first n_names, then the other devices' */

@@ -39,7 +39,7 @@ typedef struct gb_rk_params {
     uint32_t max_messages_per_launch;
     bool force_fallback_placement; /* act as if mapped pinned memory failed */
     uint32_t test_flags;           /* GB_TEST_* hooks (tests only) */
-    /* Team grains (PageRank): the family's arena from gb_arena_new, borrowed
+    /* Team grains: the family's arena from gb_arena_new, borrowed
      * (it must outlive the ring kernel). NULL for other grains. */
     unsigned char *arena;
     uint64_t arena_size;
@@ -97,7 +97,7 @@ typedef struct gb_rk_status {
     uint32_t capacity;
     uint32_t slot_size;
     uint32_t lanes;       /* keys are spread over this many: worker blocks of a team kernel (a
-                           * PageRank partition per block balances best), table partitions of a
+                           * partition of a team's work per block balances best), table partitions of a
                            * GPU ring kernel, cpu worker threads (1 when inline) */
     char fallback_reason[128]; /* set when the kernel fell back from persistent to relaunch */
     /* Activation collection (activation.h). */
@@ -215,8 +215,8 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st);
 
 const char *gb_rk_type(const gb_rk_t *rk);
 
-/* Arenas: bulk memory shared by the grain types of a family (PageRank's
- * graph), device memory in GPU modes and host memory in cpu mode, zeroed.
+/* Arenas: bulk memory shared by the grain types of a family (a team's
+ * shared data, e.g. a graph), device memory in GPU modes and host memory in cpu mode, zeroed.
  * gb_arena_new returns the pointer the handlers use (a device pointer in GPU
  * modes); gb_arena_free takes what gb_arena_new gave, after every ring kernel
  * using it has stopped. */

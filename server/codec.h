@@ -20,8 +20,8 @@
  * error, a sentence in err. *slot_type is the ring message type to use. */
 int gbi_codec_request(int kind, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
                       uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen);
-/* The same for the envelope's key (PageRank records carry the job, its upper
- * half); gbi_codec_request is this with key 0. */
+/* The same for the envelope's key (a grain's codec may read it: a team's
+ * records carry their job in its upper half); gbi_codec_request is this with key 0. */
 int gbi_codec_request_key(int kind, uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len,
                           unsigned char *rec, uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err,
                           size_t errlen);

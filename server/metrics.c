@@ -18,8 +18,8 @@
 #include <microhttpd.h>
 #endif
 
-/* 10 us .. 1 s: a cpu-mode echo takes tens of microseconds, a GPU round trip
- * a few, a relaunch or a PageRank step milliseconds. */
+/* 10 us .. 1 s: a cpu-mode round trip takes tens of microseconds, a GPU round trip
+ * a few, a relaunch or a team's step milliseconds. */
 const uint64_t gb_metrics_bucket_ns[GB_METRICS_N_BUCKETS] = {
     10000ull,    25000ull,    50000ull,     100000ull,    250000ull,    500000ull,
     1000000ull,  2500000ull,  5000000ull,   10000000ull,  25000000ull,  50000000ull,
