@@ -10,6 +10,7 @@
 #   test_install.sh BUILD_DIR
 set -uo pipefail
 BUILD=$1
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d /tmp/gbinst.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -108,7 +109,8 @@ APP
   echo "$out" | grep -q "^app.inc 3, gpubridge " || fail "the program built with pkg-config: $out"
 }
 # The installed headers are self-contained: each C header compiles alone from
-# the prefix (device/ is compiled by the custom_grain test's nvcc build).
+# the prefix, and where nvcc is found, the custom grain's kernels (the device/
+# templates) compile from the prefix too, GPU or not.
 sdk_check() {
   local h
   for h in "$T"/include/gpubridge/*.h "$T"/include/gpubridge/detail/*.h; do
@@ -116,6 +118,10 @@ sdk_check() {
       { cat "$T/hdr.log"; fail "${h#"$T"/} does not compile alone from the prefix"; }
   done
   [ -s "$T/include/gpubridge/device/grain_kernels.cuh" ] || fail "the kernels (include/gpubridge/device) not installed"
+  local nvcc
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) || return 0
+  "$nvcc" -x cu -std=c++17 -arch=sm_90 -c "$SRC/examples/custom_grain/bank.c" -I"$T/include" \
+    -o "$T/bank.o" 2> "$T/nvcc.log" || { cat "$T/nvcc.log"; fail "the custom grain's kernels do not compile from the prefix"; }
 }
 embed_check
 sdk_check

@@ -119,7 +119,7 @@ typedef struct gb_grain_hooks {
     void (*set_arena)(uint64_t arena_size);
 } gb_grain_hooks_t;
 
-struct gb_grain_gpu; /* the kernels' entry points (internal: device/ring_kernel.h) */
+struct gb_grain_gpu; /* the kernels' entry points (gpubridge/device/ring_kernel.h: installed, not a stable API) */
 
 /* A grain type. */
 typedef struct gb_grain_desc {
@@ -235,7 +235,11 @@ __attribute__((weak, visibility("default"))) uint32_t gb_grain_library(const gb_
 #else
 #define GB_GRAIN_GPU_(ident, flags, handler, n_targets_)
 #define GB_GRAIN_GPU_PTR_(ident) NULL
+#ifdef __cplusplus /* a cpu-only grain in C++: the descriptor keeps its C name */
+#define GB_GRAIN_EXTERN_ extern "C"
+#else
 #define GB_GRAIN_EXTERN_
+#endif
 #endif
 
 /* Defines grain type `name` (a string) as C identifier ident: its kernels
