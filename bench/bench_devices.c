@@ -50,18 +50,14 @@ static gb_engine_t *engine_on(const char *mode_name, const int *devs, size_t n)
     gb_facts_t facts;
     gb_selection_t sel;
     char err[512] = "";
-    int idx[GB_MAX_DEVICES];
-    gb_mode modes[GB_MAX_DEVICES];
     gb_engine_dev_t ed[GB_MAX_DEVICES];
     size_t got = 0;
     gb_engine_t *e = NULL;
     if (gb_detect_run(&cfg, "/", mode_name, &facts, &sel, err, sizeof err) != GB_OK ||
-        gb_detect_devices(&cfg, "/", mode_name, &facts, &sel, idx, modes, &got, err, sizeof err) != GB_OK) {
+        gb_detect_devices(&cfg, "/", mode_name, &facts, &sel, ed, &got, err, sizeof err) != GB_OK) {
         fprintf(stderr, "bench_devices: %s\n", err);
         return NULL;
     }
-    for (size_t i = 0; i < got; i++)
-        ed[i] = (gb_engine_dev_t){idx[i], modes[i]};
     if (gb_engine_new_devs(&cfg, ed, got, &e) != GB_OK) {
         fprintf(stderr, "bench_devices: cannot start vecadd on %zu device(s) in %s mode\n", got, mode_name);
         return NULL;

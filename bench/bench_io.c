@@ -175,17 +175,13 @@ static int bridge_start(bridge_thr_t *b, gb_mode mode, const char *mode_name, co
     b->cfg.device = ds->dev[0];
     b->cfg.n_devices = ds->n > 1 ? ds->n : 0;
     memcpy(b->cfg.devices, ds->dev, sizeof ds->dev);
-    int idx[GB_MAX_DEVICES];
-    gb_mode modes[GB_MAX_DEVICES];
     gb_engine_dev_t devs[GB_MAX_DEVICES];
     size_t n = 0;
     if (gb_detect_run(&b->cfg, "/", mode_name, &b->facts, &b->sel, err, sizeof err) != GB_OK ||
-        gb_detect_devices(&b->cfg, "/", mode_name, &b->facts, &b->sel, idx, modes, &n, err, sizeof err) != GB_OK) {
+        gb_detect_devices(&b->cfg, "/", mode_name, &b->facts, &b->sel, devs, &n, err, sizeof err) != GB_OK) {
         fprintf(stderr, "bench_io: %s\n", err);
         return -1;
     }
-    for (size_t i = 0; i < n; i++)
-        devs[i] = (gb_engine_dev_t){idx[i], modes[i]};
     if (gb_engine_new_devs(&b->cfg, devs, n, &b->engine) != GB_OK ||
         gb_server_new(&b->cfg, b->engine, &b->facts, &b->sel, &b->server, err, sizeof err) != GB_OK) {
         fprintf(stderr, "bench_io: cannot start the bridge in %s mode: %s\n", mode_name, err);

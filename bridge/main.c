@@ -148,6 +148,23 @@ static int parse_args(int argc, char **argv, gbi_cli *cli)
     return -1;
 }
 
+/* The devices to run on (gb_detect_devices) with their modes, logged when
+ * there are several. Returns 0, or -1 once the error is printed. */
+static int start_devices(const gb_config_t *cfg, const gb_mode *mode_override, const gb_facts_t *facts,
+                         const gb_selection_t *sel, gb_engine_dev_t devs[GB_MAX_DEVICES], size_t *n)
+{
+    char err[512];
+    if (gb_detect_devices(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, facts, sel, devs, n, err,
+                          sizeof err) != GB_OK) {
+        fprintf(stderr, "gpubridge: %s\n", err);
+        return -1;
+    }
+    for (size_t i = 0; *n > 1 && i < *n; i++)
+        GB_INFO("device #%zu: %s %d, mode %s", i, devs[i].mode == GB_MODE_CPU ? "cpu threads, listed as" : "CUDA device",
+                devs[i].device, gb_mode_name(devs[i].mode));
+    return 0;
+}
+
 /* Prints the host facts, the rule that fired and the mode chosen for cfg
  * (its hosts entries), GPUBRIDGE_MODE and --mode. */
 static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
@@ -162,18 +179,14 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
         return GBI_EXIT_USAGE;
     }
     gb_detect_print(&facts, &sel, stdout);
-    int idx[GB_MAX_DEVICES];
-    gb_mode modes[GB_MAX_DEVICES];
+    gb_engine_dev_t devs[GB_MAX_DEVICES];
     size_t n = 0;
-    e = gb_detect_devices(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, &facts, &sel, idx, modes, &n,
-                          err, sizeof err);
-    if (e != GB_OK) {
-        fprintf(stderr, "gpubridge: %s\n", err);
+    if (start_devices(cfg, mode_override, &facts, &sel, devs, &n) != 0)
         return GBI_EXIT_USAGE;
-    }
     for (size_t i = 0; n > 1 && i < n; i++) /* several devices: each one's mode */
         printf("%-28s#%zu: %s %d, mode %s\n", i ? "" : "devices:", i,
-               modes[i] == GB_MODE_CPU ? "cpu threads, listed as" : "CUDA device", idx[i], gb_mode_name(modes[i]));
+               devs[i].mode == GB_MODE_CPU ? "cpu threads, listed as" : "CUDA device", devs[i].device,
+               gb_mode_name(devs[i].mode));
     return GBI_EXIT_OK;
 }
 
@@ -307,28 +320,6 @@ static int load_grain_libs(gb_config_t *cfg, const gb_mode *mode_override, bool 
     if (gb_grain_libs_load(cfg, gpu, err, sizeof err) != GB_OK) {
         fprintf(stderr, "gpubridge: %s\n", err);
         return -1;
-    }
-    return 0;
-}
-
-/* The devices to run on (gb_detect_devices) with their modes, logged when
- * there are several. Returns 0, or -1 once the error is printed. */
-static int start_devices(const gb_config_t *cfg, const gb_mode *mode_override, const gb_facts_t *facts,
-                         const gb_selection_t *sel, gb_engine_dev_t devs[GB_MAX_DEVICES], size_t *n)
-{
-    int idx[GB_MAX_DEVICES];
-    gb_mode modes[GB_MAX_DEVICES];
-    char err[512];
-    if (gb_detect_devices(cfg, "/", mode_override ? gb_mode_name(*mode_override) : NULL, facts, sel, idx, modes, n,
-                          err, sizeof err) != GB_OK) {
-        fprintf(stderr, "gpubridge: %s\n", err);
-        return -1;
-    }
-    for (size_t i = 0; i < *n; i++) {
-        devs[i] = (gb_engine_dev_t){idx[i], modes[i]};
-        if (*n > 1)
-            GB_INFO("device #%zu: %s %d, mode %s", i, modes[i] == GB_MODE_CPU ? "cpu threads, listed as" : "CUDA device",
-                    idx[i], gb_mode_name(modes[i]));
     }
     return 0;
 }

@@ -170,6 +170,13 @@ gb_err gb_mode_select(const gb_config_t *cfg, const char *hostname, const char *
 gb_err gb_detect_run(const gb_config_t *cfg, const char *root, const char *cli_mode,
                      gb_facts_t *facts, gb_selection_t *sel, char *err, size_t errlen);
 
+/* A device of the engine, as the config lists it (a device listed twice is
+ * two devices of the engine on one GPU, for testing). */
+typedef struct gb_engine_dev {
+    int device;   /* CUDA device index */
+    gb_mode mode; /* decided per device: a host may mix GPUs */
+} gb_engine_dev_t;
+
 /* The devices to run on and the mode of each: the config's `devices` (or
  * its one `device`), "all" being the host's CUDA devices, each detected in
  * turn from root like gb_detect_run (sel0 and facts0: the first device's,
@@ -178,8 +185,8 @@ gb_err gb_detect_run(const gb_config_t *cfg, const char *root, const char *cli_m
  * mode (each its own rings and threads). A listed device the host lacks is
  * an error (err) in a GPU mode. */
 gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *cli_mode, const gb_facts_t *facts0,
-                         const gb_selection_t *sel0, int devices[GB_MAX_DEVICES], gb_mode modes[GB_MAX_DEVICES],
-                         size_t *n, char *err, size_t errlen);
+                         const gb_selection_t *sel0, gb_engine_dev_t devs[GB_MAX_DEVICES], size_t *n, char *err,
+                         size_t errlen);
 
 /* What `gpubridge --detect` prints: every fact, the rule and the mode, in aligned
  * "key: value" lines. sel may be NULL (then only the auto decision is shown). */

@@ -24,14 +24,13 @@ static size_t listed(const gb_config_t *cfg, int count, int devices[GB_MAX_DEVIC
 }
 
 gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *cli_mode, const gb_facts_t *facts0,
-                         const gb_selection_t *sel0, int devices[GB_MAX_DEVICES], gb_mode modes[GB_MAX_DEVICES],
-                         size_t *n, char *err, size_t errlen)
+                         const gb_selection_t *sel0, gb_engine_dev_t devs[GB_MAX_DEVICES], size_t *n, char *err,
+                         size_t errlen)
 {
     const int count = facts0->cuda_device_count;
     const bool several = cfg->n_devices > 1 || cfg->devices_all;
     *n = 1;
-    devices[0] = sel0->device;
-    modes[0] = sel0->mode;
+    devs[0] = (gb_engine_dev_t){sel0->device, sel0->mode};
     if (!several)
         return GB_OK;
     if (sel0->device_from_host) {
@@ -39,6 +38,7 @@ gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *c
                 sel0->host_pattern, sel0->device);
         return GB_OK;
     }
+    int devices[GB_MAX_DEVICES];
     const size_t want = listed(cfg, count, devices);
     /* Only cpu mode asked for by name runs devices the host lacks (as cpu
      * threads); auto would quietly turn a missing GPU into cpu threads. */
@@ -50,10 +50,9 @@ gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *c
             return GB_ERR_CONFIG;
         }
     for (size_t i = 1; i < want; i++) {
-        if (count == 0 || sel0->mode == GB_MODE_CPU) { /* no GPU: every device is host threads */
-            modes[i] = GB_MODE_CPU;
+        devs[i] = (gb_engine_dev_t){devices[i], GB_MODE_CPU};
+        if (count == 0 || sel0->mode == GB_MODE_CPU) /* no GPU: every device is host threads */
             continue;
-        }
         gb_config_t one = *cfg;
         one.device = devices[i];
         one.n_devices = 0;
@@ -63,7 +62,7 @@ gb_err gb_detect_devices(const gb_config_t *cfg, const char *root, const char *c
         gb_err e = gb_detect_run(&one, root, cli_mode, &f, &s, err, errlen); /* logs its decision and warning */
         if (e != GB_OK)
             return e;
-        modes[i] = s.mode;
+        devs[i].mode = s.mode;
     }
     *n = want;
     return GB_OK;

@@ -12,6 +12,7 @@
 #define GB_ENGINE_H
 
 #include "config.h"
+#include "detect.h"
 #include "error.h"
 #include "gpubridge/mail.h"
 #include "runtime.h"
@@ -30,13 +31,6 @@ typedef struct gb_engine_type {
     uint32_t n_targets;
     int8_t target[GB_MAIL_MAX_TARGETS];
 } gb_engine_type_t;
-
-/* A device of the engine, as the config lists it (a device listed twice is
- * two devices of the engine on one GPU, for testing). */
-typedef struct gb_engine_dev {
-    int device;   /* CUDA device index */
-    gb_mode mode; /* decided per device: a host may mix GPUs */
-} gb_engine_dev_t;
 
 typedef struct gb_engine {
     gb_mode mode; /* the first device's */
