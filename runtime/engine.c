@@ -200,6 +200,18 @@ void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
     *pe = NULL;
 }
 
+size_t gb_engine_rings(const gb_engine_t *e, const gb_engine_type_t *t, gb_engine_type_t *out[GB_MAX_DEVICES])
+{
+    size_t n = 1;
+    out[0] = (gb_engine_type_t *)&e->types[e->ring_of[t->type_idx][0]];
+    for (size_t d = 1; d < e->n_devs; d++) {
+        gb_engine_type_t *r = (gb_engine_type_t *)&e->types[e->ring_of[t->type_idx][d]];
+        if (r != out[0]) /* a type on the first device alone maps every device there */
+            out[n++] = r;
+    }
+    return n;
+}
+
 gb_engine_type_t *gb_engine_find_n(gb_engine_t *e, const void *name, size_t len)
 {
     for (size_t i = 0; i < e->n_names; i++)

@@ -70,6 +70,9 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
  * (team types on devs[0] only). GB_ERR_CONFIG when the rings would pass
  * GB_MAX_RINGS (logged). */
 gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, size_t n, gb_engine_t **out);
+/* The rings of t's grain type, one per device (a team type has one): n of
+ * them in out, the first device's first. */
+size_t gb_engine_rings(const gb_engine_t *e, const gb_engine_type_t *t, gb_engine_type_t *out[GB_MAX_DEVICES]);
 /* The ring of t's grain type that serves key. */
 static inline gb_engine_type_t *gb_engine_at(gb_engine_t *e, const gb_engine_type_t *t, uint64_t key)
 {

@@ -70,19 +70,6 @@ static void reply_msg(const ctl_ctx_t *c, const ProtobufCMessage *msg, uint32_t 
         free(buf);
 }
 
-/* The rings of t's grain type, one per device (a team type: one); n of them. */
-static size_t rings_of(const gb_engine_t *e, const gb_engine_type_t *t, gb_engine_type_t *out[GB_MAX_DEVICES])
-{
-    size_t n = 1;
-    out[0] = (gb_engine_type_t *)&e->types[e->ring_of[t->type_idx][0]];
-    for (size_t d = 1; d < e->n_devs; d++) {
-        gb_engine_type_t *r = (gb_engine_type_t *)&e->types[e->ring_of[t->type_idx][d]];
-        if (r != out[0])
-            out[n++] = r;
-    }
-    return n;
-}
-
 static void fill_status(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubridge__GrainTypeStatus *m,
                         gb_rk_status_t *st)
 {
@@ -117,7 +104,7 @@ static void fill_status(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubridge
 static void reply_status(const ctl_ctx_t *c, gb_engine_type_t *t)
 {
     gb_engine_type_t *rs[GB_MAX_DEVICES] = {t};
-    const size_t n = rings_of(c->s->engine, t, rs); /* each taken in turn: another I/O thread may own it */
+    const size_t n = gb_engine_rings(c->s->engine, t, rs); /* each taken in turn: another I/O thread may own it */
     gb_rk_status_t st[GB_MAX_DEVICES];
     Gpubridge__GrainTypeStatus m, per[GB_MAX_DEVICES] = {GPUBRIDGE__GRAIN_TYPE_STATUS__INIT}, *perp[GB_MAX_DEVICES];
     for (size_t d = 0; d < n; d++) {
@@ -166,7 +153,7 @@ static void fill_telemetry(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubri
 static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
 {
     gb_engine_type_t *rs[GB_MAX_DEVICES] = {t};
-    const size_t n = rings_of(c->s->engine, t, rs); /* each taken in turn: another I/O thread may own it */
+    const size_t n = gb_engine_rings(c->s->engine, t, rs); /* each taken in turn: another I/O thread may own it */
     Gpubridge__Telemetry m, per[GB_MAX_DEVICES] = {GPUBRIDGE__TELEMETRY__INIT}, *perp[GB_MAX_DEVICES];
     for (size_t d = 0; d < n; d++) {
         gbi_ring_take(c->s, &c->s->rings[rs[d] - c->s->engine->types]);
@@ -343,7 +330,7 @@ static gb_err change_state(gb_server_t *s, const gb_engine_type_t *t, Gpubridge_
 {
     gb_engine_type_t *rs[GB_MAX_DEVICES];
     gb_err first = GB_OK;
-    for (size_t d = 0, n = rings_of(s->engine, t, rs); d < n; d++) {
+    for (size_t d = 0, n = gb_engine_rings(s->engine, t, rs); d < n; d++) {
         gbi_ring_take(s, &s->rings[rs[d] - s->engine->types]); /* (a shard: lets go of the one before) */
         gb_err err = op == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? gb_rk_activate(rs[d]->rk, 5000)
                      : op == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? gb_rk_deactivate(rs[d]->rk, 5000)
