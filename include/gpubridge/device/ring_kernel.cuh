@@ -364,7 +364,9 @@ static __device__ __forceinline__ uint32_t window_want(const gb_kargs_t &a, cons
 
 /* Chunks [0, total) of the slots from P.tail on into shared memory, up to
  * GBK_READ_UNROLL chunks of 16 bytes a thread, all loads issued before any
- * is used. */
+ * is used. The warp barrier between the loads and their stores keeps ptxas
+ * from moving the first stores in among the loads: each store waits for its
+ * load, so the loads after it would start a PCIe round of their own. */
 static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gbk_progress_t &P, uint32_t total)
 {
     const uint32_t tid = threadIdx.x, nthreads = V.nthreads;
@@ -378,6 +380,7 @@ static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gb
                 v[k] = ld_volatile_v4(V.in + (size_t)((P.tail + i) & V.mask) * V.S + off);
             }
         }
+        __syncwarp(); /* every thread of the block runs the same iterations */
 #pragma unroll
         for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
             uint32_t c = base + k * nthreads + tid;
