@@ -723,8 +723,9 @@ static inline uint32_t gbk_max_window(int device, uint32_t slot_size, int team, 
     if (!team && cudaFuncGetAttributes(&fa, func) == cudaSuccess)
         stat = fa.sharedSizeBytes + 64;
     size_t budget = (size_t)optin > stat + 4096 ? (size_t)optin - stat : 4096;
-    /* Ring kernel: per request two slot copies, two uint16 and up to four bid entries. */
-    uint32_t w = (uint32_t)(budget / (team ? 2u * slot_size + 4u : 2u * gbk_smem_pitch(slot_size) + 20u));
+    /* Ring kernel: per request two slot copies, two uint16 and up to eight bid
+     * entries (gbk_bid_slots: four times the window, rounded up to a power of two). */
+    uint32_t w = (uint32_t)(budget / (team ? 2u * slot_size + 4u : 2u * gbk_smem_pitch(slot_size) + 36u));
     return w ? w : 1;
 }
 

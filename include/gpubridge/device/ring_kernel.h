@@ -111,12 +111,13 @@ GB_HD uint32_t gbk_smem_pitch(uint32_t slot_size)
     return (slot_size / 16) % 2 ? slot_size : slot_size + 16;
 }
 
-/* Entries of a window's dispatch bid table: at least twice the window, a
- * power of two (open addressing stays short). */
+/* Entries of a window's dispatch bid table: at least four times the window,
+ * a power of two. A warp bids at the pace of its longest probe sequence, so
+ * the table is kept a quarter full or less. */
 GB_HD uint32_t gbk_bid_slots(uint32_t window)
 {
     uint32_t n = 1;
-    while (n < 2 * window)
+    while (n < 4 * window)
         n <<= 1;
     return n;
 }
