@@ -362,12 +362,13 @@ static __device__ __forceinline__ uint32_t window_want(const gb_kargs_t &a, cons
     return want;
 }
 
-/* Chunks [0, total) of the slots from P.tail on into shared memory, up to
- * GBK_READ_UNROLL chunks of 16 bytes a thread, all loads issued before any
- * is used. The warp barrier between the loads and their stores keeps ptxas
+/* Chunks [0, total) of the slots from P.tail on into shared memory (those at
+ * an offset of skip_below or more in their slot), up to GBK_READ_UNROLL
+ * chunks of 16 bytes a thread, all loads issued before any is used. The warp barrier between the loads and their stores keeps ptxas
  * from moving the first stores in among the loads: each store waits for its
  * load, so the loads after it would start a PCIe round of their own. */
-static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gbk_progress_t &P, uint32_t total)
+static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gbk_progress_t &P, uint32_t total,
+                                                   uint32_t skip_below = 0)
 {
     const uint32_t tid = threadIdx.x, nthreads = V.nthreads;
     for (uint32_t base = 0; base < total; base += GBK_READ_UNROLL * nthreads) {
@@ -375,19 +376,17 @@ static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gb
 #pragma unroll
         for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
             uint32_t c = base + k * nthreads + tid;
-            if (c < total) {
-                uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
+            uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
+            if (c < total && off >= skip_below)
                 v[k] = ld_volatile_v4(V.in + (size_t)((P.tail + i) & V.mask) * V.S + off);
-            }
         }
-        __syncwarp(); /* every thread of the block runs the same iterations */
+        __syncwarp(); /* total is block-uniform: every lane runs the same iterations */
 #pragma unroll
         for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
             uint32_t c = base + k * nthreads + tid;
-            if (c < total) {
-                uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
+            uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
+            if (c < total && off >= skip_below)
                 *(uint4 *)(V.s_in + (size_t)i * V.SP + off) = v[k];
-            }
         }
     }
 }
@@ -455,13 +454,7 @@ static __device__ __forceinline__ void window_prepare(const gb_kargs_t &a, const
         /* Only the first line came with the stamp; re-read the rest now
          * that the stamp (written after them) has been seen. */
         __threadfence_system();
-        for (uint32_t c = tid; c < n * V.C16; c += nthreads) {
-            uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
-            if (off < GB_SNAPSHOT)
-                continue;
-            const unsigned char *src = V.in + (size_t)((P.tail + i) & V.mask) * V.S + off;
-            *(uint4 *)(V.s_in + (size_t)i * V.SP + off) = ld_volatile_v4(src);
-        }
+        window_load(V, P, n * V.C16, GB_SNAPSHOT);
     }
     for (uint32_t i = tid; i < n; i += nthreads)
         V.s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(V.s_in + (size_t)i * V.SP))->key, a.tab.lanes);
@@ -723,9 +716,16 @@ static inline uint32_t gbk_max_window(int device, uint32_t slot_size, int team, 
     if (!team && cudaFuncGetAttributes(&fa, func) == cudaSuccess)
         stat = fa.sharedSizeBytes + 64;
     size_t budget = (size_t)optin > stat + 4096 ? (size_t)optin - stat : 4096;
-    /* Ring kernel: per request two slot copies, two uint16 and up to eight bid
-     * entries (gbk_bid_slots: four times the window, rounded up to a power of two). */
-    uint32_t w = (uint32_t)(budget / (team ? 2u * slot_size + 4u : 2u * gbk_smem_pitch(slot_size) + 36u));
+    if (team) { /* per request two slot copies and a uint32 */
+        uint32_t w = (uint32_t)(budget / (2u * slot_size + 4u));
+        return w ? w : 1;
+    }
+    /* Ring kernel: per request two slot copies, two uint16 and at least four
+     * bid entries; then down to what gbk_ring_smem, with the bid table's
+     * rounding to a power of two, fits. */
+    uint32_t w = (uint32_t)(budget / (2u * gbk_smem_pitch(slot_size) + 2u * sizeof(uint16_t) + 4u * sizeof(uint32_t)));
+    while (w > 1 && gbk_ring_smem(w, slot_size) > budget)
+        w--;
     return w ? w : 1;
 }
 
