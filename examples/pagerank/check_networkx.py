@@ -16,7 +16,9 @@ import sys
 
 def read_pairs(path, what):
     rows = []
-    with open(path) as f:
+    # As the driver reads it: a byte order mark skipped, comments in any
+    # encoding (a byte that is not UTF-8 in an id still fails int()).
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
         for no, line in enumerate(f, 1):
             s = line.strip()
             if not s or s.startswith(("#", "%")):
