@@ -202,6 +202,8 @@ static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pul
     char err[512];
     double t0 = pr_now_s();
     memset(pg, 0, sizeof *pg);
+    if (!o->quiet && o->graph) /* a large file takes a while before the next line */
+        fprintf(stderr, "reading %s\n", o->graph);
     int rc = o->graph ? gb_graph_load_snap(o->graph, g, err, sizeof err)
                       : gb_graph_kronecker(o->kron_scale, o->edgefactor, o->seed, g, err, sizeof err);
     if (rc != 0) {
