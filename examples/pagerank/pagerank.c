@@ -411,6 +411,8 @@ int main(int argc, char **argv)
     /* A file past the size limit (ulimit -f) fails its write, said, rather
      * than killing the driver with its job still held. */
     signal(SIGXFSZ, SIG_IGN);
+    /* stdout closed early (| head): the files asked for are still written. */
+    signal(SIGPIPE, SIG_IGN);
     outs_t out = {0};
     int status = 1;
     if (pr_out_open(&out.ranks, o.ranks_out, false) == 0 && pr_out_open(&out.edges, o.edges_out, false) == 0 &&

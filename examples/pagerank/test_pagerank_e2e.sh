@@ -136,6 +136,9 @@ out=$(ulimit -f 8; "$PR" -e "$SOCK" -q -k 0 --kron 12 -o "$T/keep.ranks" 2>&1); 
 out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/two.txt" -o "$T/no/such/dir/r" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "no/such/dir/r: cannot write" <<<"$out" && ! grep -q "converged" <<<"$out" \
   || fail "unwritable ranks path: rc $rc, '$out'"
+"$PR" -e "$SOCK" -q -k 1000 -g "$T/star.txt" -o "$T/pipe.ranks" 2>&1 | :   # stdout closed early
+rc=${PIPESTATUS[0]}
+[ $rc = 0 ] && [ -s "$T/pipe.ranks" ] && ! ls "$T"/pipe.ranks.tmp.* >/dev/null 2>&1 || fail "stdout closed: rc $rc"
 out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/chain.txt" -m 2 -o "$T/nc.ranks" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "not converged within 2 iterations" <<<"$out" && [ ! -e "$T/nc.ranks" ] \
   || fail "not converged: rc $rc, '$out'"
