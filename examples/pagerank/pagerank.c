@@ -47,7 +47,8 @@ static const char usage_text[] =
     "  -g, --graph FILE        edge list: a line 'source target' per edge, two unsigned\n"
     "                          decimal ids (< 2^64) separated by blanks; '#' or '%'\n"
     "                          comment lines, blank lines (docs/pagerank.md)\n"
-    "  -K, --kron SCALE        generate a Graph500 Kronecker graph of 2^SCALE vertices (1..30)\n"
+    "  -K, --kron SCALE        generate a Graph500 Kronecker graph of 2^SCALE vertices\n"
+    "                          (1..30)\n"
     "  -E, --edgefactor N      Kronecker edges per vertex (1..1024, default 16)\n"
     "  -S, --seed S            Kronecker seed (0..2^64-1, default 1)\n"
     "  -e, --endpoint E        bridge endpoint (default tcp://127.0.0.1:5555)\n"
@@ -55,15 +56,16 @@ static const char usage_text[] =
     "                          default: on a GPU one per worker block of the grain type,\n"
     "                          as its status reports (128 if it does not); 4 in cpu mode)\n"
     "  -d, --damping D         damping factor, 0 <= D < 1 (default 0.85)\n"
-    "  -t, --tolerance T       stop when the summed L1 delta is below T, 0..1 (default 1e-6)\n"
+    "  -t, --tolerance T       stop when the summed L1 delta is below T, 0..1 (default 1e-6),\n"
     "                          and small enough for --max-error (d/(1-d) x delta <= E/2)\n"
     "      --max-error E       fail unless the host-verified L1 error bound of the ranks\n"
     "                          is at most E, 0 < E <= 2 (default: 100 x the tolerance, at\n"
     "                          least 1e-4)\n"
     "  -m, --max-iter N        at most N iterations (1..1000000, default 100)\n"
-    "  -k, --top K             print the K highest-ranked vertices (0..1000000, default 10)\n"
-    "  -o, --ranks FILE        write '# vertex pagerank', then 'vertex rank' for every vertex\n"
-    "                          (in order of first appearance; written only on exit 0)\n"
+    "  -k, --top K             print the K highest-ranked vertices (0..1000000, default\n"
+    "                          10)\n"
+    "  -o, --ranks FILE        write '# vertex pagerank', then 'vertex rank' for every\n"
+    "                          vertex (in order of first appearance; only on exit 0)\n"
     "  -w, --write-edges FILE  write the graph as an edge list (for check_networkx.py)\n"
     "      --write-csr FILE    write the merged graph in binary (bench/bench_pagerank.py):\n"
     "                          'GBPRCSR1', u64 n, u64 m, u64 in_off[n+1], u32 in_src[m],\n"
@@ -79,7 +81,8 @@ static const char usage_text[] =
     "                          aggregators write the next contributions themselves)\n"
     "  -h, --help              this text\n"
     "\n"
-    "Files are written whole or not at all. Exit status: 0 converged, 1 an error, 2 usage.\n";
+    "Files are written whole or not at all. Exit status: 0 converged, 1 an error,\n"
+    "2 usage.\n";
 
 /* Decimal only: "010" is ten, not eight. */
 static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
