@@ -126,28 +126,29 @@ static const struct option lopts[] = {
     {"two-rounds", no_argument, 0, OPT_TWO},   {"max-error", required_argument, 0, OPT_MAXERR},
     {0, 0, 0, 0}};
 
-/* One option's value into o; false when it is out of range. */
+/* One option's value into o; false when it is out of range (or an empty
+ * path). */
 static bool set_opt(pr_opts_t *o, int ch, const char *arg)
 {
     uint64_t v = 0;
     switch (ch) {
-    case 'g': o->graph = arg; return true;
+    case 'g': o->graph = arg; return arg[0] != 0;
     case 'K': return parse_u64(arg, 1, 30, &v) && (o->kron_scale = (unsigned)v);
     case 'E': return parse_u64(arg, 1, 1024, &v) && (o->edgefactor = (unsigned)v);
     case 'S': return parse_u64(arg, 0, UINT64_MAX, &o->seed);
-    case 'e': o->endpoint = arg; return true;
+    case 'e': o->endpoint = arg; return arg[0] != 0;
     case 'p': /* 0: chosen by mode once connected */
         return parse_u64(arg, 0, 65536, &v) && ((o->partitions = (uint32_t)v), true);
     case 'd': return parse_f64(arg, 0.0, 1.0, &o->damping) && o->damping < 1.0; /* 1: no unique PageRank */
     case 't': return parse_f64(arg, 0.0, 1.0, &o->tolerance);
     case 'm': return parse_u64(arg, 1, 1000000, &v) && (o->max_iter = (uint32_t)v);
     case 'k': return parse_u64(arg, 0, 1000000, &v) && ((o->top = (uint32_t)v), true);
-    case 'o': o->ranks_out = arg; return true;
-    case 'w': o->edges_out = arg; return true;
+    case 'o': o->ranks_out = arg; return arg[0] != 0;
+    case 'w': o->edges_out = arg; return arg[0] != 0;
     case 'c': return parse_u64(arg, 2, 1u << 20, &v) && (o->chunk = (uint32_t)v);
     case 'T': return parse_u64(arg, 1, 3600000, &v) && (o->timeout_ms = (int)v);
-    case OPT_CSR: o->csr_out = arg; return true;
-    case OPT_RBIN: o->ranks_bin = arg; return true;
+    case OPT_CSR: o->csr_out = arg; return arg[0] != 0;
+    case OPT_RBIN: o->ranks_bin = arg; return arg[0] != 0;
     case OPT_MAXERR: return parse_f64(arg, 0.0, 2.0, &o->max_error) && o->max_error > 0;
     default: return false;
     }
@@ -173,7 +174,10 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
                 for (const struct option *l = lopts; l->name; l++)
                     if (l->val == ch)
                         name = l->name;
-                fprintf(stderr, PROG ": bad value '%s' for --%s (see --help for its range)\n", optarg, name);
+                if (optarg[0])
+                    fprintf(stderr, PROG ": bad value '%s' for --%s (see --help for its range)\n", optarg, name);
+                else
+                    fprintf(stderr, PROG ": --%s needs a value, not an empty string\n", name);
                 return -1;
             }
         }
