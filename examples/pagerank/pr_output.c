@@ -130,7 +130,8 @@ int write_ranks(pr_out_t *o, const gb_graph_t *g, const double *ranks)
 
 int write_edges(pr_out_t *o, const gb_graph_t *g)
 {
-    bool ok = fprintf(o->f, "# %u vertices, %" PRIu64 " edges (as generated; duplicates included)\n", g->n,
+    bool ok = fprintf(o->f, "# %u vertices, %" PRIu64 " edges (duplicates included; a vertex without edges is "
+                                "not listed)\n", g->n,
                       g->m) > 0;
     for (uint64_t e = 0; e < g->m && ok; e++)
         ok = fprintf(o->f, "%" PRIu64 " %" PRIu64 "\n", g->orig_id[g->src[e]], g->orig_id[g->dst[e]]) > 0;
