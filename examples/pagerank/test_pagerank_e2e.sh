@@ -7,6 +7,11 @@
 # line-numbered errors (binary bytes escaped, a directory named); chunks
 # larger than a slot are carried (out of line) and the bridge keeps serving;
 # an arena too small gets an error naming it; SIGTERM stops it with exit 0.
+# Graphs a stranger may give (one vertex, huge or sparse ids, CRLF, tabs, a
+# byte order mark, a 100k in-degree hub, a chain, a star, damping 0 to
+# 0.999), each against networkx; every kind of bad line named; bad option
+# values; files written whole or not at all (size limit, unwritable path,
+# not converged, stdout closed).
 #   test_pagerank_e2e.sh BUILD_DIR SOURCE_DIR MODE
 # Exit 77 (skipped) for GPU modes without a GPU.
 set -uo pipefail
