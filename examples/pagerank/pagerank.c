@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "gpubridge/client.h"
@@ -73,7 +74,8 @@ static const char usage_text[] =
     "      --ranks-bin FILE    write f64 ranks[n] in dense-id order (the CSR's ids)\n"
     "  -c, --chunk N           entries per loading message (2..1048576, default 4000: fits\n"
     "                          the default 16 KiB slot; lower it for smaller slots)\n"
-    "  -T, --timeout MS        reply deadline (1..3600000, default 60000)\n"
+    "  -T, --timeout MS        reply deadline (1..3600000, default 60000; the first\n"
+    "                          request, which finds the bridge, waits 10 s at most)\n"
     "  -q, --quiet             no per-iteration progress\n"
     "  -j, --json              print a JSON line last\n"
     "      --allow-unconverged exit 0 when --max-iter is reached first\n"
@@ -241,9 +243,19 @@ static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char
         fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->endpoint, gbc_last_error());
         return -1;
     }
+    /* Connecting shows only as a reply or none: an ipc socket that is not
+     * there is said at once, and the first request waits 10 s at most, not
+     * the whole reply deadline. */
+    struct stat sb;
+    if (strncmp(o->endpoint, "ipc://", 6) == 0 && o->endpoint[6] != '@' /* '@': Linux's abstract sockets */ &&
+        stat(o->endpoint + 6, &sb) != 0) {
+        fprintf(stderr, PROG ": no bridge at %s: %s: %s (is the bridge running there?)\n", o->endpoint,
+                o->endpoint + 6, strerror(errno));
+        return -1;
+    }
     /* The grains' mode: it also picks the default partition count. */
     gbc_grain_status_t gs = GBC_GRAIN_STATUS_INIT;
-    if (gbc_ctl_status(*c, 0, AGGREGATOR, &gs, o->timeout_ms) != GBC_OK) {
+    if (gbc_ctl_status(*c, 0, AGGREGATOR, &gs, o->timeout_ms < 10000 ? o->timeout_ms : 10000) != GBC_OK) {
         fprintf(stderr, PROG ": the bridge at %s has no usable %s: %s\n", o->endpoint, AGGREGATOR,
                 gbc_last_error());
         return -1;
