@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpubridge/client.h"
 #include "graph.h"
@@ -211,6 +212,18 @@ static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pul
     char err[512];
     double t0 = pr_now_s();
     memset(pg, 0, sizeof *pg);
+    /* A Kronecker graph's peak in this driver: edges, CSR and pull arrays (16
+     * bytes an edge), vertex arrays (48 a vertex). Past the host's memory
+     * the allocations may still succeed (overcommit) and the writes then
+     * get the driver killed: refuse first. */
+    const double kron_n = o->kron_scale ? ldexp(1.0, (int)o->kron_scale) : 0;
+    const double need = kron_n * (16.0 * o->edgefactor + 48),
+                 have = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have) {
+        fprintf(stderr, PROG ": --kron %u --edgefactor %u needs about %.1f GiB of memory; this host has %.1f GiB\n",
+                o->kron_scale, o->edgefactor, need / (1u << 30), have / (1u << 30));
+        return -1;
+    }
     if (!o->quiet && o->graph) /* a large file takes a while before the next line */
         fprintf(stderr, "reading %s\n", o->graph);
     int rc = o->graph ? gb_graph_load_snap(o->graph, g, err, sizeof err)

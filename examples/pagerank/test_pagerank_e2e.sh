@@ -131,6 +131,9 @@ out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --max-error 0 2>&1); rc=$?
 out=$("$PR" -e "ipc://$T/none.sock" -q -g "$T/two.txt" 2>&1); rc=$?   # no bridge there: said at once
 [ $rc = 1 ] && grep -qF "no bridge at ipc://$T/none.sock: $T/none.sock: No such file or directory" <<<"$out" \
   || fail "no bridge: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q --kron 30 --edgefactor 1024 2>&1); rc=$?   # 17 TB: refused before allocating
+[ $rc = 1 ] && grep -q -- "--kron 30 --edgefactor 1024 needs about 16[0-9]*\.[0-9] GiB of memory; this host has" <<<"$out" \
+  || fail "kron past the host's memory: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" -o '' 2>&1); rc=$?
 [ $rc = 2 ] && grep -q -- "--ranks needs a value" <<<"$out" || fail "empty --ranks path: rc $rc, '$out'"
 n=$("$PR" -e "$SOCK" -q -g "$T/star.txt" --top 010 | grep -c '^  [0-9]')   # decimal, not octal
