@@ -194,17 +194,37 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
     return 0;
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    pr_interrupted = 1;
-}
-
 /* The files asked for, opened before any work so that a path that cannot be
  * written fails at once; each is renamed into place when complete. */
 typedef struct outs {
     pr_out_t ranks, edges, csr, ranks_bin;
 } outs_t;
+
+static outs_t *sig_outs;
+static volatile sig_atomic_t job_started;
+
+/* Until the job starts there is nothing on the bridge to end: stop at once
+ * (reading or generating a graph can take minutes), removing the temporary
+ * files. Then: stop at the next reply and end the job, which frees its
+ * arena for others. */
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (job_started) {
+        pr_interrupted = 1;
+        return;
+    }
+    if (sig_outs) {
+        pr_out_unlink_tmp(&sig_outs->ranks);
+        pr_out_unlink_tmp(&sig_outs->edges);
+        pr_out_unlink_tmp(&sig_outs->csr);
+        pr_out_unlink_tmp(&sig_outs->ranks_bin);
+    }
+    static const char msg[] = PROG ": interrupted\n";
+    const ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
 
 /* The graph, read or generated, merged (pg), and the files of it asked for. */
 static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pull_t *pg)
@@ -400,6 +420,7 @@ static int run(const pr_opts_t *o, outs_t *out)
     }
     run_stats_t st;
     double bound;
+    job_started = 1; /* from GraphInit on, a signal ends the job first */
     if (pr_load(&p, &pg, first, parts) != 0 || iterate(&p, o, parts, pg.n, &st) != 0 ||
         pr_fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
         goto out;
@@ -434,7 +455,8 @@ int main(int argc, char **argv)
     pr_opts_t o;
     if (parse_args(argc, argv, &o) != 0)
         return 2;
-    /* Stop at the next reply and end the job: its arena is freed for others. */
+    outs_t out = {0};
+    sig_outs = &out;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -445,7 +467,6 @@ int main(int argc, char **argv)
     signal(SIGXFSZ, SIG_IGN);
     /* stdout closed early (| head): the files asked for are still written. */
     signal(SIGPIPE, SIG_IGN);
-    outs_t out = {0};
     int status = 1;
     if (pr_out_open(&out.ranks, o.ranks_out, false) == 0 && pr_out_open(&out.edges, o.edges_out, false) == 0 &&
         pr_out_open(&out.csr, o.csr_out, true) == 0 && pr_out_open(&out.ranks_bin, o.ranks_bin, true) == 0)

@@ -49,6 +49,16 @@ void print_top(const gb_graph_t *g, const double *ranks, uint32_t k)
     free(top);
 }
 
+/* Takes o->tmp out of o before it is freed: pr_out_unlink_tmp, from a
+ * signal handler, sees it or NULL, never a freed string. */
+static char *take_tmp(pr_out_t *o)
+{
+    char *t = o->tmp;
+    o->tmp = NULL;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return t;
+}
+
 int pr_out_open(pr_out_t *o, const char *path, bool binary)
 {
     *o = (pr_out_t){.path = path};
@@ -65,9 +75,14 @@ int pr_out_open(pr_out_t *o, const char *path, bool binary)
         e = errno;
     } else {
         const size_t len = strlen(path) + sizeof ".tmp.XXXXXX";
-        const int fd = (o->tmp = malloc(len)) ? (snprintf(o->tmp, len, "%s.tmp.XXXXXX", path), mkstemp(o->tmp)) : -1;
-        e = o->tmp ? errno : ENOMEM;
-        if (fd >= 0) {
+        char *t = malloc(len);
+        const int fd = t ? (snprintf(t, len, "%s.tmp.XXXXXX", path), mkstemp(t)) : -1;
+        e = t ? errno : ENOMEM;
+        if (fd < 0) {
+            free(t);
+        } else { /* named only once it exists, for pr_out_unlink_tmp */
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            o->tmp = t;
             const mode_t mask = umask(0); /* the mode a plain fopen would give */
             umask(mask);
             if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, binary ? "wb" : "w"))) {
@@ -79,11 +94,17 @@ int pr_out_open(pr_out_t *o, const char *path, bool binary)
     }
     if (!o->f) {
         fprintf(stderr, PROG ": %s: cannot write: %s\n", path, strerror(e));
-        free(o->tmp);
-        o->tmp = NULL;
+        free(take_tmp(o));
         return -1;
     }
     return 0;
+}
+
+void pr_out_unlink_tmp(const pr_out_t *o)
+{
+    const char *t = o->tmp;
+    if (t)
+        unlink(t);
 }
 
 void pr_out_drop(pr_out_t *o)
@@ -93,7 +114,7 @@ void pr_out_drop(pr_out_t *o)
         if (o->tmp)
             unlink(o->tmp);
     }
-    free(o->tmp);
+    free(take_tmp(o));
     *o = (pr_out_t){0};
 }
 
@@ -115,8 +136,7 @@ int pr_out_commit(pr_out_t *o, bool ok)
         if (o->tmp)
             unlink(o->tmp);
     }
-    free(o->tmp);
-    o->tmp = NULL;
+    free(take_tmp(o));
     return e || !ok ? -1 : 0;
 }
 

@@ -30,6 +30,9 @@ int pr_out_open(pr_out_t *o, const char *path, bool binary);
 int pr_out_commit(pr_out_t *o, bool ok);
 /* Drops it: closed, the temporary file removed (nothing when not open). */
 void pr_out_drop(pr_out_t *o);
+/* Removes its temporary file only: async-signal-safe, for a handler that
+ * ends the process. */
+void pr_out_unlink_tmp(const pr_out_t *o);
 
 void print_top(const gb_graph_t *g, const double *ranks, uint32_t k);
 int write_ranks(pr_out_t *o, const gb_graph_t *g, const double *ranks);

@@ -134,6 +134,15 @@ out=$("$PR" -e "ipc://$T/none.sock" -q -g "$T/two.txt" 2>&1); rc=$?   # no bridg
 out=$("$PR" -e "$SOCK" -q --kron 30 --edgefactor 1024 2>&1); rc=$?   # 17 TB: refused before allocating
 [ $rc = 1 ] && grep -q -- "--kron 30 --edgefactor 1024 needs about 16[0-9]*\.[0-9] GiB of memory; this host has" <<<"$out" \
   || fail "kron past the host's memory: rc $rc, '$out'"
+# SIGINT before the job starts (generating a graph, waiting for a bridge
+# that is not there) stops the driver at once, its temporary files removed.
+"$PR" -e tcp://127.0.0.1:1 --kron 20 -o "$T/int.ranks" > "$T/int.out" 2>&1 &
+pi=$!
+sleep 0.3
+kill -INT $pi
+wait $pi; rc=$?
+[ $rc = 1 ] && grep -q "^pagerank: interrupted" "$T/int.out" && ! grep -q "no usable" "$T/int.out" \
+  && ! ls "$T"/int.ranks* >/dev/null 2>&1 || { cat "$T/int.out"; fail "SIGINT before the job: rc $rc"; }
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" -o '' 2>&1); rc=$?
 [ $rc = 2 ] && grep -q -- "--ranks needs a value" <<<"$out" || fail "empty --ranks path: rc $rc, '$out'"
 n=$("$PR" -e "$SOCK" -q -g "$T/star.txt" --top 010 | grep -c '^  [0-9]')   # decimal, not octal
