@@ -16,7 +16,9 @@ import sys
 
 def read_pairs(path, what):
     rows = []
-    with open(path) as f:
+    # As the driver reads it: a byte order mark skipped, comments in any
+    # encoding (a byte that is not UTF-8 in an id still fails int()).
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
         for no, line in enumerate(f, 1):
             s = line.strip()
             if not s or s.startswith(("#", "%")):
@@ -53,7 +55,12 @@ def main():
         print(f"check_networkx: the graph has {g.number_of_nodes()} vertices, the ranks file {len(ours)}",
               file=sys.stderr)
         return 1
-    ref = nx.pagerank(g, alpha=a.damping, tol=1e-12, max_iter=10000)
+    try:
+        ref = nx.pagerank(g, alpha=a.damping, tol=1e-12, max_iter=10000)
+    except nx.PowerIterationFailedConvergence:
+        print(f"check_networkx: networkx did not converge in 10000 iterations at damping {a.damping}",
+              file=sys.stderr)
+        return 2
     l1 = sum(abs(ours[v] - ref[v]) for v in ref)
     worst = max(ref, key=lambda v: abs(ours[v] - ref[v]))
     print(f"networkx check: {g.number_of_nodes()} vertices, {g.number_of_edges()} edges: "

@@ -106,26 +106,6 @@ void gb_graph_destroy(gb_graph_t **pg)
     *pg = NULL;
 }
 
-/* Parses an unsigned decimal id at *p; advances *p. 0 ok, -1 not a number,
- * -2 out of range. */
-static int parse_id(const char **p, const char *end, uint64_t *out)
-{
-    const char *s = *p;
-    if (s == end || *s < '0' || *s > '9')
-        return -1;
-    uint64_t v = 0;
-    while (s < end && *s >= '0' && *s <= '9') {
-        unsigned dgt = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - dgt) / 10)
-            return -2;
-        v = v * 10 + dgt;
-        s++;
-    }
-    *out = v;
-    *p = s;
-    return 0;
-}
-
 /* The first 40 bytes of the line [p, eol) for a message: printable ASCII as
  * is, anything else (control bytes, NUL, UTF-8 or binary) as \xNN, so that a
  * binary file does not reach the terminal raw; "..." when cut. */
@@ -145,6 +125,90 @@ static void excerpt(char *out, size_t cap, const char *p, const char *eol)
     out[o] = 0;
 }
 
+/* The id in the field [s, e): 0, or -1 with why (naming the field) said. */
+static int parse_id(const char *s, const char *e, uint64_t *out, char *why, size_t cap)
+{
+    char shown[4 * 40 + 8];
+    uint64_t v = 0;
+    const char *d = s;
+    for (; d < e && *d >= '0' && *d <= '9'; d++) {
+        unsigned dgt = (unsigned)(*d - '0');
+        if (v > (UINT64_MAX - dgt) / 10)
+            break;
+        v = v * 10 + dgt;
+    }
+    if (d == e) {
+        *out = v;
+        return 0;
+    }
+    excerpt(shown, sizeof shown, s, e);
+    const char *t = s + (*s == '-');
+    while (t < e && *t >= '0' && *t <= '9')
+        t++;
+    if (t == e && *s == '-' && e - s > 1)
+        snprintf(why, cap, "'%s' is negative: vertex ids are unsigned decimal integers", shown);
+    else if (t == e && *s != '-')
+        snprintf(why, cap, "vertex id '%s' is out of range (at most %llu)", shown, (unsigned long long)UINT64_MAX);
+    else
+        snprintf(why, cap, "'%s' is not a vertex id (an unsigned decimal integer)", shown);
+    return -1;
+}
+
+/* An edge line [s, eol) (leading blanks skipped, not a comment): its two ids,
+ * or -1 with why it is not one said. */
+static int parse_edge(const char *s, const char *eol, uint64_t *a, uint64_t *b, char *why, size_t cap)
+{
+    const char *e = eol, *f[2][2] = {{0}};
+    unsigned nf = 0;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+        e--;
+    if (e > s && memchr(s, '\r', (size_t)(e - s))) {
+        snprintf(why, cap, "a carriage return inside the line (lines end with \\n or \\r\\n)");
+        return -1;
+    }
+    for (const char *p = s; p < e; nf++) {
+        const char *q = p;
+        while (q < e && *q != ' ' && *q != '\t')
+            q++;
+        if (nf < 2) {
+            f[nf][0] = p;
+            f[nf][1] = q;
+        }
+        for (p = q; p < e && (*p == ' ' || *p == '\t'); p++)
+            ;
+    }
+    if (nf != 2) {
+        snprintf(why, cap, "expected two vertex ids 'source target' separated by blanks, found %u field%s", nf,
+                 nf == 1 ? "" : "s");
+        return -1;
+    }
+    return parse_id(f[0][0], f[0][1], a, why, cap) || parse_id(f[1][0], f[1][1], b, why, cap) ? -1 : 0;
+}
+
+/* Adds the edge a -> b (original ids) to g. 0, or -1: out of memory or ids. */
+static int add_edge(gb_graph_t *g, idmap_t *map, uint64_t *ecap, uint64_t *idcap, uint64_t a, uint64_t b)
+{
+    int64_t da = idmap_get(map, a, g->n);
+    if (da == g->n)
+        g->n++;
+    int64_t db = da >= 0 ? idmap_get(map, b, g->n) : -1;
+    if (db == g->n)
+        g->n++;
+    if (da < 0 || db < 0 || push_edge(g, ecap, (uint32_t)da, (uint32_t)db) != 0)
+        return -1;
+    if (g->n > *idcap) {
+        uint64_t nc = *idcap ? *idcap * 2 : 4096;
+        uint64_t *ni = realloc(g->orig_id, nc * sizeof *ni);
+        if (!ni)
+            return -1;
+        g->orig_id = ni;
+        *idcap = nc;
+    }
+    g->orig_id[da] = a;
+    g->orig_id[db] = b;
+    return 0;
+}
+
 int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph_t **out, char *err,
                         size_t errlen)
 {
@@ -158,6 +222,8 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
         snprintf(err, errlen, "%s: out of memory", name);
         return -1;
     }
+    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0) /* a UTF-8 byte order mark */
+        p += 3;
     while (p < end && rc == 0) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         if (!eol)
@@ -166,63 +232,29 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
         const char *s = p;
         while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
             s++;
-        if (s < eol && *s != '#' && *s != '%') { /* '%': KONECT and Matrix Market comments */
-            uint64_t a = 0, b = 0;
-            int ra = parse_id(&s, eol, &a);
-            while (s < eol && (*s == ' ' || *s == '\t'))
-                s++;
-            int rb = ra == 0 ? parse_id(&s, eol, &b) : -1;
-            while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
-                s++;
-            if (ra == -2 || rb == -2) {
-                snprintf(err, errlen, "%s:%llu: vertex id out of range (at most %llu)", name,
-                         (unsigned long long)line, (unsigned long long)UINT64_MAX);
-                rc = -1;
-            } else if (ra != 0 || rb != 0 || s != eol) {
-                const char *nul = memchr(p, '\0', (size_t)(eol - p));
-                char shown[4 * 40 + 8];
-                excerpt(shown, sizeof shown, p, eol);
-                if (nul)
-                    snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
-                             "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
-                else
-                    snprintf(err, errlen, "%s:%llu: expected two vertex ids (unsigned integers), found '%s'", name,
-                             (unsigned long long)line, shown);
-                rc = -1;
-            } else {
-                int64_t da = idmap_get(&map, a, g->n);
-                if (da == g->n)
-                    g->n++;
-                int64_t db = da >= 0 ? idmap_get(&map, b, g->n) : -1;
-                if (db == g->n)
-                    g->n++;
-                if (da < 0 || db < 0 || push_edge(g, &ecap, (uint32_t)da, (uint32_t)db) != 0) {
-                    snprintf(err, errlen, "%s:%llu: out of memory or too many vertices", name,
-                             (unsigned long long)line);
-                    rc = -1;
-                } else if (g->n > idcap) {
-                    uint64_t nc = idcap ? idcap * 2 : 4096;
-                    uint64_t *ni = realloc(g->orig_id, nc * sizeof *ni);
-                    if (!ni) {
-                        snprintf(err, errlen, "%s: out of memory", name);
-                        rc = -1;
-                    } else {
-                        g->orig_id = ni;
-                        idcap = nc;
-                    }
-                }
-                if (rc == 0) {
-                    g->orig_id[da] = a;
-                    g->orig_id[db] = b;
-                }
-            }
+        uint64_t a = 0, b = 0;
+        char why[256], shown[4 * 40 + 8];
+        if (s == eol || *s == '#' || *s == '%') { /* '%': KONECT and Matrix Market comments */
+        } else if (parse_edge(s, eol, &a, &b, why, sizeof why) != 0) {
+            const char *nul = memchr(p, '\0', (size_t)(eol - p));
+            excerpt(shown, sizeof shown, p, eol);
+            if (nul)
+                snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
+                         "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
+            else
+                snprintf(err, errlen, "%s:%llu: %s (the line: '%s')", name, (unsigned long long)line, why, shown);
+            rc = -1;
+        } else if (add_edge(g, &map, &ecap, &idcap, a, b) != 0) {
+            snprintf(err, errlen, "%s:%llu: out of memory or too many vertices (at most %u)", name,
+                     (unsigned long long)line, UINT32_MAX - 1);
+            rc = -1;
         }
         p = eol < end ? eol + 1 : end;
     }
     free(map.keys);
     free(map.vals);
     if (rc == 0 && g->m == 0) {
-        snprintf(err, errlen, "%s: no edges", name);
+        snprintf(err, errlen, "%s: no edges (only comments and blank lines; an edge is a line 'source target')", name);
         rc = -1;
     }
     if (rc != 0) {

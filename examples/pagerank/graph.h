@@ -19,9 +19,10 @@ typedef struct gb_graph {
 } gb_graph_t;
 
 /* Reads a SNAP-style edge list: '#' (or '%') comments, blank lines, lines of two
- * whitespace-separated unsigned integer ids (any values; they are renumbered
- * densely in order of first appearance). Returns 0, or -1 with "path:line:
- * what is wrong" in err. */
+ * unsigned decimal ids separated by spaces or tabs (any values up to 2^64 - 1;
+ * they are renumbered densely in order of first appearance); \n or \r\n line
+ * ends, blanks around the ids, a UTF-8 byte order mark. Returns 0, or -1 with
+ * "path:line: what is wrong (the line: '...')" in err. */
 int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t errlen);
 /* The same from memory (name is used in messages). */
 int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph_t **out, char *err,

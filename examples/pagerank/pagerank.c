@@ -32,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpubridge/client.h"
 #include "graph.h"
@@ -44,44 +46,55 @@ static const char usage_text[] =
     "\n"
     "PageRank through a running bridge's pagerank.sender / pagerank.aggregator grains.\n"
     "\n"
-    "  -g, --graph FILE        SNAP-style edge list ('#' comments, 'src dst' per line)\n"
+    "  -g, --graph FILE        edge list: a line 'source target' per edge, two unsigned\n"
+    "                          decimal ids (< 2^64) separated by blanks; '#' or '%'\n"
+    "                          comment lines, blank lines (docs/pagerank.md)\n"
     "  -K, --kron SCALE        generate a Graph500 Kronecker graph of 2^SCALE vertices\n"
-    "  -E, --edgefactor N      Kronecker edges per vertex (default 16)\n"
-    "  -S, --seed S            Kronecker seed (default 1)\n"
+    "                          (1..30)\n"
+    "  -E, --edgefactor N      Kronecker edges per vertex (1..1024, default 16)\n"
+    "  -S, --seed S            Kronecker seed (0..2^64-1, default 1)\n"
     "  -e, --endpoint E        bridge endpoint (default tcp://127.0.0.1:5555)\n"
-    "  -p, --partitions P      grains per type, at most the vertex count (default: on a\n"
-    "                          GPU one per worker block of the grain type, as its status\n"
-    "                          reports (128 if it does not); 4 in cpu mode)\n"
-    "  -d, --damping D         damping factor (default 0.85)\n"
-    "  -t, --tolerance T       stop when the summed L1 delta is below T (default 1e-6)\n"
+    "  -p, --partitions P      grains per type (0..65536), at most the vertex count (0, the\n"
+    "                          default: on a GPU one per worker block of the grain type,\n"
+    "                          as its status reports (128 if it does not); 4 in cpu mode)\n"
+    "  -d, --damping D         damping factor, 0 <= D < 1 (default 0.85)\n"
+    "  -t, --tolerance T       stop when the summed L1 delta is below T, 0..1 (default 1e-6),\n"
+    "                          and small enough for --max-error (d/(1-d) x delta <= E/2)\n"
     "      --max-error E       fail unless the host-verified L1 error bound of the ranks\n"
-    "                          is at most E (default: 100 x the tolerance, at least 1e-4)\n"
-    "  -m, --max-iter N        at most N iterations (default 100)\n"
-    "  -k, --top K             print the K highest-ranked vertices (default 10)\n"
-    "  -o, --ranks FILE        write 'vertex rank' lines for every vertex\n"
+    "                          is at most E, 0 < E <= 2 (default: 100 x the tolerance, at\n"
+    "                          least 1e-4)\n"
+    "  -m, --max-iter N        at most N iterations (1..1000000, default 100)\n"
+    "  -k, --top K             print the K highest-ranked vertices (0..1000000, default\n"
+    "                          10)\n"
+    "  -o, --ranks FILE        write '# vertex pagerank', then 'vertex rank' for every\n"
+    "                          vertex (in order of first appearance; only on exit 0)\n"
     "  -w, --write-edges FILE  write the graph as an edge list (for check_networkx.py)\n"
     "      --write-csr FILE    write the merged graph in binary (bench/bench_pagerank.py):\n"
     "                          'GBPRCSR1', u64 n, u64 m, u64 in_off[n+1], u32 in_src[m],\n"
     "                          u32 outdeg[n], little-endian\n"
     "      --ranks-bin FILE    write f64 ranks[n] in dense-id order (the CSR's ids)\n"
-    "  -c, --chunk N           entries per loading message (default 4000: fits the\n"
-    "                          default 16 KiB slot; lower it for smaller slots)\n"
-    "  -T, --timeout MS        reply deadline (default 60000)\n"
+    "  -c, --chunk N           entries per loading message (2..1048576, default 4000: fits\n"
+    "                          the default 16 KiB slot; lower it for smaller slots)\n"
+    "  -T, --timeout MS        reply deadline (1..3600000, default 60000; the first\n"
+    "                          request, which finds the bridge, waits 10 s at most)\n"
     "  -q, --quiet             no per-iteration progress\n"
     "  -j, --json              print a JSON line last\n"
     "      --allow-unconverged exit 0 when --max-iter is reached first\n"
     "      --two-rounds        a senders' round in every iteration (default: the\n"
     "                          aggregators write the next contributions themselves)\n"
-    "  -h, --help              this text\n";
+    "  -h, --help              this text\n"
+    "\n"
+    "Files are written whole or not at all. Exit status: 0 converged, 1 an error,\n"
+    "2 usage.\n";
 
-
+/* Decimal only: "010" is ten, not eight. */
 static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
     char *end;
     errno = 0;
-    if (!s[0] || s[0] == '-')
+    if (s[0] < '0' || s[0] > '9')
         return false;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end || v < min || v > max)
         return false;
     *out = v;
@@ -101,92 +114,75 @@ static bool parse_f64(const char *s, double min, double max, double *out)
 
 /* ---- main ------------------------------------------------------------------ */
 
+enum { OPT_ALLOW = 256, OPT_CSR, OPT_RBIN, OPT_TWO, OPT_MAXERR };
+static const struct option lopts[] = {
+    {"graph", required_argument, 0, 'g'},      {"kron", required_argument, 0, 'K'},
+    {"edgefactor", required_argument, 0, 'E'}, {"seed", required_argument, 0, 'S'},
+    {"endpoint", required_argument, 0, 'e'},   {"partitions", required_argument, 0, 'p'},
+    {"damping", required_argument, 0, 'd'},    {"tolerance", required_argument, 0, 't'},
+    {"max-iter", required_argument, 0, 'm'},   {"top", required_argument, 0, 'k'},
+    {"ranks", required_argument, 0, 'o'},      {"write-edges", required_argument, 0, 'w'},
+    {"chunk", required_argument, 0, 'c'},      {"timeout", required_argument, 0, 'T'},
+    {"quiet", no_argument, 0, 'q'},            {"json", no_argument, 0, 'j'},
+    {"allow-unconverged", no_argument, 0, OPT_ALLOW}, {"help", no_argument, 0, 'h'},
+    {"write-csr", required_argument, 0, OPT_CSR},      {"ranks-bin", required_argument, 0, OPT_RBIN},
+    {"two-rounds", no_argument, 0, OPT_TWO},   {"max-error", required_argument, 0, OPT_MAXERR},
+    {0, 0, 0, 0}};
+
+/* One option's value into o; false when it is out of range (or an empty
+ * path). */
+static bool set_opt(pr_opts_t *o, int ch, const char *arg)
+{
+    uint64_t v = 0;
+    switch (ch) {
+    case 'g': o->graph = arg; return arg[0] != 0;
+    case 'K': return parse_u64(arg, 1, 30, &v) && (o->kron_scale = (unsigned)v);
+    case 'E': return parse_u64(arg, 1, 1024, &v) && (o->edgefactor = (unsigned)v);
+    case 'S': return parse_u64(arg, 0, UINT64_MAX, &o->seed);
+    case 'e': o->endpoint = arg; return arg[0] != 0;
+    case 'p': /* 0: chosen by mode once connected */
+        return parse_u64(arg, 0, 65536, &v) && ((o->partitions = (uint32_t)v), true);
+    case 'd': return parse_f64(arg, 0.0, 1.0, &o->damping) && o->damping < 1.0; /* 1: no unique PageRank */
+    case 't': return parse_f64(arg, 0.0, 1.0, &o->tolerance);
+    case 'm': return parse_u64(arg, 1, 1000000, &v) && (o->max_iter = (uint32_t)v);
+    case 'k': return parse_u64(arg, 0, 1000000, &v) && ((o->top = (uint32_t)v), true);
+    case 'o': o->ranks_out = arg; return arg[0] != 0;
+    case 'w': o->edges_out = arg; return arg[0] != 0;
+    case 'c': return parse_u64(arg, 2, 1u << 20, &v) && (o->chunk = (uint32_t)v);
+    case 'T': return parse_u64(arg, 1, 3600000, &v) && (o->timeout_ms = (int)v);
+    case OPT_CSR: o->csr_out = arg; return arg[0] != 0;
+    case OPT_RBIN: o->ranks_bin = arg; return arg[0] != 0;
+    case OPT_MAXERR: return parse_f64(arg, 0.0, 2.0, &o->max_error) && o->max_error > 0;
+    default: return false;
+    }
+}
+
 static int parse_args(int argc, char **argv, pr_opts_t *o)
 {
-    enum { OPT_ALLOW = 256, OPT_CSR, OPT_RBIN, OPT_TWO, OPT_MAXERR };
-    static const struct option lopts[] = {
-        {"graph", required_argument, 0, 'g'},      {"kron", required_argument, 0, 'K'},
-        {"edgefactor", required_argument, 0, 'E'}, {"seed", required_argument, 0, 'S'},
-        {"endpoint", required_argument, 0, 'e'},   {"partitions", required_argument, 0, 'p'},
-        {"damping", required_argument, 0, 'd'},    {"tolerance", required_argument, 0, 't'},
-        {"max-iter", required_argument, 0, 'm'},   {"top", required_argument, 0, 'k'},
-        {"ranks", required_argument, 0, 'o'},      {"write-edges", required_argument, 0, 'w'},
-        {"chunk", required_argument, 0, 'c'},      {"timeout", required_argument, 0, 'T'},
-        {"quiet", no_argument, 0, 'q'},            {"json", no_argument, 0, 'j'},
-        {"allow-unconverged", no_argument, 0, OPT_ALLOW}, {"help", no_argument, 0, 'h'},
-        {"write-csr", required_argument, 0, OPT_CSR},      {"ranks-bin", required_argument, 0, OPT_RBIN},
-        {"two-rounds", no_argument, 0, OPT_TWO},   {"max-error", required_argument, 0, OPT_MAXERR},
-        {0, 0, 0, 0}};
     *o = (pr_opts_t){.endpoint = "tcp://127.0.0.1:5555", .edgefactor = 16, .seed = 1, .partitions = 0,
                   .chunk = 4000, .max_iter = 100, .top = 10, .damping = 0.85, .tolerance = 1e-6,
                   .timeout_ms = 60000};
     int ch;
-    uint64_t v;
     while ((ch = getopt_long(argc, argv, "g:K:E:S:e:p:d:t:m:k:o:w:c:T:qjh", lopts, NULL)) != -1) {
         switch (ch) {
-        case 'g': o->graph = optarg; break;
-        case 'K':
-            if (!parse_u64(optarg, 1, 30, &v))
-                goto bad;
-            o->kron_scale = (unsigned)v;
-            break;
-        case 'E':
-            if (!parse_u64(optarg, 1, 1024, &v))
-                goto bad;
-            o->edgefactor = (unsigned)v;
-            break;
-        case 'S':
-            if (!parse_u64(optarg, 0, UINT64_MAX, &o->seed))
-                goto bad;
-            break;
-        case 'e': o->endpoint = optarg; break;
-        case 'p':
-            if (!parse_u64(optarg, 0, 65536, &v))
-                goto bad;
-            o->partitions = (uint32_t)v; /* 0: chosen by mode once connected */
-            break;
-        case 'd':
-            if (!parse_f64(optarg, 0.0, 1.0, &o->damping))
-                goto bad;
-            break;
-        case 't':
-            if (!parse_f64(optarg, 0.0, 1.0, &o->tolerance))
-                goto bad;
-            break;
-        case 'm':
-            if (!parse_u64(optarg, 1, 1000000, &v))
-                goto bad;
-            o->max_iter = (uint32_t)v;
-            break;
-        case 'k':
-            if (!parse_u64(optarg, 0, 1000000, &v))
-                goto bad;
-            o->top = (uint32_t)v;
-            break;
-        case 'o': o->ranks_out = optarg; break;
-        case 'w': o->edges_out = optarg; break;
-        case 'c':
-            if (!parse_u64(optarg, 2, 1u << 20, &v))
-                goto bad;
-            o->chunk = (uint32_t)v;
-            break;
-        case 'T':
-            if (!parse_u64(optarg, 1, 3600000, &v))
-                goto bad;
-            o->timeout_ms = (int)v;
-            break;
         case 'q': o->quiet = true; break;
         case 'j': o->json = true; break;
         case OPT_ALLOW: o->allow_unconverged = true; break;
-        case OPT_CSR: o->csr_out = optarg; break;
-        case OPT_RBIN: o->ranks_bin = optarg; break;
         case OPT_TWO: o->two_rounds = true; break;
-        case OPT_MAXERR:
-            if (!parse_f64(optarg, 0.0, 2.0, &o->max_error))
-                goto bad;
-            break;
         case 'h': fputs(usage_text, stdout); exit(0);
-        default: fputs(usage_text, stderr); return -1;
+        case '?': fputs(usage_text, stderr); return -1;
+        default:
+            if (!set_opt(o, ch, optarg)) {
+                const char *name = "?";
+                for (const struct option *l = lopts; l->name; l++)
+                    if (l->val == ch)
+                        name = l->name;
+                if (optarg[0])
+                    fprintf(stderr, PROG ": bad value '%s' for --%s (see --help for its range)\n", optarg, name);
+                else
+                    fprintf(stderr, PROG ": --%s needs a value, not an empty string\n", name);
+                return -1;
+            }
         }
     }
     if (o->max_error == 0)
@@ -196,168 +192,252 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
         return -1;
     }
     return 0;
-bad:
-    fprintf(stderr, PROG ": bad value '%s' for -%c (see --help)\n", optarg, ch);
-    return -1;
 }
 
+/* The files asked for, opened before any work so that a path that cannot be
+ * written fails at once; each is renamed into place when complete. */
+typedef struct outs {
+    pr_out_t ranks, edges, csr, ranks_bin;
+} outs_t;
+
+static outs_t *sig_outs;
+static volatile sig_atomic_t job_started;
+
+/* Until the job starts there is nothing on the bridge to end: stop at once
+ * (reading or generating a graph can take minutes), removing the temporary
+ * files. Then: stop at the next reply and end the job, which frees its
+ * arena for others. */
 static void on_signal(int sig)
 {
     (void)sig;
-    pr_interrupted = 1;
+    if (job_started) {
+        pr_interrupted = 1;
+        return;
+    }
+    if (sig_outs) {
+        pr_out_unlink_tmp(&sig_outs->ranks);
+        pr_out_unlink_tmp(&sig_outs->edges);
+        pr_out_unlink_tmp(&sig_outs->csr);
+        pr_out_unlink_tmp(&sig_outs->ranks_bin);
+    }
+    static const char msg[] = PROG ": interrupted\n";
+    const ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
 }
 
-int main(int argc, char **argv)
+/* The graph, read or generated, merged (pg), and the files of it asked for. */
+static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pull_t *pg)
 {
-    pr_opts_t o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
-    /* Stop at the next reply and end the job: its arena is freed for others. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     char err[512];
-    gb_graph_t *g = NULL;
     double t0 = pr_now_s();
-    int rc = o.graph ? gb_graph_load_snap(o.graph, &g, err, sizeof err)
-                     : gb_graph_kronecker(o.kron_scale, o.edgefactor, o.seed, &g, err, sizeof err);
+    memset(pg, 0, sizeof *pg);
+    /* A Kronecker graph's peak in this driver: edges, CSR and pull arrays (16
+     * bytes an edge), vertex arrays (48 a vertex). Past the host's memory
+     * the allocations may still succeed (overcommit) and the writes then
+     * get the driver killed: refuse first. */
+    const double kron_n = o->kron_scale ? ldexp(1.0, (int)o->kron_scale) : 0;
+    const double need = kron_n * (16.0 * o->edgefactor + 48),
+                 have = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have) {
+        fprintf(stderr, PROG ": --kron %u --edgefactor %u needs about %.1f GiB of memory; this host has %.1f GiB\n",
+                o->kron_scale, o->edgefactor, need / (1u << 30), have / (1u << 30));
+        return -1;
+    }
+    if (!o->quiet && o->graph) /* a large file takes a while before the next line */
+        fprintf(stderr, "reading %s\n", o->graph);
+    int rc = o->graph ? gb_graph_load_snap(o->graph, g, err, sizeof err)
+                      : gb_graph_kronecker(o->kron_scale, o->edgefactor, o->seed, g, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, PROG ": %s\n", err);
-        return 1;
+        return -1;
     }
-    if (o.edges_out && write_edges(o.edges_out, g) != 0)
-        return 1;
-    gb_pull_t pg;
-    if (gb_graph_pull(g, &pg) != 0) {
+    if (o->edges_out && write_edges(&out->edges, *g) != 0)
+        return -1;
+    if (gb_graph_pull(*g, pg) != 0) {
         fprintf(stderr, PROG ": out of memory preparing the graph\n");
-        return 1;
+        return -1;
     }
-    if (o.csr_out && write_csr(o.csr_out, &pg) != 0)
-        return 1;
-    if (!o.quiet)
+    if (o->csr_out && write_csr(&out->csr, pg) != 0)
+        return -1;
+    if (!o->quiet)
         fprintf(stderr, "graph: %u vertices, %" PRIu64 " edges (%" PRIu64 " after merging duplicates), "
-                        "prepared in %.2f s\n", g->n, g->m, pg.m, pr_now_s() - t0);
-    gbc_client_t *c = NULL;
+                        "prepared in %.2f s\n", (*g)->n, (*g)->m, pg->m, pr_now_s() - t0);
+    return 0;
+}
+
+/* Connects to the bridge; *parts: the partitions for its grains' mode. */
+static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char mode[16], uint32_t *parts)
+{
     gbc_options_t copt;
     gbc_options_init(&copt);
-    copt.timeout_ms = o.timeout_ms;
-    if (gbc_client_new(&o.endpoint, 1, &copt, &c) != GBC_OK) {
-        fprintf(stderr, PROG ": cannot connect to %s: %s\n", o.endpoint, gbc_last_error());
-        return 1;
+    copt.timeout_ms = o->timeout_ms;
+    if (gbc_client_new(&o->endpoint, 1, &copt, c) != GBC_OK) {
+        fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->endpoint, gbc_last_error());
+        return -1;
+    }
+    /* Connecting shows only as a reply or none: an ipc socket that is not
+     * there is said at once, and the first request waits 10 s at most, not
+     * the whole reply deadline. */
+    struct stat sb;
+    if (strncmp(o->endpoint, "ipc://", 6) == 0 && o->endpoint[6] != '@' /* '@': Linux's abstract sockets */ &&
+        stat(o->endpoint + 6, &sb) != 0) {
+        fprintf(stderr, PROG ": no bridge at %s: %s: %s (is the bridge running there?)\n", o->endpoint,
+                o->endpoint + 6, strerror(errno));
+        return -1;
     }
     /* The grains' mode: it also picks the default partition count. */
     gbc_grain_status_t gs = GBC_GRAIN_STATUS_INIT;
-    char mode[16] = "?";
-    if (gbc_ctl_status(c, 0, AGGREGATOR, &gs, o.timeout_ms) != GBC_OK) {
-        fprintf(stderr, PROG ": the bridge at %s has no usable %s: %s\n", o.endpoint, AGGREGATOR,
+    if (gbc_ctl_status(*c, 0, AGGREGATOR, &gs, o->timeout_ms < 10000 ? o->timeout_ms : 10000) != GBC_OK) {
+        fprintf(stderr, PROG ": the bridge at %s has no usable %s: %s\n", o->endpoint, AGGREGATOR,
                 gbc_last_error());
-        gbc_client_destroy(&c);
-        return 1;
+        return -1;
     }
-    snprintf(mode, sizeof mode, "%s", gs.mode);
+    snprintf(mode, 16, "%s", gs.mode);
     /* cpu: a few per core. GPU: one per worker block of the team kernel (one
      * per SM): a partition's message runs on one block, partition q on block
      * q mod lanes, so any other count leaves some blocks with one more
      * partition than the rest, and the round waits for them. */
-    uint32_t parts = o.partitions               ? o.partitions
-                     : strcmp(mode, "cpu") == 0 ? 4
-                     : gs.lanes                 ? gs.lanes
-                                                : 128;
-    if (parts > pg.n)
-        parts = pg.n;
-    uint64_t *first = pr_partition(&pg, parts);
-    double *ranks = calloc(pg.n, sizeof *ranks);
-    if (!first || !ranks) {
-        fprintf(stderr, PROG ": out of memory\n");
-        return 1;
-    }
-    pr_t p = {.c = c, .o = &o, .next_senders = malloc(parts * sizeof *p.next_senders), .agg_parts = parts};
-    p.n_tags = 1024;
-    while (p.n_tags < 2ull * parts + WINDOW)
-        p.n_tags *= 2;
-    p.tag = malloc(p.n_tags * sizeof *p.tag);
-    int status = 1;
-    if (p.tag)
-        for (uint64_t i = 0; i < p.n_tags; i++)
-            p.tag[i].corr = NO_TAG;
-    if (!p.next_senders || !p.tag) {
-        fprintf(stderr, PROG ": out of memory\n");
-        goto out;
-    }
-    if (pr_load(&p, &pg, first, parts) != 0)
-        goto out;
+    *parts = o->partitions ? o->partitions : strcmp(mode, "cpu") == 0 ? 4 : gs.lanes ? gs.lanes : 128;
+    if (*parts > n)
+        *parts = n;
+    return 0;
+}
 
+typedef struct run_stats {
+    uint32_t it;
+    double delta, total_s, agg_total_s, goal;
+    bool converged;
+} run_stats_t;
+
+/* Iterates until the L1 step is below the goal (the tolerance, or less where
+ * the damping would magnify it past --max-error: the error bound is about
+ * d / (1 - d) times the step) or --max-iter. */
+static int iterate(pr_t *p, const pr_opts_t *o, uint32_t parts, uint32_t n, run_stats_t *st)
+{
+    const double d = o->damping;
+    *st = (run_stats_t){.delta = INFINITY, .goal = o->tolerance};
+    if (d > 0 && (1 - d) * o->max_error / (2 * d) < st->goal)
+        st->goal = (1 - d) * o->max_error / (2 * d);
     /* Each iteration's time runs from its aggregators' START to the last
      * reply it waits for; the first sender round counts in iteration 1. */
-    uint32_t it = 0;
-    double delta = INFINITY, total_s = 0, agg_total_s = 0, rank_sum = 0;
-    bool converged = false;
     double ts = pr_now_s();
-    if (o.max_iter && pr_senders_first(&p, parts, pg.n) != 0)
-        goto out;
-    for (it = 0; it < o.max_iter && !converged; it++) {
-        const double dangling = p.snd_dangling;
+    if (pr_senders_first(p, parts, n) != 0)
+        return -1;
+    for (st->it = 0; st->it < o->max_iter && !st->converged; st->it++) {
+        const double dangling = p->snd_dangling;
         double agg_s;
-        if (pr_iterate(&p, parts, it, pg.n, it + 1 < o.max_iter, &agg_s) != 0)
-            goto out;
+        if (pr_iterate(p, parts, st->it, n, st->it + 1 < o->max_iter, &agg_s) != 0)
+            return -1;
         const double te = pr_now_s(), dt = te - ts;
-        total_s += dt;
-        agg_total_s += agg_s - ts;
-        delta = p.agg_l1;
-        rank_sum = p.agg_rank;
-        if (!(fabs(rank_sum - 1.0) < 1e-3)) { /* float32 ranks, double sums: far less than this */
+        st->total_s += dt;
+        st->agg_total_s += agg_s - ts;
+        st->delta = p->agg_l1;
+        if (!(fabs(p->agg_rank - 1.0) < 1e-3)) { /* float32 ranks, double sums: far less than this */
             fprintf(stderr,
                     PROG ": the ranks sum to %.6f after iteration %u, not 1: the grains did not run the "
                          "iteration this driver asked for (a bridge that predates next_contributions? "
                          "--two-rounds works with one)\n",
-                    rank_sum, it + 1);
-            goto out;
+                    p->agg_rank, st->it + 1);
+            return -1;
         }
-        converged = delta < o.tolerance;
-        if (!o.quiet)
+        st->converged = st->delta < st->goal;
+        if (!o->quiet)
             fprintf(stderr,
                     "iteration %3u: L1 delta %.3e  rank sum %.6f  dangling %.3e  %8.3f ms (aggregators done at %.3f)\n",
-                    it + 1, delta, rank_sum, dangling, dt * 1e3, (agg_s - ts) * 1e3);
+                    st->it + 1, st->delta, p->agg_rank, dangling, dt * 1e3, (agg_s - ts) * 1e3);
         ts = te;
     }
-    if (pr_fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
+    return 0;
+}
+
+/* The ranks as read back, checked against the graph on the host; 0 when
+ * their error bound is within --max-error. */
+static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ranks, const run_stats_t *st,
+                       double *bound)
+{
+    *bound = pr_residual(pg, ranks, o->damping) / (1 - o->damping);
+    if (*bound <= o->max_error)
+        return 0;
+    if (!st->converged)
+        fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): L1 error bound "
+                        "%.3e exceeds %.1e (--max-error); raise --max-iter\n", o->max_iter, st->delta, st->goal,
+                *bound, o->max_error);
+    else
+        fprintf(stderr, PROG ": the ranks read back are not this graph's PageRank: L1 error bound %.3e (from the "
+                        "host's residual) exceeds %.1e (--max-error)%s\n", *bound, o->max_error,
+                o->damping > 0.99 ? "; a damping this close to 1 magnifies the float32 rounding of the ranks "
+                                    "(about 1e-7 / (1 - d)): raise --max-error" : "");
+    return -1;
+}
+
+static void report(const pr_opts_t *o, const gb_graph_t *g, const gb_pull_t *pg, const double *ranks,
+                   const char *mode, uint32_t parts, const run_stats_t *st, double bound)
+{
+    const double per_iter = st->it ? st->total_s / st->it : 0, per_agg = st->it ? st->agg_total_s / st->it : 0;
+    printf("pagerank: %u vertices, %" PRIu64 " edges, %u partitions, mode %s\n", pg->n, pg->m, parts, mode);
+    printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e", st->converged ? "converged" : "NOT converged",
+           st->it, st->delta, o->tolerance);
+    if (st->goal < o->tolerance)
+        printf(", below %.1e for --max-error", st->goal);
+    printf("; error bound %.3e); %.3f ms per iteration (aggregators done at %.3f), %.3f G edges/s\n", bound,
+           per_iter * 1e3, per_agg * 1e3, per_iter > 0 ? pg->m / per_iter / 1e9 : 0.0);
+    print_top(g, ranks, o->top);
+    if (o->json)
+        printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"vertices\":%u,\"edges\":%" PRIu64 ",\"partitions\":%u,"
+               "\"iterations\":%u,\"converged\":%s,\"l1_delta\":%.6e,\"error_bound\":%.6e,\"ms_per_iter\":%.4f,"
+               "\"aggregators_done_ms\":%.4f,\"edges_per_s\":%.6e}\n",
+               mode, pg->n, pg->m, parts, st->it, st->converged ? "true" : "false", st->delta, bound,
+               per_iter * 1e3, per_agg * 1e3, per_iter > 0 ? pg->m / per_iter : 0.0);
+}
+
+static int run(const pr_opts_t *o, outs_t *out)
+{
+    gb_graph_t *g = NULL;
+    gb_pull_t pg;
+    gbc_client_t *c = NULL;
+    char mode[16] = "?";
+    uint32_t parts = 0;
+    uint64_t *first = NULL;
+    double *ranks = NULL;
+    pr_t p = {.o = o};
+    int status = 1;
+    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts) != 0)
+        goto out;
+    first = pr_partition(&pg, parts);
+    ranks = calloc(pg.n, sizeof *ranks);
+    p = (pr_t){.c = c, .o = o, .next_senders = malloc(parts * sizeof *p.next_senders), .agg_parts = parts};
+    p.n_tags = 1024;
+    while (p.n_tags < 2ull * parts + WINDOW)
+        p.n_tags *= 2;
+    p.tag = malloc(p.n_tags * sizeof *p.tag);
+    if (p.tag)
+        for (uint64_t i = 0; i < p.n_tags; i++)
+            p.tag[i].corr = NO_TAG;
+    if (!first || !ranks || !p.next_senders || !p.tag) {
+        fprintf(stderr, PROG ": out of memory\n");
+        goto out;
+    }
+    run_stats_t st;
+    double bound;
+    job_started = 1; /* from GraphInit on, a signal ends the job first */
+    if (pr_load(&p, &pg, first, parts) != 0 || iterate(&p, o, parts, pg.n, &st) != 0 ||
+        pr_fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
         goto out;
     pr_end_job(&p);
-    /* The ranks as read back, checked against the graph on the host. */
-    const double bound = pr_residual(&pg, ranks, o.damping) / (1 - o.damping);
-    if (!(bound <= o.max_error)) {
-        fprintf(stderr, PROG ": the ranks read back are not this graph's PageRank: L1 error bound %.3e (from the "
-                        "host's residual) exceeds %.1e (--max-error)\n", bound, o.max_error);
+    if (check_bound(o, &pg, ranks, &st, &bound) != 0)
+        goto out;
+    report(o, g, &pg, ranks, mode, parts, &st, bound);
+    if (!st.converged && !o->allow_unconverged) {
+        fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): raise --max-iter, "
+                        "or --allow-unconverged to take these ranks (no files written)\n", o->max_iter, st.delta,
+                st.goal);
         goto out;
     }
-    const double per_iter = it ? total_s / it : 0, per_agg = it ? agg_total_s / it : 0;
-    printf("pagerank: %u vertices, %" PRIu64 " edges, %u partitions, mode %s\n", pg.n, pg.m, parts, mode);
-    printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e; error bound %.3e); %.3f ms per iteration "
-           "(aggregators done at %.3f), %.3f G edges/s\n",
-           converged ? "converged" : "NOT converged", it, delta, o.tolerance, bound, per_iter * 1e3, per_agg * 1e3,
-           per_iter > 0 ? pg.m / per_iter / 1e9 : 0.0);
-    print_top(g, ranks, o.top);
-    if (o.ranks_out && write_ranks(o.ranks_out, g, ranks) != 0)
+    if ((o->ranks_out && write_ranks(&out->ranks, g, ranks) != 0) ||
+        (o->ranks_bin && write_ranks_bin(&out->ranks_bin, ranks, pg.n) != 0))
         goto out;
-    if (o.ranks_bin) {
-        FILE *f = fopen(o.ranks_bin, "wb");
-        bool ok = f && fwrite(ranks, sizeof *ranks, pg.n, f) == pg.n;
-        if (!f || fclose(f) != 0 || !ok) {
-            fprintf(stderr, PROG ": %s: cannot write\n", o.ranks_bin);
-            goto out;
-        }
-    }
-    if (o.json)
-        printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"vertices\":%u,\"edges\":%" PRIu64 ",\"partitions\":%u,"
-               "\"iterations\":%u,\"converged\":%s,\"l1_delta\":%.6e,\"error_bound\":%.6e,\"ms_per_iter\":%.4f,\"aggregators_done_ms\":%.4f,"
-               "\"edges_per_s\":%.6e}\n",
-               mode, pg.n, pg.m, parts, it, converged ? "true" : "false", delta, bound, per_iter * 1e3, per_agg * 1e3,
-               per_iter > 0 ? pg.m / per_iter : 0.0);
-    status = converged || o.allow_unconverged ? 0 : 1;
-    if (!converged)
-        fprintf(stderr, PROG ": not converged within %u iterations\n", o.max_iter);
+    status = 0;
 out:
     pr_end_job(&p);
     gbc_client_destroy(&c);
@@ -367,5 +447,33 @@ out:
     free(ranks);
     gb_pull_free(&pg);
     gb_graph_destroy(&g);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    pr_opts_t o;
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
+    outs_t out = {0};
+    sig_outs = &out;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* A file past the size limit (ulimit -f) fails its write, said, rather
+     * than killing the driver with its job still held. */
+    signal(SIGXFSZ, SIG_IGN);
+    /* stdout closed early (| head): the files asked for are still written. */
+    signal(SIGPIPE, SIG_IGN);
+    int status = 1;
+    if (pr_out_open(&out.ranks, o.ranks_out, false) == 0 && pr_out_open(&out.edges, o.edges_out, false) == 0 &&
+        pr_out_open(&out.csr, o.csr_out, true) == 0 && pr_out_open(&out.ranks_bin, o.ranks_bin, true) == 0)
+        status = run(&o, &out);
+    pr_out_drop(&out.ranks);
+    pr_out_drop(&out.edges);
+    pr_out_drop(&out.csr);
+    pr_out_drop(&out.ranks_bin);
     return status;
 }

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PROG "pagerank"
 
@@ -47,55 +49,126 @@ void print_top(const gb_graph_t *g, const double *ranks, uint32_t k)
     free(top);
 }
 
-/* Opens path for writing, or says why not. */
-static FILE *open_out(const char *path, const char *mode)
+/* Takes o->tmp out of o before it is freed: pr_out_unlink_tmp, from a
+ * signal handler, sees it or NULL, never a freed string. */
+static char *take_tmp(pr_out_t *o)
 {
-    FILE *f = fopen(path, mode);
-    if (!f)
-        fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
-    return f;
+    char *t = o->tmp;
+    o->tmp = NULL;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return t;
 }
 
-/* Closes f; ok is whether every write succeeded. Returns 0, or -1 (said). */
-static int close_out(FILE *f, const char *path, bool ok)
+int pr_out_open(pr_out_t *o, const char *path, bool binary)
 {
-    if (fclose(f) != 0 || !ok) {
-        fprintf(stderr, PROG ": %s: write failed: %s\n", path, strerror(errno));
+    *o = (pr_out_t){.path = path};
+    if (!path)
+        return 0;
+    struct stat sb;
+    int e = 0;
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, PROG ": %s: is a directory (give a file to write)\n", path);
+        return -1;
+    }
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        o->f = fopen(path, binary ? "wb" : "w");
+        e = errno;
+    } else {
+        const size_t len = strlen(path) + sizeof ".tmp.XXXXXX";
+        char *t = malloc(len);
+        const int fd = t ? (snprintf(t, len, "%s.tmp.XXXXXX", path), mkstemp(t)) : -1;
+        e = t ? errno : ENOMEM;
+        if (fd < 0) {
+            free(t);
+        } else { /* named only once it exists, for pr_out_unlink_tmp */
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            o->tmp = t;
+            const mode_t mask = umask(0); /* the mode a plain fopen would give */
+            umask(mask);
+            if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, binary ? "wb" : "w"))) {
+                e = errno;
+                close(fd);
+                unlink(o->tmp);
+            }
+        }
+    }
+    if (!o->f) {
+        fprintf(stderr, PROG ": %s: cannot write: %s\n", path, strerror(e));
+        free(take_tmp(o));
         return -1;
     }
     return 0;
 }
 
-int write_ranks(const char *path, const gb_graph_t *g, const double *ranks)
+void pr_out_unlink_tmp(const pr_out_t *o)
 {
-    FILE *f = open_out(path, "w");
-    if (!f)
-        return -1;
-    bool ok = fprintf(f, "# vertex pagerank\n") > 0;
+    const char *t = o->tmp;
+    if (t)
+        unlink(t);
+}
+
+void pr_out_drop(pr_out_t *o)
+{
+    if (o->f) {
+        fclose(o->f);
+        if (o->tmp)
+            unlink(o->tmp);
+    }
+    free(take_tmp(o));
+    *o = (pr_out_t){0};
+}
+
+int pr_out_commit(pr_out_t *o, bool ok)
+{
+    if (!o->f)
+        return 0;
+    int e = ok ? 0 : errno;
+    if (ok && fflush(o->f) != 0)
+        e = errno;
+    if (fclose(o->f) != 0 && !e)
+        e = errno;
+    o->f = NULL;
+    if (!e && o->tmp && rename(o->tmp, o->path) != 0)
+        e = errno;
+    if (e || !ok) {
+        fprintf(stderr, PROG ": %s: write failed: %s%s\n", o->path, strerror(e ? e : EIO),
+                o->tmp ? " (the file is left as it was)" : "");
+        if (o->tmp)
+            unlink(o->tmp);
+    }
+    free(take_tmp(o));
+    return e || !ok ? -1 : 0;
+}
+
+int write_ranks(pr_out_t *o, const gb_graph_t *g, const double *ranks)
+{
+    bool ok = fprintf(o->f, "# vertex pagerank\n") > 0;
     for (uint32_t v = 0; v < g->n && ok; v++)
-        ok = fprintf(f, "%" PRIu64 " %.9g\n", g->orig_id[v], ranks[v]) > 0;
-    return close_out(f, path, ok);
+        ok = fprintf(o->f, "%" PRIu64 " %.9g\n", g->orig_id[v], ranks[v]) > 0;
+    return pr_out_commit(o, ok);
 }
 
-int write_edges(const char *path, const gb_graph_t *g)
+int write_edges(pr_out_t *o, const gb_graph_t *g)
 {
-    FILE *f = open_out(path, "w");
-    if (!f)
-        return -1;
-    bool ok = fprintf(f, "# %u vertices, %" PRIu64 " edges (as generated; duplicates included)\n", g->n, g->m) > 0;
+    bool ok = fprintf(o->f, "# %u vertices, %" PRIu64 " edges (duplicates included; a vertex without edges is "
+                                "not listed)\n", g->n,
+                      g->m) > 0;
     for (uint64_t e = 0; e < g->m && ok; e++)
-        ok = fprintf(f, "%" PRIu64 " %" PRIu64 "\n", g->orig_id[g->src[e]], g->orig_id[g->dst[e]]) > 0;
-    return close_out(f, path, ok);
+        ok = fprintf(o->f, "%" PRIu64 " %" PRIu64 "\n", g->orig_id[g->src[e]], g->orig_id[g->dst[e]]) > 0;
+    return pr_out_commit(o, ok);
 }
 
-int write_csr(const char *path, const gb_pull_t *g)
+int write_csr(pr_out_t *o, const gb_pull_t *g)
 {
-    FILE *f = open_out(path, "wb");
-    if (!f)
-        return -1;
+    FILE *f = o->f;
     const uint64_t n = g->n, m = g->m;
     bool ok = fwrite("GBPRCSR1", 8, 1, f) == 1 && fwrite(&n, 8, 1, f) == 1 && fwrite(&m, 8, 1, f) == 1 &&
               fwrite(g->in_off, 8, n + 1, f) == n + 1 && (m == 0 || fwrite(g->in_src, 4, m, f) == m) &&
               fwrite(g->outdeg, 4, n, f) == n;
-    return close_out(f, path, ok);
+    return pr_out_commit(o, ok);
+}
+
+int write_ranks_bin(pr_out_t *o, const double *ranks, uint32_t n)
+{
+    return pr_out_commit(o, fwrite(ranks, sizeof *ranks, n, o->f) == n);
 }

@@ -50,19 +50,34 @@ static void test_valid(void **state)
     gb_graph_destroy(&g);
     assert_null(g);
     gb_graph_destroy(&g);
+    /* A UTF-8 byte order mark (editors on Windows write one) is not part of the first id. */
+    g = parse_ok("\xef\xbb\xbf" "7 8\r\n8 7\r\n");
+    assert_int_equal(g->n, 2);
+    assert_int_equal(g->m, 2);
+    assert_int_equal(g->orig_id[0], 7);
+    gb_graph_destroy(&g);
 }
 
 static void test_malformed(void **state)
 {
     (void)state;
-    parse_err("1 2\n2 3\n1 2 3\n", "t.txt:3: expected two vertex ids");
-    parse_err("# c\na b\n", "t.txt:2:");
-    parse_err("1\n", "t.txt:1:");
-    parse_err("1 2\n-1 2\n", "t.txt:2:");
-    parse_err("1 2.5\n", "t.txt:1:");
-    parse_err("18446744073709551616 1\n", "t.txt:1: vertex id out of range");
-    parse_err("# only comments\n\n", "no edges");
-    parse_err("", "no edges");
+    /* Each says what is wrong with the line, and shows it. */
+    parse_err("1 2\n2 3\n1 2 3\n",
+              "t.txt:3: expected two vertex ids 'source target' separated by blanks, found 3 fields (the line: '1 2 3')");
+    parse_err("1 2 0.5\n", "t.txt:1: expected two vertex ids 'source target' separated by blanks, found 3 fields");
+    parse_err("1 2 # why\n", "found 4 fields");
+    parse_err("# c\na b\n", "t.txt:2: 'a' is not a vertex id (an unsigned decimal integer)");
+    parse_err("1\n", "t.txt:1: expected two vertex ids 'source target' separated by blanks, found 1 field "
+                     "(the line: '1')");
+    parse_err("1 2\n-1 2\n", "t.txt:2: '-1' is negative: vertex ids are unsigned decimal integers");
+    parse_err("1 2.5\n", "t.txt:1: '2.5' is not a vertex id");
+    parse_err("1 0x10\n", "t.txt:1: '0x10' is not a vertex id");
+    parse_err("1,2\n", "t.txt:1: expected two vertex ids 'source target' separated by blanks, found 1 field");
+    parse_err("18446744073709551616 1\n", "t.txt:1: vertex id '18446744073709551616' is out of range (at most "
+                                          "18446744073709551615)");
+    parse_err("1 2\r3 4\r5 6\r", "t.txt:1: a carriage return inside the line");
+    parse_err("# only comments\n\n", "t.txt: no edges");
+    parse_err("", "t.txt: no edges");
     gb_graph_t *g = NULL;
     char err[256];
     assert_int_equal(gb_graph_load_snap("/nonexistent/graph.txt", &g, err, sizeof err), -1);

@@ -7,6 +7,11 @@
 # line-numbered errors (binary bytes escaped, a directory named); chunks
 # larger than a slot are carried (out of line) and the bridge keeps serving;
 # an arena too small gets an error naming it; SIGTERM stops it with exit 0.
+# Graphs a stranger may give (one vertex, huge or sparse ids, CRLF, tabs, a
+# byte order mark, a 100k in-degree hub, a chain, a star, damping 0 to
+# 0.999), each against networkx; every kind of bad line named; bad option
+# values; files written whole or not at all (size limit, unwritable path,
+# not converged, stdout closed).
 #   test_pagerank_e2e.sh BUILD_DIR SOURCE_DIR MODE
 # Exit 77 (skipped) for GPU modes without a GPU.
 set -uo pipefail
@@ -87,6 +92,79 @@ for j in a c b1 b2 b3; do
   fi
 done
 
+# Graphs a stranger may give, read as they are (check_networkx.py reads the
+# same file): each within networkx's ranks.
+run_file() { # name, file, then driver args
+  local name=$1 file=$2
+  shift 2
+  if ! "$PR" -e "$SOCK" -q -k 3 -o "$T/$name.ranks" -g "$file" "$@" > "$T/$name.out" 2>&1; then
+    cat "$T/$name.out"; fail "$name: the driver failed"; return
+  fi
+  local damping=0.85
+  [ "${1:-}" = -d ] && damping=$2
+  "$PY" "$SRC/examples/pagerank/check_networkx.py" "$file" "$T/$name.ranks" --damping $damping \
+    || fail "$name: ranks differ from networkx"
+}
+printf '5 5\n' > "$T/one.txt"                        # a single vertex (a self-loop)
+printf '0 1\n' > "$T/two.txt"                        # two vertices, one dangling
+printf '0 10000000\n' > "$T/sparse.txt"              # sparse ids
+printf '18446744073709551615 9223372036854775808\n4294967296 18446744073709551615\n' > "$T/bigids.txt"
+printf '\xef\xbb\xbf# Universit\xe9 (Latin-1)\r\n\r\n10\t20\r\n  20   30 \t\r\n%% c\n30 10 \n\t40 10\n' > "$T/fmt.txt"
+printf '0 1\n1 0\n2 3\n3 4\n5 5\n6 7\n6 7\n' > "$T/parts.txt"   # components, a loop, a duplicate
+awk 'BEGIN { for (i = 1; i <= 100000; i++) print i, 0; print 0, 1 }' > "$T/hub.txt"   # 100k in-edges
+awk 'BEGIN { for (i = 0; i < 3000; i++) print i, i + 1 }' > "$T/chain.txt"
+awk 'BEGIN { for (i = 1; i <= 500; i++) print 0, i }' > "$T/star.txt"
+for f in one two sparse bigids fmt parts hub chain star; do
+  run_file "$f" "$T/$f.txt" -p 3
+done
+run_file one1 "$T/one.txt"        # more partitions asked than vertices
+run_file damp0 "$T/parts.txt" -d 0
+run_file damp5 "$T/star.txt" -d 0.5
+# A damping near 1 magnifies the step into the error (d / (1 - d)): the
+# driver iterates on until the ranks meet --max-error.
+run_check k4 --kron 12 --edgefactor 4 -p 3
+run_file damp999 "$T/k4.edges" -d 0.999
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 1 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "bad value '1' for --damping" <<<"$out" || fail "damping 1: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --max-error 0 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "for --max-error" <<<"$out" || fail "max-error 0: rc $rc, '$out'"
+out=$("$PR" -e "ipc://$T/none.sock" -q -g "$T/two.txt" 2>&1); rc=$?   # no bridge there: said at once
+[ $rc = 1 ] && grep -qF "no bridge at ipc://$T/none.sock: $T/none.sock: No such file or directory" <<<"$out" \
+  || fail "no bridge: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q --kron 30 --edgefactor 1024 2>&1); rc=$?   # 17 TB: refused before allocating
+[ $rc = 1 ] && grep -q -- "--kron 30 --edgefactor 1024 needs about 16[0-9]*\.[0-9] GiB of memory; this host has" <<<"$out" \
+  || fail "kron past the host's memory: rc $rc, '$out'"
+# SIGINT before the job starts (generating a graph, waiting for a bridge
+# that is not there) stops the driver at once, its temporary files removed.
+"$PR" -e tcp://127.0.0.1:1 --kron 20 -o "$T/int.ranks" > "$T/int.out" 2>&1 &
+pi=$!
+sleep 0.3
+kill -INT $pi
+wait $pi; rc=$?
+[ $rc = 1 ] && grep -q "^pagerank: interrupted" "$T/int.out" && ! grep -q "no usable" "$T/int.out" \
+  && ! ls "$T"/int.ranks* >/dev/null 2>&1 || { cat "$T/int.out"; fail "SIGINT before the job: rc $rc"; }
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" -o '' 2>&1); rc=$?
+[ $rc = 2 ] && grep -q -- "--ranks needs a value" <<<"$out" || fail "empty --ranks path: rc $rc, '$out'"
+n=$("$PR" -e "$SOCK" -q -g "$T/star.txt" --top 010 | grep -c '^  [0-9]')   # decimal, not octal
+[ "$n" = 10 ] || fail "--top 010 printed $n vertices"
+
+# Files are written whole or not at all: past the size limit the write fails
+# (said, exit 1), the old file stays as it was, no temporary file is left;
+# a path that cannot be written fails before any work.
+echo old > "$T/keep.ranks"
+out=$(ulimit -f 8; "$PR" -e "$SOCK" -q -k 0 --kron 12 -o "$T/keep.ranks" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "keep.ranks: write failed: File too large" <<<"$out" && [ "$(cat "$T/keep.ranks")" = old ] \
+  && ! ls "$T"/keep.ranks.tmp.* >/dev/null 2>&1 || fail "ranks past the size limit: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/two.txt" -o "$T/no/such/dir/r" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "no/such/dir/r: cannot write" <<<"$out" && ! grep -q "converged" <<<"$out" \
+  || fail "unwritable ranks path: rc $rc, '$out'"
+"$PR" -e "$SOCK" -q -k 1000 -g "$T/star.txt" -o "$T/pipe.ranks" 2>&1 | :   # stdout closed early
+rc=${PIPESTATUS[0]}
+[ $rc = 0 ] && [ -s "$T/pipe.ranks" ] && ! ls "$T"/pipe.ranks.tmp.* >/dev/null 2>&1 || fail "stdout closed: rc $rc"
+out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/chain.txt" -m 2 -o "$T/nc.ranks" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "not converged within 2 iterations" <<<"$out" && [ ! -e "$T/nc.ranks" ] \
+  || fail "not converged: rc $rc, '$out'"
+
 # Malformed inputs: line-numbered errors, exit 1.
 printf '# ok\n1 2\n3 x\n' > "$T/bad.txt"
 out=$("$PR" -e "$SOCK" -q -g "$T/bad.txt" 2>&1); rc=$?
@@ -100,6 +178,19 @@ printf '1 2\n\033[2J\377 3\n' > "$T/binary.txt"   # bytes a terminal would act o
 out=$("$PR" -e "$SOCK" -q -g "$T/binary.txt" 2>&1); rc=$?
 [ $rc = 1 ] && grep -qF 'binary.txt:2:' <<<"$out" && grep -qF '\x1b[2J\xff 3' <<<"$out" && ! grep -q $'\033' <<<"$out" \
   || fail "binary line: rc $rc, '$out'"
+bad_line() { # name, content (printf), then what the error must say
+  printf "$2" > "$T/$1.txt"
+  out=$("$PR" -e "$SOCK" -q -g "$T/$1.txt" 2>&1); rc=$?
+  [ $rc = 1 ] && grep -qF "$T/$1.txt$3" <<<"$out" || fail "$1: rc $rc, '$out'"
+}
+bad_line neg '1 2\n3 -4\n' ":2: '-4' is negative"
+bad_line onecol '1 2\n\n7\n' ":3: expected two vertex ids 'source target' separated by blanks, found 1 field"
+bad_line weighted '1 2 0.5\n' ":1: expected two vertex ids 'source target' separated by blanks, found 3 fields"
+bad_line over64 '1 18446744073709551616\n' ":1: vertex id '18446744073709551616' is out of range"
+bad_line letters 'a b\n' ":1: 'a' is not a vertex id"
+bad_line cr '1 2\r3 4\r' ":1: a carriage return inside the line"
+bad_line empty '' ": no edges"
+bad_line onlycomments '# nothing\n\n' ": no edges"
 out=$("$PR" -e "$SOCK" -q -g "$T" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "is a directory" <<<"$out" || fail "directory: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
