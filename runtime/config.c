@@ -442,6 +442,26 @@ static bool gbi_valid_type_name(const char *v)
     return true;
 }
 
+/* Path v of setting s into out: a relative one joined to the folder of the
+ * config file that gives it (a daemon under systemd runs in /, so the working
+ * directory says nothing about where the config's files are). -1 (an error
+ * naming what) when the joined path does not fit. */
+static int gbi_config_path(gbi_ctx *c, const config_setting_t *s, const char *what, const char *v, char *out,
+                           size_t outlen)
+{
+    const char *file = gbi_setting_file(c, s);
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (v[0] != '/' && slash) {
+        int dir = (int)(slash - file);
+        if ((size_t)dir + 1 + strlen(v) >= outlen)
+            return gbi_fail(c, s, "%s: '%s' is too long once joined to the config's folder", what, v);
+        snprintf(out, outlen, "%.*s/%s", dir, file, v);
+    } else {
+        gbi_copy_str(out, outlen, v);
+    }
+    return 0;
+}
+
 /* The `library` of grains entry g, if any: recorded with where it was given,
  * relative paths taken from the config file's folder. Returns 1 (given),
  * 0 (none), or -1 (an error). Whether it loads is checked at start
@@ -462,15 +482,8 @@ static int gbi_load_library(gbi_ctx *c, const config_setting_t *g, const char *p
         return gbi_fail(c, s, "%s: too many grain libraries (at most %d)", lpath, GB_MAX_GRAIN_LIBS);
     gb_grain_lib_config_t *l = &cfg->libs[cfg->n_libs];
     const char *file = gbi_setting_file(c, s);
-    const char *slash = file ? strrchr(file, '/') : NULL;
-    if (v[0] != '/' && slash) {
-        int dir = (int)(slash - file);
-        if ((size_t)dir + 1 + strlen(v) >= sizeof l->path)
-            return gbi_fail(c, s, "%s: '%s' is too long once joined to the config's folder", lpath, v);
-        snprintf(l->path, sizeof l->path, "%.*s/%s", dir, file, v);
-    } else {
-        gbi_copy_str(l->path, sizeof l->path, v);
-    }
+    if (gbi_config_path(c, s, lpath, v, l->path, sizeof l->path) != 0)
+        return -1;
     for (size_t k = 0; k < cfg->n_libs; k++)
         if (strcmp(cfg->libs[k].path, l->path) == 0)
             return gbi_fail(c, s, "%s: '%s' is already given by grains[%u]", lpath, v, cfg->libs[k].index);
@@ -674,8 +687,10 @@ static int gbi_load_curve(gbi_ctx *c, const config_setting_t *root, gb_config_t 
     if (gbi_get_str(c, g, "server_secret_key_file", "curve.server_secret_key_file",
                     GB_PATH_LEN, &v) != 0)
         return -1;
-    if (v)
-        gbi_copy_str(cv->server_secret_key_file, GB_PATH_LEN, v);
+    if (v && *v &&
+        gbi_config_path(c, config_setting_get_member(g, "server_secret_key_file"), "curve.server_secret_key_file", v,
+                        cv->server_secret_key_file, GB_PATH_LEN) != 0)
+        return -1;
     v = NULL;
     if (gbi_get_str(c, g, "server_public_key", "curve.server_public_key", 256, &v) != 0)
         return -1;

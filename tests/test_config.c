@@ -800,6 +800,35 @@ static void test_grain_libraries(void **state)
     expect_error("grains = ( { slot_size = 64; } );\n", 1, "missing required key 'type' (or 'library')");
 }
 
+/* curve.server_secret_key_file: a relative path is the config file's
+ * folder's, as a library's (a daemon under systemd runs in /). */
+static void test_curve_key_path(void **state)
+{
+    (void)state;
+    gb_config_t c;
+    char err[512] = "";
+    gb_config_defaults(&c);
+    assert_int_equal(gb_config_load_string("curve = { server_secret_key_file = \"keys/server.key\"; };\n",
+                                           "/etc/gb/main.cfg", &c, err, sizeof err),
+                     GB_OK);
+    assert_string_equal(c.curve.server_secret_key_file, "/etc/gb/keys/server.key");
+    gb_config_defaults(&c);
+    assert_int_equal(gb_config_load_string("curve = { server_secret_key_file = \"/srv/k\"; };\n",
+                                           "/etc/gb/main.cfg", &c, err, sizeof err),
+                     GB_OK);
+    assert_string_equal(c.curve.server_secret_key_file, "/srv/k");
+    char *longp = malloc(GB_PATH_LEN + 64);
+    assert_non_null(longp);
+    int n = snprintf(longp, GB_PATH_LEN + 64, "curve = { server_secret_key_file = \"");
+    memset(longp + n, 'a', GB_PATH_LEN - 8);
+    strcpy(longp + n + GB_PATH_LEN - 8, "\"; };\n");
+    gb_config_defaults(&c);
+    assert_int_not_equal(gb_config_load_string(longp, "/etc/gb/main.cfg", &c, err, sizeof err), GB_OK);
+    assert_non_null(strstr(err, "curve.server_secret_key_file: '"));
+    assert_non_null(strstr(err, "too long once joined to the config's folder"));
+    free(longp);
+}
+
 /* messaging = { ... }: the bounds of messages between grains. */
 static void test_messaging(void **state)
 {
@@ -838,6 +867,7 @@ int main(void)
         cmocka_unit_test(test_mode_names),
         cmocka_unit_test(test_default_file_equals_defaults),
         cmocka_unit_test(test_examples_load),
+        cmocka_unit_test(test_curve_key_path),
         cmocka_unit_test(test_messaging),
         cmocka_unit_test(test_reply_backlog),
         cmocka_unit_test(test_missing_keys_keep_defaults),
