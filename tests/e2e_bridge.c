@@ -589,6 +589,17 @@ static void test_terminated_grain_type(void **state)
     gpubridge__server_frame__free_unpacked(f, NULL);
     assert_int_equal(control_simple(g_s, 43, GPUBRIDGE__CONTROL__OP_ACTIVATE, "echo"),
                      GPUBRIDGE__STATUS__STATUS_TERMINATED);
+    /* DeactivateGrain after the Terminate: not "terminated before answering"
+     * (which says it may have run), the type is terminated */
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__DeactivateGrain dg = GPUBRIDGE__DEACTIVATE_GRAIN__INIT;
+    dg.grain_type = (char *)"echo";
+    dg.key = 1;
+    c.op_case = GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN;
+    c.deactivate_grain = &dg;
+    send_env(g_s, make_control(44, &c));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type 'echo' is terminated");
+    gpubridge__server_frame__free_unpacked(f, NULL);
     still_serves(g_s);
 }
 
