@@ -44,7 +44,8 @@ gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
      * ends, which lets try_send read the monitor only every
      * GBCI_MON_EVERY_NS (far below it). */
     if (setopt_int(ep->sock, ZMQ_LINGER, 0) || setopt_int(ep->sock, ZMQ_IMMEDIATE, 1) ||
-        setopt_int(ep->sock, ZMQ_RCVHWM, 0) || setopt_int(ep->sock, ZMQ_RECONNECT_IVL, GBCI_RECONNECT_IVL_MS))
+        setopt_int(ep->sock, ZMQ_RCVHWM, 0) || setopt_int(ep->sock, ZMQ_RECONNECT_IVL, GBCI_RECONNECT_IVL_MS) ||
+        setopt_int(ep->sock, ZMQ_IPV6, 1)) /* tcp://[IPV6]:PORT endpoints */
         return zfail(GBC_ERR_IO, "zmq_setsockopt", addr);
     if (server_key) {
         /* Z85 keys go in as 41 bytes: 40 characters and the NUL. */

@@ -137,8 +137,11 @@ static int handle_control(gb_server_t *s, const uint8_t *id, uint8_t id_len, uin
             gbi_name_print(name, sizeof name, (const uint8_t *)n, strlen(n));
             snprintf(err, sizeof err, "unknown grain type '%s'", name);
             gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_UNKNOWN_GRAIN_TYPE, err, 0, NULL, 0);
+        } else if (gbi_ring_take(s, r) && gb_rk_state_of(r->t->rk) == GB_RK_TERMINATED) {
+            /* as a grain message: a stopped ring would answer it "before answering" */
+            snprintf(err, sizeof err, "grain type '%s' is terminated", r->t->name);
+            gbi_reply(s, id, id_len, delim, env->corr, GPUBRIDGE__STATUS__STATUS_TERMINATED, err, 0, NULL, 0);
         } else {
-            gbi_ring_take(s, r);
             ret = enqueue(s, r, id, id_len, delim, env->corr, d->key, GB_MSG_DEACTIVATE_KEY, NULL, 0, 0, 0);
         }
     }

@@ -74,6 +74,66 @@ static void test_remote_control_refused(void **state)
     assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
 }
 
+/* Whether this host can listen on the IPv6 loopback (::1). */
+static int has_ipv6_loopback(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in6 a;
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* An IPv6 endpoint (the config's "[IPV6]:PORT" form) is served, and ::1 is a
+ * local peer, as protocol.md says; so is an IPv4 loopback peer of a
+ * dual-stack wildcard endpoint (tcp, host "*"), seen as IPv4-mapped. */
+static void test_ipv6_endpoint(void **state)
+{
+    (void)state;
+    if (!has_ipv6_loopback())
+        skip();
+    char listen[64], v6[64], any[64], v4[64];
+    int port = free_port();
+    snprintf(listen, sizeof listen, "tcp://[::1]:%d", port);
+    snprintf(v6, sizeof v6, "tcp://[::1]:%d", port);
+    g_extra_endpoint = listen;
+    bridge_t b;
+    int st = bridge_start(&b, "");
+    g_extra_endpoint = NULL;
+    if (st != 0)
+        fail_msg("the bridge did not start with endpoint %s (exit %d)", listen, st);
+    void *near = client_open(v6);
+    still_serves(near);
+    assert_int_equal(control_simple(near, 1, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(near, 2, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), OK);
+    still_serves(near);
+    zmq_close(near);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+
+    /* A wildcard host: both families; an IPv4 loopback peer is still local */
+    port = free_port();
+    snprintf(any, sizeof any, "tcp://*:%d", port);
+    snprintf(v4, sizeof v4, "tcp://127.0.0.1:%d", port);
+    snprintf(v6, sizeof v6, "tcp://[::1]:%d", port);
+    g_extra_endpoint = any;
+    st = bridge_start(&b, "");
+    g_extra_endpoint = NULL;
+    assert_int_equal(st, 0);
+    void *near4 = client_open(v4), *near6 = client_open(v6);
+    still_serves(near4);
+    still_serves(near6);
+    assert_int_equal(control_simple(near4, 3, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "vecadd"), OK);
+    assert_int_equal(control_simple(near6, 4, GPUBRIDGE__CONTROL__OP_ACTIVATE, "vecadd"), OK);
+    zmq_close(near4);
+    zmq_close(near6);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+}
+
 static void *curve_client(const bridge_t *b, const char *spub, const char *pub, const char *sec)
 {
     void *s = zmq_socket(g_zctx, ZMQ_DEALER);
@@ -359,6 +419,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_admin_keys),
         cmocka_unit_test(test_check_config_keys),
         cmocka_unit_test(test_refused_handshakes_rate_limited),
+        cmocka_unit_test(test_ipv6_endpoint),
         cmocka_unit_test(test_reload_access),
     };
     if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */

@@ -589,6 +589,17 @@ static void test_terminated_grain_type(void **state)
     gpubridge__server_frame__free_unpacked(f, NULL);
     assert_int_equal(control_simple(g_s, 43, GPUBRIDGE__CONTROL__OP_ACTIVATE, "echo"),
                      GPUBRIDGE__STATUS__STATUS_TERMINATED);
+    /* DeactivateGrain after the Terminate: not "terminated before answering"
+     * (which says it may have run), the type is terminated */
+    Gpubridge__Control c = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__DeactivateGrain dg = GPUBRIDGE__DEACTIVATE_GRAIN__INIT;
+    dg.grain_type = (char *)"echo";
+    dg.key = 1;
+    c.op_case = GPUBRIDGE__CONTROL__OP_DEACTIVATE_GRAIN;
+    c.deactivate_grain = &dg;
+    send_env(g_s, make_control(44, &c));
+    expect_error(&f, GPUBRIDGE__STATUS__STATUS_TERMINATED, "grain type 'echo' is terminated");
+    gpubridge__server_frame__free_unpacked(f, NULL);
     still_serves(g_s);
 }
 
@@ -875,6 +886,69 @@ static void test_evicted_store_bound(void **state)
     assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
 }
 
+/* A client's requests cannot flood the bridge's log: 500 PageRank GraphInits
+ * the arena cannot hold each get their error, naming arena_mb, while the
+ * log's warning about them is rate-limited (10 lines per 10 s window). */
+static void test_refusals_do_not_flood_the_log(void **state)
+{
+    (void)state;
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, "arena_mb = 1;\n"), 0);
+    void *c = client_open(b.endpoint);
+    /* GraphInit{node_count: 2^31}: 64 GiB of arena */
+    const uint8_t init[] = {0x08, 0x80, 0x80, 0x80, 0x80, 0x08};
+    enum { N = 500, PER_FRAME = 50 };
+    const uint64_t t0 = e2e_ms();
+    for (uint64_t corr = 1; corr <= N; corr += PER_FRAME) {
+        Gpubridge__Envelope envs[PER_FRAME], *pe[PER_FRAME];
+        Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
+        g.type = (char *)"pagerank.sender";
+        for (int i = 0; i < PER_FRAME; i++) {
+            gpubridge__envelope__init(&envs[i]);
+            envs[i].correlation_id = corr + (uint64_t)i;
+            envs[i].grain = &g;
+            envs[i].kind = GPUBRIDGE__KIND__KIND_REQUEST;
+            envs[i].message_type = 9;
+            envs[i].payload.data = (uint8_t *)init;
+            envs[i].payload.len = sizeof init;
+            pe[i] = &envs[i];
+        }
+        Gpubridge__Batch batch = GPUBRIDGE__BATCH__INIT;
+        batch.n_envelopes = PER_FRAME;
+        batch.envelopes = pe;
+        Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+        f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+        f.batch = &batch;
+        send_frame(c, &f);
+        for (int got = 0; got < PER_FRAME;) {
+            Gpubridge__ServerFrame *sf = recv_frame(c, 10000 * E2E_SLOW);
+            assert_non_null(sf);
+            size_t n;
+            Gpubridge__Reply **rs = frame_replies(sf, &n);
+            for (size_t k = 0; k < n; k++, got++) {
+                assert_int_equal(rs[k]->status, GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR);
+                assert_non_null(strstr(rs[k]->error, "arena_mb"));
+            }
+            gpubridge__server_frame__free_unpacked(sf, NULL);
+        }
+    }
+    still_serves(c);
+    const uint64_t elapsed = e2e_ms() - t0;
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+    FILE *f = fopen(b.log, "r");
+    assert_non_null(f);
+    char line[2048];
+    unsigned lines = 0;
+    while (fgets(line, sizeof line, f))
+        lines += strstr(line, "PageRank job") != NULL && strstr(line, "refused") != NULL;
+    fclose(f);
+    const unsigned bound = 10 * (unsigned)(elapsed / 10000 + 2);
+    if (lines == 0 || lines > bound)
+        fail_msg("%u log lines for %d refused GraphInits in %llu ms (at most %u)", lines, N,
+                 (unsigned long long)elapsed, bound);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -891,6 +965,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_curve),
         cmocka_unit_test(test_activation_collection),
         cmocka_unit_test(test_evicted_store_bound),
+        cmocka_unit_test(test_refusals_do_not_flood_the_log),
     };
     if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
         cmocka_set_test_filter(argv[1]);

@@ -267,8 +267,9 @@ static void *client_open(const char *endpoint)
     if (!g_zctx)
         g_zctx = zmq_ctx_new();
     void *s = zmq_socket(g_zctx, ZMQ_DEALER);
-    int linger = 0;
+    int linger = 0, ipv6 = 1; /* tcp://[::1]:PORT too */
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_IPV6, &ipv6, sizeof ipv6);
     assert_int_equal(zmq_connect(s, endpoint), 0);
     return s;
 }

@@ -269,6 +269,7 @@ class Client:
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.IPV6, 1)  # tcp://[IPV6]:PORT endpoints
         self._sock.setsockopt(zmq.SNDTIMEO, int(timeout_ms))
         if curve is not None:
             self._setup_curve(curve)

@@ -280,8 +280,9 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
     default:
         return NULL;
     }
+    /* Limited: a client may send any number of these (each gets its error). */
     if (code == GB_PR_E_ARENA_SMALL || code == GB_PR_E_ARENA_FULL || code == GB_PR_E_JOBS_FULL)
-        GB_WARN("PageRank job %u refused: %s", job, buf);
+        GB_WARN_LIMITED("PageRank job %u refused: %s", job, buf);
     return buf;
 }
 
