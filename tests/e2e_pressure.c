@@ -867,7 +867,9 @@ static void test_unread_large_replies(void **state)
     }
     /* Until every request is answered or refused (the replies wait unread). */
     Gpubridge__Telemetry *tm = NULL;
-    for (int i = 0; i < 400; i++) {
+    /* Up to a minute: 400 RankQuery replies of 64 KB on a loaded 2-core
+     * machine (sanitizer builds, parallel tests) outlasted 10 s. */
+    for (int i = 0; i < 2400; i++) {
         if (tm)
             gpubridge__telemetry__free_unpacked(tm, NULL);
         tm = telemetry(other, 10 + (uint64_t)i, "pagerank.aggregator");
@@ -907,7 +909,9 @@ static Gpubridge__Telemetry *telemetry_until(void *c, uint64_t *corr, int (*done
                                             uint64_t arg)
 {
     Gpubridge__Telemetry *tm = NULL;
-    for (int i = 0; i < 400; i++) {
+    /* Up to a minute: 400 RankQuery replies of 64 KB on a loaded 2-core
+     * machine (sanitizer builds, parallel tests) outlasted 10 s. */
+    for (int i = 0; i < 2400; i++) {
         if (tm)
             gpubridge__telemetry__free_unpacked(tm, NULL);
         tm = telemetry(c, (*corr)++, "pagerank.aggregator");
@@ -1806,7 +1810,9 @@ static Gpubridge__Telemetry *echo_telemetry_until(void *c, uint64_t *corr,
                                                   int (*done)(const Gpubridge__Telemetry *, uint64_t), uint64_t arg)
 {
     Gpubridge__Telemetry *tm = NULL;
-    for (int i = 0; i < 400; i++) {
+    /* Up to a minute: 400 RankQuery replies of 64 KB on a loaded 2-core
+     * machine (sanitizer builds, parallel tests) outlasted 10 s. */
+    for (int i = 0; i < 2400; i++) {
         if (tm)
             gpubridge__telemetry__free_unpacked(tm, NULL);
         tm = telemetry(c, (*corr)++, "echo");
