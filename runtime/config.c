@@ -444,21 +444,27 @@ static bool gbi_valid_type_name(const char *v)
 
 /* Path v of setting s into out: a relative one joined to the folder of the
  * config file that gives it (a daemon under systemd runs in /, so the working
- * directory says nothing about where the config's files are). -1 (an error
- * naming what) when the joined path does not fit. */
+ * directory says nothing about where the config's files are), made absolute
+ * when that folder is relative, so that a printed config (--check-config)
+ * names the same file wherever it is loaded again. -1 (an error naming what)
+ * when the joined path does not fit. */
 static int gbi_config_path(gbi_ctx *c, const config_setting_t *s, const char *what, const char *v, char *out,
                            size_t outlen)
 {
     const char *file = gbi_setting_file(c, s);
     const char *slash = file ? strrchr(file, '/') : NULL;
-    if (v[0] != '/' && slash) {
-        int dir = (int)(slash - file);
-        if ((size_t)dir + 1 + strlen(v) >= outlen)
-            return gbi_fail(c, s, "%s: '%s' is too long once joined to the config's folder", what, v);
-        snprintf(out, outlen, "%.*s/%s", dir, file, v);
-    } else {
+    if (v[0] == '/' || !slash) {
         gbi_copy_str(out, outlen, v);
+        return 0;
     }
+    char cwd[GB_PATH_LEN] = "";
+    if (file[0] != '/' && !getcwd(cwd, sizeof cwd))
+        return gbi_fail(c, s, "%s: '%s' is relative to the config's folder '%.*s', and the working directory "
+                              "is unknown (%s)", what, v, (int)(slash - file), file, strerror(errno));
+    int n = snprintf(out, outlen, "%s%s%.*s/%s", cwd, cwd[0] ? "/" : "", (int)(slash - file), file, v);
+    if (n < 0 || (size_t)n >= outlen)
+        return gbi_fail(c, s, "%s: '%s' is too long once joined to the config's folder (at most %zu characters)",
+                        what, v, outlen - 1);
     return 0;
 }
 

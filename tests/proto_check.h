@@ -2,8 +2,9 @@
  * messages, shared by tests/test_proto.c (the bridge's schemas, proto/) and
  * each built-in grain's test_<name>_proto.c (its own .proto, in its folder).
  *
- * The including file defines, before including this header, its table of
- * every message type of its schemas:
+ * The including file includes cmocka.h (and what it needs) and defines,
+ * before including this header, its table of every message type of its
+ * schemas:
  *
  *     static const ProtobufCMessageDescriptor *const all_descriptors[] = {...};
  *     #define N_DESCRIPTORS (sizeof all_descriptors / sizeof all_descriptors[0])
@@ -19,6 +20,10 @@
  * that hold for every message type of the table. */
 #ifndef GB_TESTS_PROTO_CHECK_H
 #define GB_TESTS_PROTO_CHECK_H
+
+#ifndef N_DESCRIPTORS
+#error "define all_descriptors and N_DESCRIPTORS before including proto_check.h (after cmocka.h)"
+#endif
 
 #include <dirent.h>
 #include <stdio.h>

@@ -817,6 +817,16 @@ static void test_curve_key_path(void **state)
                                            "/etc/gb/main.cfg", &c, err, sizeof err),
                      GB_OK);
     assert_string_equal(c.curve.server_secret_key_file, "/srv/k");
+    /* A config given by a relative path: the key's path is made absolute, so
+     * that a printed config names the same file wherever it is loaded. */
+    char cwd[512], want[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(want, sizeof want, "%s/conf/keys/server.key", cwd);
+    gb_config_defaults(&c);
+    assert_int_equal(gb_config_load_string("curve = { server_secret_key_file = \"keys/server.key\"; };\n",
+                                           "conf/gb.cfg", &c, err, sizeof err),
+                     GB_OK);
+    assert_string_equal(c.curve.server_secret_key_file, want);
     char *longp = malloc(GB_PATH_LEN + 64);
     assert_non_null(longp);
     int n = snprintf(longp, GB_PATH_LEN + 64, "curve = { server_secret_key_file = \"");

@@ -893,9 +893,25 @@ static void test_numbers_match_ring_h(void **state)
     assert_int_equal(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, 13);
 }
 
-/* Each built-in grain's folder with a .proto file has that schema's
+/* Whether folder dir holds a .proto file. */
+static int has_proto(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (dp == NULL)
+        return 0;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(dp)) != NULL) {
+        size_t n = strlen(de->d_name);
+        found = n > 6 && strcmp(de->d_name + n - 6, ".proto") == 0;
+    }
+    closedir(dp);
+    return found;
+}
+
+/* Each built-in grain's folder with a .proto file has its schema's
  * round-trip test (test_<name>_proto.c, proto_check.h), which checks that
- * every message of it is covered. */
+ * every message of the folder's .proto files is covered. */
 static void check_grain_schema_tests(const char *src)
 {
     char dir[1024];
@@ -908,14 +924,14 @@ static void check_grain_schema_tests(const char *src)
         if (de->d_name[0] == '.')
             continue;
         char path[2048];
-        snprintf(path, sizeof path, "%s/%s/%s.proto", dir, de->d_name, de->d_name);
-        struct stat st;
-        if (stat(path, &st) != 0)
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (!has_proto(path))
             continue;
         schemas++;
         snprintf(path, sizeof path, "%s/%s/test_%s_proto.c", dir, de->d_name, de->d_name);
+        struct stat st;
         if (stat(path, &st) != 0)
-            fail_msg("grains/%s/%s.proto has no round-trip test: %s is missing", de->d_name, de->d_name, path);
+            fail_msg("grains/%s has a .proto file but no round-trip test: %s is missing", de->d_name, path);
     }
     closedir(gp);
     assert_true(schemas > 0);

@@ -364,9 +364,10 @@ static __device__ __forceinline__ uint32_t window_want(const gb_kargs_t &a, cons
 
 /* Chunks [0, total) of the slots from P.tail on into shared memory (those at
  * an offset of skip_below or more in their slot), up to GBK_READ_UNROLL
- * chunks of 16 bytes a thread, all loads issued before any is used. The warp barrier between the loads and their stores keeps ptxas
- * from moving the first stores in among the loads: each store waits for its
- * load, so the loads after it would start a PCIe round of their own. */
+ * chunks of 16 bytes a thread, all loads issued before any is used. The
+ * warp barrier between the loads and their stores keeps ptxas from moving
+ * the first stores in among the loads: each store waits for its load, so
+ * the loads after it would start a PCIe round of their own. */
 static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gbk_progress_t &P, uint32_t total,
                                                    uint32_t skip_below = 0)
 {
