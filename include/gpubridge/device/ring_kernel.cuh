@@ -362,31 +362,49 @@ static __device__ __forceinline__ uint32_t window_want(const gb_kargs_t &a, cons
     return want;
 }
 
-/* Chunks [0, total) of the slots from P.tail on into shared memory (those at
- * an offset of skip_below or more in their slot), up to GBK_READ_UNROLL
- * chunks of 16 bytes a thread, all loads issued before any is used. The
- * warp barrier between the loads and their stores keeps ptxas from moving
- * the first stores in among the loads: each store waits for its load, so
- * the loads after it would start a PCIe round of their own. */
-static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gbk_progress_t &P, uint32_t total,
-                                                   uint32_t skip_below = 0)
+/* Chunk c of a window's read: slot i, byte offset off. Each slot gives its
+ * chunks from `first` on, `per` of them; the whole slot (first 0) by a shift
+ * (slot sizes are powers of two), the rest of it by a division. */
+static __device__ __forceinline__ void gbk_chunk_at(const gbk_view_t &V, uint32_t c, uint32_t first, uint32_t per,
+                                                    uint32_t &i, uint32_t &off)
+{
+    if (first == 0) {
+        i = c >> V.C16_LOG;
+        off = (c & (V.C16 - 1)) * 16;
+    } else {
+        i = c / per;
+        off = (first + c % per) * 16;
+    }
+}
+
+/* Slots [P.tail, P.tail + n) into shared memory, each from its 16-byte
+ * chunk `first` on, up to GBK_READ_UNROLL chunks a thread, all loads issued
+ * before any is used. The warp barrier between the loads and their stores
+ * keeps ptxas from moving the first stores in among the loads: each store
+ * waits for its load, so the loads after it would start a PCIe round of
+ * their own. */
+static __device__ __forceinline__ void window_load(const gbk_view_t &V, const gbk_progress_t &P, uint32_t n,
+                                                   uint32_t first = 0)
 {
     const uint32_t tid = threadIdx.x, nthreads = V.nthreads;
+    const uint32_t per = V.C16 - first, total = n * per;
     for (uint32_t base = 0; base < total; base += GBK_READ_UNROLL * nthreads) {
         uint4 v[GBK_READ_UNROLL];
 #pragma unroll
         for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
-            uint32_t c = base + k * nthreads + tid;
-            uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
-            if (c < total && off >= skip_below)
+            const uint32_t c = base + k * nthreads + tid;
+            uint32_t i, off;
+            gbk_chunk_at(V, c, first, per, i, off);
+            if (c < total)
                 v[k] = ld_volatile_v4(V.in + (size_t)((P.tail + i) & V.mask) * V.S + off);
         }
         __syncwarp(); /* total is block-uniform: every lane runs the same iterations */
 #pragma unroll
         for (uint32_t k = 0; k < GBK_READ_UNROLL; k++) {
-            uint32_t c = base + k * nthreads + tid;
-            uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
-            if (c < total && off >= skip_below)
+            const uint32_t c = base + k * nthreads + tid;
+            uint32_t i, off;
+            gbk_chunk_at(V, c, first, per, i, off);
+            if (c < total)
                 *(uint4 *)(V.s_in + (size_t)i * V.SP + off) = v[k];
         }
     }
@@ -408,7 +426,7 @@ static __device__ __forceinline__ void window_read(const gb_kargs_t &a, const gb
         if (!a.staging)
             head = ld_volatile(&V.idx->in_head);
     }
-    window_load(V, P, want * V.C16);
+    window_load(V, P, want);
     if (tid == ctl_thread) {
         sh.active = cword.x;
         sh.term = cword.y;
@@ -455,7 +473,7 @@ static __device__ __forceinline__ void window_prepare(const gb_kargs_t &a, const
         /* Only the first line came with the stamp; re-read the rest now
          * that the stamp (written after them) has been seen. */
         __threadfence_system();
-        window_load(V, P, n * V.C16, GB_SNAPSHOT);
+        window_load(V, P, n, GB_SNAPSHOT / 16);
     }
     for (uint32_t i = tid; i < n; i += nthreads)
         V.s_lane[i] = (uint16_t)gb_grain_lane(((const gb_slot_hdr_t *)(V.s_in + (size_t)i * V.SP))->key, a.tab.lanes);
