@@ -318,13 +318,6 @@ static void test_garbage_refused(void **state)
     assert_null(gpubridge__node_rank_update__unpack(NULL, sizeof rank_short, rank_short));
 }
 
-/* Random bytes into every decoder: any result, no crash, no leak. */
-static void test_random_garbage(void **state)
-{
-    (void)state;
-    pc_random_garbage();
-}
-
 /* Every `message X` of grains/pagerank/ is in all_descriptors and went through
  * ROUND_TRIP. */
 static void test_every_message_covered(void **state)
@@ -342,7 +335,7 @@ int main(void)
         cmocka_unit_test(test_pagerank_loading),
         cmocka_unit_test(test_types_below_reserved),
         cmocka_unit_test(test_garbage_refused),
-        cmocka_unit_test(test_random_garbage),
+        cmocka_unit_test(pc_random_garbage),
         cmocka_unit_test(test_every_message_covered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
