@@ -213,7 +213,7 @@ static void test_pause_every_device(void **state)
 {
     (void)state;
     gbc_client_t *c = client();
-    gbc_grain_status_t st[1];
+    gbc_grain_status_t st[1] = {GBC_GRAIN_STATUS_INIT}; /* struct_size: the client writes what it says */
     assert_int_equal(gbc_ctl_deactivate(c, GBC_ALL_ENDPOINTS, "echo", st, WAIT_MS), GBC_OK);
     assert_int_equal(st[0].n_devices, NDEV);
     for (uint32_t d = 0; d < NDEV; d++)
