@@ -92,7 +92,14 @@ int gbi_ring_take(gb_server_t *s, gbi_ring_t *r)
     if (s->pinned) {
         if (pthread_mutex_trylock(m) != 0)
             return 0;
-    } else {
+    } else if ((s->locked & ~(bit - 1)) == 0) {
+        /* Past every ring it holds: waiting keeps the order in which rings
+         * are waited for, so a frame whose keys span rings (devices, types)
+         * keeps them all until it is published. */
+        pthread_mutex_lock(m);
+    } else if (pthread_mutex_trylock(m) != 0) {
+        /* Before a ring it holds: it lets go of them all first, so that no
+         * two shards wait on each other. */
         publish_all(s);
         pthread_mutex_lock(m);
     }

@@ -379,8 +379,9 @@ static inline int gbi_owns(const gb_server_t *s, size_t i)
 }
 /* A shard: takes ring r's lock until gbi_publish_all. While it drains a ring
  * it only tries (0: busy, the caller holds its message back); otherwise it
- * first lets go of the other rings it holds, so that no two shards wait on
- * each other. Always 1 with one I/O thread. */
+ * waits only for a ring past every ring it holds, and else first lets go of
+ * them all, so that no two shards wait on each other. Always 1 with one I/O
+ * thread. */
 int gbi_ring_take(gb_server_t *s, gbi_ring_t *r);
 
 /* Queues a reply for client (id, delim); flushes the outbox first when it
