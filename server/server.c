@@ -455,8 +455,8 @@ void gbi_check_health(gb_server_t *s)
             GB_ERROR("GPU side failed: shutting this worker down for a restart");
             __atomic_store_n(&s->gpu_failed, 1, __ATOMIC_RELAXED); /* a shard's: read by its front */
         }
+        gbi_publish_all(s); /* a shard holds one ring at a time here: polls may take a while */
     }
-    gbi_publish_all(s);
 }
 
 /* After the loop: whatever kernels will no longer answer gets an error

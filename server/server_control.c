@@ -331,7 +331,7 @@ static gb_err change_state(gb_server_t *s, const gb_engine_type_t *t, Gpubridge_
     gb_engine_type_t *rs[GB_MAX_DEVICES];
     gb_err first = GB_OK;
     for (size_t d = 0, n = gb_engine_rings(s->engine, t, rs); d < n; d++) {
-        gbi_ring_take(s, &s->rings[rs[d] - s->engine->types]); /* (a shard: lets go of the one before) */
+        gbi_ring_take(s, &s->rings[rs[d] - s->engine->types]);
         gb_err err = op == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? gb_rk_activate(rs[d]->rk, 5000)
                      : op == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? gb_rk_deactivate(rs[d]->rk, 5000)
                                                                : gb_rk_terminate(rs[d]->rk, 5000);

@@ -882,7 +882,10 @@ static void test_unread_large_replies(void **state)
                   (unsigned long long)tm->requests_busy, (unsigned long long)tm->reply_backlog_bytes);
     assert_true(tm->messages_processed + tm->requests_busy >= (uint64_t)PER * FRAMES);
     assert_true(tm->requests_busy > 0);
-    assert_true(tm->reply_backlog_bytes <= (16u << 20)); /* the client's 8 MiB, and one reply past it */
+    /* The client's 8 MiB, and the replies of requests already in the ring
+     * when it was passed (docs/protocol.md): at most queue_capacity (64) of
+     * 480 KB; on a loaded machine the worker lags and more than one is. */
+    assert_true(tm->reply_backlog_bytes <= (8u << 20) + 64u * 480u * 1024u);
     gpubridge__telemetry__free_unpacked(tm, NULL);
     /* Under --supervise the queues between the two processes, bounded in
      * frames, also carry replies of 480 KB each. */
@@ -927,6 +930,7 @@ static uint64_t taken(const Gpubridge__Telemetry *tm)
 }
 static int all_taken(const Gpubridge__Telemetry *tm, uint64_t n) { return taken(tm) >= n; }
 static int refused_unread(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->frames_refused_unread >= n; }
+static int backlog_past(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->reply_backlog_bytes > n; }
 
 /* Item 3, whole frames refused: a client that does not read passes its bound
  * with large replies (RankQuery), and its next frames are refused whole
@@ -961,9 +965,14 @@ static void test_refused_frames_answered_once(void **state)
     /* Past the client's bound. Under --supervise the supervisor holds some
      * of the replies the worker sent (its queues and the worker
      * connection's), so the worker's own backlog may be below the bound
-     * once the BUSY refusals (asserted above) were made. */
-    if (!supervised())
+     * once the BUSY refusals (asserted above) were made. With several I/O
+     * threads replies on their way from a shard count towards the bound
+     * before they reach the backlog: it gets there a little later. */
+    if (!supervised()) {
+        gpubridge__telemetry__free_unpacked(tm, NULL);
+        tm = telemetry_until(other, &corr, backlog_past, 8u << 20, 10000 * E2E_SLOW);
         assert_true(tm->reply_backlog_bytes > (8u << 20));
+    }
     const uint64_t refused0 = tm->frames_refused_unread;
     gpubridge__telemetry__free_unpacked(tm, NULL);
     /* Past its bound: these are refused whole, not decoded. */
