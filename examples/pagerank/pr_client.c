@@ -36,8 +36,11 @@ static int take_reply(pr_t *p)
     gbc_reply_t r;
     gbc_err e = gbc_poll(p->c, &r, p->o->timeout_ms);
     if (e == GBC_ERR_STATUS) {
-        fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s\n", r.correlation_id,
-                gbc_status_name(r.status), r.error ? r.error : "(no text)");
+        fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s%s\n", r.correlation_id,
+                gbc_status_name(r.status), r.error ? r.error : "(no text)",
+                r.error && strstr(r.error, "activation table full")
+                    ? " (this run holds a grain of each PageRank type per partition: lower --partitions)"
+                    : "");
         gbc_reply_clear(&r);
         p->inflight--; /* answered: pr_end_job waits for the rest only */
         return -1;
@@ -137,6 +140,19 @@ static uint32_t new_job_id(void)
     return v ? v : 1;
 }
 
+/* Frees the activation of this job's grain of type at partition q. Without
+ * it an activation stays for its grain type's collection age (900 s by
+ * default), and the bridge's table (max_grains) fills after a few runs with
+ * many partitions: every later GraphInit gets STATUS_BUSY. A key without an
+ * activation (STATUS_NO_ACTIVATION) is fine. Returns -1 when the bridge did
+ * not answer. */
+static int release_key(pr_t *p, const char *type, uint32_t q)
+{
+    const int tmo = p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000;
+    const gbc_err e = gbc_ctl_deactivate_grain(p->c, type, key_of(p, q), tmo);
+    return e == GBC_OK || e == GBC_ERR_STATUS ? 0 : -1;
+}
+
 /* GraphInit with new_job under fresh job ids until one is free (another
  * driver may hold the id drawn). */
 static int graph_init(pr_t *p, const gb_pull_t *g)
@@ -160,6 +176,8 @@ static int graph_init(pr_t *p, const gb_pull_t *g)
             return 0;
         }
         if (!in_use) {
+            if (e == GBC_ERR_STATUS) /* refused (no room, say): its sender 0 was activated all the same */
+                release_key(p, SENDER, 0);
             fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges) failed: %s%s%s\n", g->n, g->m,
                     e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
                     e == GBC_ERR_STATUS ? ": " : " ", e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
@@ -194,6 +212,15 @@ void pr_end_job(pr_t *p)
         fprintf(stderr, PROG ": warning: JobEnd for job %u: %s (its arena stays held until the bridge restarts)\n",
                 p->job, e == GBC_ERR_STATUS && r.error ? r.error : gbc_strerror(e));
     gbc_reply_clear(&r);
+    /* The job's grains, unless the bridge stopped answering (each would wait
+     * its deadline). */
+    for (uint32_t q = 0; q < p->keys && (e == GBC_OK || e == GBC_ERR_STATUS); q++)
+        if (release_key(p, SENDER, q) != 0 || release_key(p, AGGREGATOR, q) != 0) {
+            fprintf(stderr, PROG ": warning: releasing job %u's grains: %s (they stay activated for the "
+                            "bridge's collection age)\n", p->job, gbc_last_error());
+            break;
+        }
+    p->keys = 0;
 }
 
 double pr_residual(const gb_pull_t *g, const double *x, double d)
@@ -219,6 +246,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
     p->first = first;
     if (graph_init(p, g) != 0)
         return -1;
+    p->keys = parts;
     for (uint32_t q = 0; q < parts; q++) {
         Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
         pi.first_node = first[q];

@@ -70,6 +70,7 @@ struct pr {
      * must name it. job_live: GraphInit claimed it and no JobEnd went yet. */
     uint32_t job;
     bool job_live;
+    uint32_t keys; /* partitions whose grains the job may have activated: released after JobEnd */
     const uint64_t *first; /* partition q holds [first[q], first[q+1]) */
 };
 
@@ -89,7 +90,8 @@ uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
  * with the reason on stderr (as every call below). */
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts);
 
-/* Frees the job's slice of the arena (JobEnd), when it holds one. */
+/* Frees the job's slice of the arena (JobEnd), when it holds one, and the
+ * activations of its grains (DeactivateGrain). */
 void pr_end_job(pr_t *p);
 
 /* The L1 norm of G(x) - x, G one power iteration of the exact recurrence, in

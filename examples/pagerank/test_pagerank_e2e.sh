@@ -203,8 +203,13 @@ run_check again -g "$T/small.txt" -p 2
 
 # An arena too small for the graph: the error names the arena, the MiB
 # needed and the key to raise; the bridge logs it and serves on.
+# The same bridge has room for few activations (max_grains = 8): runs one
+# after the other, each with as many partitions as vertices, must release
+# their grains (DeactivateGrain after JobEnd), or the table fills within the
+# collection age and every later GraphInit gets STATUS_BUSY.
 SOCK2="ipc://$T/small.sock"
-printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\n' "$SOCK2" "$MODE" > "$T/small.cfg"
+printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\ngrains = ( { type = "pagerank.sender"; max_grains = 8; },
+  { type = "pagerank.aggregator"; max_grains = 8; } );\n' "$SOCK2" "$MODE" > "$T/small.cfg"
 "$BUILD/bridge/gpubridge" --config "$T/small.cfg" 2> "$T/small.log" &
 PID2=$!
 for _ in $(seq 200); do
@@ -216,6 +221,9 @@ out=$("$PR" -e "$SOCK2" -q --kron 14 2>&1); rc=$?
   && grep -q "arena is 1 MiB" <<<"$out" && grep -q "raise arena_mb" <<<"$out" || fail "small arena: rc $rc, '$out'"
 grep -q "PageRank job .* refused: the graph needs" "$T/small.log" || fail "small arena: nothing in the bridge's log"
 out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small graph: '$out'"
+for i in $(seq 16); do
+  out=$("$PR" -e "$SOCK2" -q -k 0 -g "$T/small.txt" -p 7 2>&1) || { fail "max_grains 8, run $i of 16: '$out'"; break; }
+done
 kill -TERM $PID2; wait $PID2
 
 kill -TERM $PID
