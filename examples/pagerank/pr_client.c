@@ -239,9 +239,45 @@ double pr_residual(const gb_pull_t *g, const double *x, double d)
     return res;
 }
 
+/* At most want entries of `bytes` bytes each (a packed varint's most) in a
+ * message of type mt, as the limits say (none: want). */
+static uint32_t fit(const gbc_limits_t *l, const char *type, uint32_t mt, uint32_t want, uint32_t bytes)
+{
+    const gbc_msg_limits_t *m = gbc_limits_find(l, type, mt);
+    if (!m)
+        return want;
+    uint64_t most = m->max_payload > 64 ? (m->max_payload - 64) / bytes : 1; /* 64: the other fields */
+    if (m->max_elements && m->max_elements < most)
+        most = m->max_elements;
+    return most < 1 ? 1 : want < most ? want : (uint32_t)most;
+}
+
+int pr_fit_chunks(pr_t *p)
+{
+    const uint32_t chunk = p->o->chunk;
+    p->chunk_deg = p->chunk_edge = p->chunk_query = chunk;
+    p->chunk_off = chunk / 2 ? chunk / 2 : 1;
+    gbc_limits_t l;
+    const gbc_err e = gbc_ctl_limits(p->c, 0, &l, p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000);
+    if (e != GBC_OK) {
+        if (e == GBC_ERR_STATUS) /* a bridge without LimitsRequest: --chunk as given */
+            return 0;
+        fprintf(stderr, PROG ": asking the bridge for its limits: %s (%s)\n", gbc_strerror(e), gbc_last_error());
+        return -1;
+    }
+    p->chunk_deg = fit(&l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5);
+    p->chunk_off = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
+                       p->chunk_off, 10);
+    p->chunk_edge = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, chunk, 5);
+    /* a query's limit is on the ranks it asks for (its reply's size) */
+    p->chunk_query = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, chunk, 1);
+    gbc_limits_clear(&l);
+    return 0;
+}
+
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
 {
-    const uint32_t chunk = p->o->chunk, ochunk = chunk / 2 ? chunk / 2 : 1;
+    const uint32_t chunk = p->chunk_deg, ochunk = p->chunk_off, echunk = p->chunk_edge;
     double t0 = pr_now_s();
     p->first = first;
     if (graph_init(p, g) != 0)
@@ -280,10 +316,10 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
                 return -1;
         }
         const uint64_t e1 = g->in_off[first[q + 1]];
-        for (uint64_t e = g->in_off[first[q]]; e < e1; e += chunk) {
+        for (uint64_t e = g->in_off[first[q]]; e < e1; e += echunk) {
             Gpubridge__InEdgeChunk ec = GPUBRIDGE__IN_EDGE_CHUNK__INIT;
             ec.first_edge = e;
-            ec.n_sources = e1 - e < chunk ? e1 - e : chunk;
+            ec.n_sources = e1 - e < echunk ? e1 - e : echunk;
             ec.sources = g->in_src + e;
             if (send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES,
                          &ec.base))
@@ -453,7 +489,7 @@ static int on_ranks(pr_t *p, const gbc_reply_t *r)
 /* Reads every rank back (RankQuery to the aggregators). */
 int pr_fetch_ranks(pr_t *p, const uint64_t *first, uint32_t parts, double *ranks, uint32_t n)
 {
-    const uint32_t per = p->o->chunk;
+    const uint32_t per = p->chunk_query;
     p->on_reply = on_ranks;
     p->ranks = ranks;
     p->n = n;

@@ -72,6 +72,9 @@ struct pr {
     bool job_live;
     uint32_t keys; /* partitions whose grains the job may have activated: released after JobEnd */
     const uint64_t *first; /* partition q holds [first[q], first[q+1]) */
+    /* Entries a message: --chunk (in-offsets: half of it), at most what the
+     * bridge takes (pr_fit_chunks). */
+    uint32_t chunk_deg, chunk_off, chunk_edge, chunk_query;
 };
 
 /* Set by SIGINT / SIGTERM: the driver stops at its next reply (and ends its
@@ -84,6 +87,11 @@ double pr_now_s(void);
 /* Partition q holds vertices [first[q], first[q+1]) (parts + 1 entries,
  * malloc'd; NULL when out of memory), balanced by in-edges plus vertices. */
 uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
+
+/* p->chunk_*: --chunk, lowered to what the bridge's limits (LimitsRequest)
+ * let one message of each kind carry, so that no --chunk in its range makes
+ * a message the bridge refuses. 0, or -1 when the bridge did not answer. */
+int pr_fit_chunks(pr_t *p);
 
 /* Lays the graph out in the grains under a new job id (a few tries when the
  * id is in use) and loads it, with progress on stderr unless quiet. 0, or -1

@@ -198,6 +198,11 @@ out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
 # Chunks larger than the grains' slot: carried out of line, ranks still right
 # (scale 13: rank queries of 8,192 vertices, past the 8,000 a slot's reply holds).
 run_check bigchunk --kron 13 --edgefactor 4 --seed 5 -p 1 --chunk 100000
+# --chunk past what one message may carry (1 MiB frames): each message takes
+# what the bridge's limits allow (400,001 offsets, about 1.2 MB, and a rank
+# query of 400,001 ranks were refused before, after all the iterations).
+awk 'BEGIN { for (i = 0; i < 400000; i++) print i, i + 1 }' > "$T/chain400k.txt"
+run_file maxchunk "$T/chain400k.txt" -p 1 --chunk 1048576
 # ... and it still serves small ones.
 run_check again -g "$T/small.txt" -p 2
 
