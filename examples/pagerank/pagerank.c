@@ -74,7 +74,8 @@ static const char usage_text[] =
     "                          u32 outdeg[n], little-endian\n"
     "      --ranks-bin FILE    write f64 ranks[n] in dense-id order (the CSR's ids)\n"
     "  -c, --chunk N           entries per loading message (2..1048576, default 4000: fits\n"
-    "                          the default 16 KiB slot; lower it for smaller slots)\n"
+    "                          the default 16 KiB slot; lower it for smaller slots), at\n"
+    "                          most what the bridge's limits let a message carry\n"
     "  -T, --timeout MS        reply deadline (1..3600000, default 60000; the first\n"
     "                          request, which finds the bridge, waits 10 s at most)\n"
     "  -q, --quiet             no per-iteration progress\n"
@@ -420,6 +421,8 @@ static int run(const pr_opts_t *o, outs_t *out)
     }
     run_stats_t st;
     double bound;
+    if (pr_fit_chunks(&p) != 0)
+        goto out;
     job_started = 1; /* from GraphInit on, a signal ends the job first */
     if (pr_load(&p, &pg, first, parts) != 0 || iterate(&p, o, parts, pg.n, &st) != 0 ||
         pr_fetch_ranks(&p, first, parts, ranks, pg.n) != 0)

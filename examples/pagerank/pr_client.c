@@ -36,8 +36,11 @@ static int take_reply(pr_t *p)
     gbc_reply_t r;
     gbc_err e = gbc_poll(p->c, &r, p->o->timeout_ms);
     if (e == GBC_ERR_STATUS) {
-        fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s\n", r.correlation_id,
-                gbc_status_name(r.status), r.error ? r.error : "(no text)");
+        fprintf(stderr, PROG ": request %" PRIu64 " failed: %s: %s%s\n", r.correlation_id,
+                gbc_status_name(r.status), r.error ? r.error : "(no text)",
+                r.error && strstr(r.error, "activation table full")
+                    ? " (this run holds a grain of each PageRank type per partition: lower --partitions)"
+                    : "");
         gbc_reply_clear(&r);
         p->inflight--; /* answered: pr_end_job waits for the rest only */
         return -1;
@@ -137,6 +140,19 @@ static uint32_t new_job_id(void)
     return v ? v : 1;
 }
 
+/* Frees the activation of this job's grain of type at partition q. Without
+ * it an activation stays for its grain type's collection age (900 s by
+ * default), and the bridge's table (max_grains) fills after a few runs with
+ * many partitions: every later GraphInit gets STATUS_BUSY. A key without an
+ * activation (STATUS_NO_ACTIVATION) is fine. Returns -1 when the bridge did
+ * not answer. */
+static int release_key(pr_t *p, const char *type, uint32_t q)
+{
+    const int tmo = p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000;
+    const gbc_err e = gbc_ctl_deactivate_grain(p->c, type, key_of(p, q), tmo);
+    return e == GBC_OK || e == GBC_ERR_STATUS ? 0 : -1;
+}
+
 /* GraphInit with new_job under fresh job ids until one is free (another
  * driver may hold the id drawn). */
 static int graph_init(pr_t *p, const gb_pull_t *g)
@@ -160,6 +176,8 @@ static int graph_init(pr_t *p, const gb_pull_t *g)
             return 0;
         }
         if (!in_use) {
+            if (e == GBC_ERR_STATUS) /* refused (no room, say): its sender 0 was activated all the same */
+                release_key(p, SENDER, 0);
             fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges) failed: %s%s%s\n", g->n, g->m,
                     e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
                     e == GBC_ERR_STATUS ? ": " : " ", e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
@@ -194,6 +212,15 @@ void pr_end_job(pr_t *p)
         fprintf(stderr, PROG ": warning: JobEnd for job %u: %s (its arena stays held until the bridge restarts)\n",
                 p->job, e == GBC_ERR_STATUS && r.error ? r.error : gbc_strerror(e));
     gbc_reply_clear(&r);
+    /* The job's grains, unless the bridge stopped answering (each would wait
+     * its deadline). */
+    for (uint32_t q = 0; q < p->keys && (e == GBC_OK || e == GBC_ERR_STATUS); q++)
+        if (release_key(p, SENDER, q) != 0 || release_key(p, AGGREGATOR, q) != 0) {
+            fprintf(stderr, PROG ": warning: releasing job %u's grains: %s (they stay activated for the "
+                            "bridge's collection age)\n", p->job, gbc_last_error());
+            break;
+        }
+    p->keys = 0;
 }
 
 double pr_residual(const gb_pull_t *g, const double *x, double d)
@@ -212,13 +239,50 @@ double pr_residual(const gb_pull_t *g, const double *x, double d)
     return res;
 }
 
+/* At most want entries of `bytes` bytes each (a packed varint's most) in a
+ * message of type mt, as the limits say (none: want). */
+static uint32_t fit(const gbc_limits_t *l, const char *type, uint32_t mt, uint32_t want, uint32_t bytes)
+{
+    const gbc_msg_limits_t *m = gbc_limits_find(l, type, mt);
+    if (!m)
+        return want;
+    uint64_t most = m->max_payload > 64 ? (m->max_payload - 64) / bytes : 1; /* 64: the other fields */
+    if (m->max_elements && m->max_elements < most)
+        most = m->max_elements;
+    return most < 1 ? 1 : want < most ? want : (uint32_t)most;
+}
+
+int pr_fit_chunks(pr_t *p)
+{
+    const uint32_t chunk = p->o->chunk;
+    p->chunk_deg = p->chunk_edge = p->chunk_query = chunk;
+    p->chunk_off = chunk / 2 ? chunk / 2 : 1;
+    gbc_limits_t l;
+    const gbc_err e = gbc_ctl_limits(p->c, 0, &l, p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000);
+    if (e != GBC_OK) {
+        if (e == GBC_ERR_STATUS) /* a bridge without LimitsRequest: --chunk as given */
+            return 0;
+        fprintf(stderr, PROG ": asking the bridge for its limits: %s (%s)\n", gbc_strerror(e), gbc_last_error());
+        return -1;
+    }
+    p->chunk_deg = fit(&l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5);
+    p->chunk_off = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
+                       p->chunk_off, 10);
+    p->chunk_edge = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, chunk, 5);
+    /* a query's limit is on the ranks it asks for (its reply's size) */
+    p->chunk_query = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, chunk, 1);
+    gbc_limits_clear(&l);
+    return 0;
+}
+
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
 {
-    const uint32_t chunk = p->o->chunk, ochunk = chunk / 2 ? chunk / 2 : 1;
+    const uint32_t chunk = p->chunk_deg, ochunk = p->chunk_off, echunk = p->chunk_edge;
     double t0 = pr_now_s();
     p->first = first;
     if (graph_init(p, g) != 0)
         return -1;
+    p->keys = parts;
     for (uint32_t q = 0; q < parts; q++) {
         Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
         pi.first_node = first[q];
@@ -252,10 +316,10 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
                 return -1;
         }
         const uint64_t e1 = g->in_off[first[q + 1]];
-        for (uint64_t e = g->in_off[first[q]]; e < e1; e += chunk) {
+        for (uint64_t e = g->in_off[first[q]]; e < e1; e += echunk) {
             Gpubridge__InEdgeChunk ec = GPUBRIDGE__IN_EDGE_CHUNK__INIT;
             ec.first_edge = e;
-            ec.n_sources = e1 - e < chunk ? e1 - e : chunk;
+            ec.n_sources = e1 - e < echunk ? e1 - e : echunk;
             ec.sources = g->in_src + e;
             if (send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES,
                          &ec.base))
@@ -425,7 +489,7 @@ static int on_ranks(pr_t *p, const gbc_reply_t *r)
 /* Reads every rank back (RankQuery to the aggregators). */
 int pr_fetch_ranks(pr_t *p, const uint64_t *first, uint32_t parts, double *ranks, uint32_t n)
 {
-    const uint32_t per = p->o->chunk;
+    const uint32_t per = p->chunk_query;
     p->on_reply = on_ranks;
     p->ranks = ranks;
     p->n = n;

@@ -70,7 +70,11 @@ struct pr {
      * must name it. job_live: GraphInit claimed it and no JobEnd went yet. */
     uint32_t job;
     bool job_live;
+    uint32_t keys; /* partitions whose grains the job may have activated: released after JobEnd */
     const uint64_t *first; /* partition q holds [first[q], first[q+1]) */
+    /* Entries a message: --chunk (in-offsets: half of it), at most what the
+     * bridge takes (pr_fit_chunks). */
+    uint32_t chunk_deg, chunk_off, chunk_edge, chunk_query;
 };
 
 /* Set by SIGINT / SIGTERM: the driver stops at its next reply (and ends its
@@ -84,12 +88,18 @@ double pr_now_s(void);
  * malloc'd; NULL when out of memory), balanced by in-edges plus vertices. */
 uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
 
+/* p->chunk_*: --chunk, lowered to what the bridge's limits (LimitsRequest)
+ * let one message of each kind carry, so that no --chunk in its range makes
+ * a message the bridge refuses. 0, or -1 when the bridge did not answer. */
+int pr_fit_chunks(pr_t *p);
+
 /* Lays the graph out in the grains under a new job id (a few tries when the
  * id is in use) and loads it, with progress on stderr unless quiet. 0, or -1
  * with the reason on stderr (as every call below). */
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts);
 
-/* Frees the job's slice of the arena (JobEnd), when it holds one. */
+/* Frees the job's slice of the arena (JobEnd), when it holds one, and the
+ * activations of its grains (DeactivateGrain). */
 void pr_end_job(pr_t *p);
 
 /* The L1 norm of G(x) - x, G one power iteration of the exact recurrence, in

@@ -198,13 +198,23 @@ out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
 # Chunks larger than the grains' slot: carried out of line, ranks still right
 # (scale 13: rank queries of 8,192 vertices, past the 8,000 a slot's reply holds).
 run_check bigchunk --kron 13 --edgefactor 4 --seed 5 -p 1 --chunk 100000
+# --chunk past what one message may carry (1 MiB frames): each message takes
+# what the bridge's limits allow (400,001 offsets, about 1.2 MB, and a rank
+# query of 400,001 ranks were refused before, after all the iterations).
+awk 'BEGIN { for (i = 0; i < 400000; i++) print i, i + 1 }' > "$T/chain400k.txt"
+run_file maxchunk "$T/chain400k.txt" -p 1 --chunk 1048576
 # ... and it still serves small ones.
 run_check again -g "$T/small.txt" -p 2
 
 # An arena too small for the graph: the error names the arena, the MiB
 # needed and the key to raise; the bridge logs it and serves on.
+# The same bridge has room for few activations (max_grains = 8): runs one
+# after the other, each with as many partitions as vertices, must release
+# their grains (DeactivateGrain after JobEnd), or the table fills within the
+# collection age and every later GraphInit gets STATUS_BUSY.
 SOCK2="ipc://$T/small.sock"
-printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\n' "$SOCK2" "$MODE" > "$T/small.cfg"
+printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\ngrains = ( { type = "pagerank.sender"; max_grains = 8; },
+  { type = "pagerank.aggregator"; max_grains = 8; } );\n' "$SOCK2" "$MODE" > "$T/small.cfg"
 "$BUILD/bridge/gpubridge" --config "$T/small.cfg" 2> "$T/small.log" &
 PID2=$!
 for _ in $(seq 200); do
@@ -216,6 +226,9 @@ out=$("$PR" -e "$SOCK2" -q --kron 14 2>&1); rc=$?
   && grep -q "arena is 1 MiB" <<<"$out" && grep -q "raise arena_mb" <<<"$out" || fail "small arena: rc $rc, '$out'"
 grep -q "PageRank job .* refused: the graph needs" "$T/small.log" || fail "small arena: nothing in the bridge's log"
 out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small graph: '$out'"
+for i in $(seq 16); do
+  out=$("$PR" -e "$SOCK2" -q -k 0 -g "$T/small.txt" -p 7 2>&1) || { fail "max_grains 8, run $i of 16: '$out'"; break; }
+done
 kill -TERM $PID2; wait $PID2
 
 kill -TERM $PID
