@@ -149,15 +149,26 @@ int main(int argc, char **argv)
 {
     const char *mode_name = "cpu", *lib = GB_PIPELINE_LIB, *hops_list = "0,1,16,64";
     int iters = 2000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mode"))
+    for (int i = 1; i < argc; i += 2) {
+        const int has = i + 1 < argc;
+        if (!strcmp(argv[i], "--mode") && has)
             mode_name = argv[i + 1];
-        else if (!strcmp(argv[i], "--lib"))
+        else if (!strcmp(argv[i], "--lib") && has)
             lib = argv[i + 1];
-        else if (!strcmp(argv[i], "--iters"))
+        else if (!strcmp(argv[i], "--iters") && has)
             iters = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--hops"))
+        else if (!strcmp(argv[i], "--hops") && has)
             hops_list = argv[i + 1];
+        else {
+            FILE *out = strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? stderr : stdout;
+            if (out == stderr)
+                fprintf(stderr, "bench_hop: unknown option or missing value: '%s'\n", argv[i]);
+            fprintf(out, "usage: bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]\n"
+                         "  Round trips through a chain of grain-to-grain messages (the pipeline example's\n"
+                         "  ping-pong grains), median per hop count (default 0,1,16,64; --iters default\n"
+                         "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's).\n");
+            return out == stderr ? 2 : 0;
+        }
     }
     if (iters < 10)
         iters = 10;
