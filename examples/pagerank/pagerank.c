@@ -273,6 +273,7 @@ static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char
     gbc_options_t copt;
     gbc_options_init(&copt);
     copt.timeout_ms = o->timeout_ms;
+    copt.max_frame_bytes = PR_FRAME_BYTES;
     if (gbc_client_new(&o->endpoint, 1, &copt, c) != GBC_OK) {
         fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->endpoint, gbc_last_error());
         return -1;

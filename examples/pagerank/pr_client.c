@@ -141,16 +141,17 @@ static uint32_t new_job_id(void)
 }
 
 /* Frees the activation of this job's grain of type at partition q. Without
- * it an activation stays for its grain type's collection age (900 s by
- * default), and the bridge's table (max_grains) fills after a few runs with
- * many partitions: every later GraphInit gets STATUS_BUSY. A key without an
+ * it an activation stays in the bridge's table for its grain type's
+ * collection age (900 s by default), then in its store of evicted
+ * activations until the bridge restarts: after a few runs with many
+ * partitions every later GraphInit gets STATUS_BUSY. A key without an
  * activation (STATUS_NO_ACTIVATION) is fine. Returns -1 when the bridge did
- * not answer. */
+ * not answer or refused. */
 static int release_key(pr_t *p, const char *type, uint32_t q)
 {
     const int tmo = p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000;
     const gbc_err e = gbc_ctl_deactivate_grain(p->c, type, key_of(p, q), tmo);
-    return e == GBC_OK || e == GBC_ERR_STATUS ? 0 : -1;
+    return e == GBC_OK || (e == GBC_ERR_STATUS && gbc_last_status() == GBC_STATUS_NO_ACTIVATION) ? 0 : -1;
 }
 
 /* GraphInit with new_job under fresh job ids until one is free (another
@@ -176,12 +177,12 @@ static int graph_init(pr_t *p, const gb_pull_t *g)
             return 0;
         }
         if (!in_use) {
-            if (e == GBC_ERR_STATUS) /* refused (no room, say): its sender 0 was activated all the same */
-                release_key(p, SENDER, 0);
             fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges) failed: %s%s%s\n", g->n, g->m,
                     e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
                     e == GBC_ERR_STATUS ? ": " : " ", e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
             gbc_reply_clear(&r);
+            if (e == GBC_ERR_STATUS) /* refused (no room, say): its sender 0 was activated all the same */
+                release_key(p, SENDER, 0);
             return -1;
         }
         gbc_reply_clear(&r);
@@ -216,8 +217,8 @@ void pr_end_job(pr_t *p)
      * its deadline). */
     for (uint32_t q = 0; q < p->keys && (e == GBC_OK || e == GBC_ERR_STATUS); q++)
         if (release_key(p, SENDER, q) != 0 || release_key(p, AGGREGATOR, q) != 0) {
-            fprintf(stderr, PROG ": warning: releasing job %u's grains: %s (they stay activated for the "
-                            "bridge's collection age)\n", p->job, gbc_last_error());
+            fprintf(stderr, PROG ": warning: releasing job %u's grains: %s (the rest stay activated: for the "
+                            "bridge's collection age, then evicted until it restarts)\n", p->job, gbc_last_error());
             break;
         }
     p->keys = 0;
@@ -240,13 +241,15 @@ double pr_residual(const gb_pull_t *g, const double *x, double d)
 }
 
 /* At most want entries of `bytes` bytes each (a packed varint's most) in a
- * message of type mt, as the limits say (none: want). */
+ * message of type mt, as the limits say (none: want), in a frame the
+ * client sends (PR_FRAME_BYTES). */
 static uint32_t fit(const gbc_limits_t *l, const char *type, uint32_t mt, uint32_t want, uint32_t bytes)
 {
     const gbc_msg_limits_t *m = gbc_limits_find(l, type, mt);
     if (!m)
         return want;
-    uint64_t most = m->max_payload > 64 ? (m->max_payload - 64) / bytes : 1; /* 64: the other fields */
+    const uint64_t payload = m->max_payload < PR_FRAME_BYTES - 256 ? m->max_payload : PR_FRAME_BYTES - 256;
+    uint64_t most = payload > 64 ? (payload - 64) / bytes : 1; /* 64: the other fields (256: the envelope's) */
     if (m->max_elements && m->max_elements < most)
         most = m->max_elements;
     return most < 1 ? 1 : want < most ? want : (uint32_t)most;
@@ -282,8 +285,8 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
     p->first = first;
     if (graph_init(p, g) != 0)
         return -1;
-    p->keys = parts;
     for (uint32_t q = 0; q < parts; q++) {
+        p->keys = q + 1; /* the grains this job may have activated: released at its end */
         Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
         pi.first_node = first[q];
         pi.node_count = first[q + 1] - first[q];

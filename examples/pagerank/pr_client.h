@@ -31,6 +31,10 @@
 #define AGGREGATOR "pagerank.aggregator"
 #define WINDOW 256 /* requests in flight at most */
 
+/* The largest frame the driver's client sends (its gbc_options_t.max_frame_bytes):
+ * a chunk is fitted to it as well as to the bridge's limits. */
+#define PR_FRAME_BYTES (1u << 20)
+
 typedef struct pr_opts {
     const char *endpoint, *graph, *ranks_out, *edges_out, *csr_out, *ranks_bin;
     unsigned kron_scale, edgefactor;
