@@ -145,6 +145,12 @@ static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib,
     return 0;
 }
 
+#define USAGE                                                                                                  \
+    "usage: bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]\n"            \
+    "  Round trips through a chain of grain-to-grain messages (the pipeline example's\n"                        \
+    "  ping-pong grains), median per hop count (default 0,1,16,64; --iters default\n"                          \
+    "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's).\n"
+
 int main(int argc, char **argv)
 {
     const char *mode_name = "cpu", *lib = GB_PIPELINE_LIB, *hops_list = "0,1,16,64";
@@ -159,15 +165,12 @@ int main(int argc, char **argv)
             iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--hops") && has)
             hops_list = argv[i + 1];
-        else {
-            FILE *out = strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? stderr : stdout;
-            if (out == stderr)
-                fprintf(stderr, "bench_hop: unknown option or missing value: '%s'\n", argv[i]);
-            fprintf(out, "usage: bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]\n"
-                         "  Round trips through a chain of grain-to-grain messages (the pipeline example's\n"
-                         "  ping-pong grains), median per hop count (default 0,1,16,64; --iters default\n"
-                         "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's).\n");
-            return out == stderr ? 2 : 0;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_hop: unknown option or missing value: '%s'\n" USAGE, argv[i]);
+            return 2;
         }
     }
     if (iters < 10)

@@ -165,6 +165,24 @@ static Gpubridge__Telemetry *telemetry(void *s, uint64_t corr, const char *type)
     return tm;
 }
 
+/* Telemetry of grain type through client c until done(tm, arg), at most ms;
+ * the caller frees it. */
+static Gpubridge__Telemetry *telemetry_until(void *c, uint64_t *corr, const char *type,
+                                            int (*done)(const Gpubridge__Telemetry *, uint64_t), uint64_t arg,
+                                            uint64_t ms)
+{
+    Gpubridge__Telemetry *tm = NULL;
+    for (const uint64_t end = e2e_ms() + ms;;) {
+        if (tm)
+            gpubridge__telemetry__free_unpacked(tm, NULL);
+        tm = telemetry(c, (*corr)++, type);
+        if (done(tm, arg) || e2e_ms() >= end)
+            break;
+        usleep(25000);
+    }
+    return tm;
+}
+
 /* A batch frame of n requests of one type and payload, ids first..first+n-1,
  * keys key_base + id % key_mod (key_base alone when key_mod is 0); malloc'd. */
 static uint8_t *batch_of(const char *type, uint32_t mt, const uint8_t *pl, size_t pl_len, uint64_t first, size_t n,
@@ -248,6 +266,8 @@ static int set_deactivated(void *s, uint64_t corr, const char *type, int on)
 /* Item 1: frames far over max_message_size (past ZeroMQ's old hard cap of
  * 2 x max + 4 KiB, which closed the connection) get one TOO_LARGE each, and
  * the client keeps its connection and the 2,000 replies it was owed. */
+static int too_large(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->frames_too_large >= n; }
+
 static void test_oversized_frames(void **state)
 {
     (void)state;
@@ -282,12 +302,8 @@ static void test_oversized_frames(void **state)
     assert_int_equal(t.ok, N);
     /* Under --supervise the supervisor refuses them and tells its worker's
      * count by a note on another socket: it may come after the replies. */
-    Gpubridge__Telemetry *tm = telemetry(ctl, 3, "echo");
-    for (uint64_t corr = 4, end = e2e_ms() + 10000 * E2E_SLOW; tm->frames_too_large < 3 && e2e_ms() < end; corr++) {
-        gpubridge__telemetry__free_unpacked(tm, NULL);
-        usleep(20000);
-        tm = telemetry(ctl, corr, "echo");
-    }
+    uint64_t corr = 3;
+    Gpubridge__Telemetry *tm = telemetry_until(ctl, &corr, "echo", too_large, 3, 10000 * E2E_SLOW);
     assert_int_equal(tm->frames_too_large, 3);
     gpubridge__telemetry__free_unpacked(tm, NULL);
     free(t.seen);
@@ -911,23 +927,6 @@ static void test_unread_large_replies(void **state)
     assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
-/* Telemetry of pagerank.aggregator through client c until done(tm), at most
- * ms; the caller frees it. */
-static Gpubridge__Telemetry *telemetry_until(void *c, uint64_t *corr, int (*done)(const Gpubridge__Telemetry *, uint64_t),
-                                            uint64_t arg, uint64_t ms)
-{
-    Gpubridge__Telemetry *tm = NULL;
-    for (const uint64_t end = e2e_ms() + ms;;) {
-        if (tm)
-            gpubridge__telemetry__free_unpacked(tm, NULL);
-        tm = telemetry(c, (*corr)++, "pagerank.aggregator");
-        if (done(tm, arg) || e2e_ms() >= end)
-            break;
-        usleep(25000);
-    }
-    return tm;
-}
-
 /* Every request processed, refused BUSY, or in a frame refused whole (its
  * frames hold one request each): with several I/O threads the front refuses
  * whole frames before a shard decodes them. */
@@ -963,7 +962,7 @@ static void test_refused_frames_answered_once(void **state)
     }
     /* 400 replies of 64 KB: on a loaded 2-core machine (parallel tests)
      * taking them outlasted 10 s. */
-    Gpubridge__Telemetry *tm = telemetry_until(other, &corr, all_taken, N, 40000 * E2E_SLOW);
+    Gpubridge__Telemetry *tm = telemetry_until(other, &corr, "pagerank.aggregator", all_taken, N, 40000 * E2E_SLOW);
     print_message("%llu processed, %llu busy, %llu frames refused, %llu bytes of replies unsent\n",
                   (unsigned long long)tm->messages_processed, (unsigned long long)tm->requests_busy,
                   (unsigned long long)tm->frames_refused_unread, (unsigned long long)tm->reply_backlog_bytes);
@@ -977,7 +976,7 @@ static void test_refused_frames_answered_once(void **state)
      * before they reach the backlog: it gets there a little later. */
     if (!supervised()) {
         gpubridge__telemetry__free_unpacked(tm, NULL);
-        tm = telemetry_until(other, &corr, backlog_past, 8u << 20, 10000 * E2E_SLOW);
+        tm = telemetry_until(other, &corr, "pagerank.aggregator", backlog_past, 8u << 20, 10000 * E2E_SLOW);
         assert_true(tm->reply_backlog_bytes > (8u << 20));
     }
     const uint64_t refused0 = tm->frames_refused_unread;
@@ -994,7 +993,7 @@ static void test_refused_frames_answered_once(void **state)
      * client sees the same BUSY either way (frame_busy below). */
     /* Under --supervise the count may stop short of M (the supervisor's own
      * refusals are not the worker's): the wait then runs out. */
-    tm = telemetry_until(other, &corr, refused_unread, refused0 + M, supervised() ? 10000 : 40000 * E2E_SLOW);
+    tm = telemetry_until(other, &corr, "pagerank.aggregator", refused_unread, refused0 + M, supervised() ? 10000 : 40000 * E2E_SLOW);
     if (supervised())
         assert_true(tm->frames_refused_unread <= refused0 + M);
     else
@@ -1828,23 +1827,6 @@ static int list_answered(void *s, uint64_t corr, int ms)
 static int conns_dropped(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->connections_dropped >= n; }
 static int undelivered(const Gpubridge__Telemetry *tm, uint64_t n) { return tm->replies_undelivered >= n; }
 
-/* Echo's Telemetry through c until done(tm, arg), at most about 10 s; the
- * caller frees it. */
-static Gpubridge__Telemetry *echo_telemetry_until(void *c, uint64_t *corr,
-                                                  int (*done)(const Gpubridge__Telemetry *, uint64_t), uint64_t arg)
-{
-    Gpubridge__Telemetry *tm = NULL;
-    for (int i = 0; i < 400; i++) {
-        if (tm)
-            gpubridge__telemetry__free_unpacked(tm, NULL);
-        tm = telemetry(c, (*corr)++, "echo");
-        if (done(tm, arg))
-            break;
-        usleep(25000);
-    }
-    return tm;
-}
-
 /* Item 1, past ZeroMQ's own cap: a frame over ZMQ_MAXMSGSIZE (64 MiB here)
  * cannot be read, so ZeroMQ closes its sender's connection, and the replies
  * owed to that client (2,000 requests held while echo is paused) cannot
@@ -1872,13 +1854,13 @@ static void over_cap_round(const char *cfg)
     assert_non_null(junk);
     send_raw(c, junk, big);
     free(junk);
-    Gpubridge__Telemetry *tm = echo_telemetry_until(ctl, &corr, conns_dropped, 1);
+    Gpubridge__Telemetry *tm = telemetry_until(ctl, &corr, "echo", conns_dropped, 1, 10000);
     assert_int_equal(tm->connections_dropped, 1);
     assert_int_equal(tm->frames_too_large, 0); /* never read */
     gpubridge__telemetry__free_unpacked(tm, NULL);
     /* Resumed: the 2,000 replies find their client gone, and are counted. */
     assert_int_equal(set_deactivated(ctl, corr++, "echo", 0), GPUBRIDGE__STATUS__STATUS_OK);
-    tm = echo_telemetry_until(ctl, &corr, undelivered, N);
+    tm = telemetry_until(ctl, &corr, "echo", undelivered, N, 10000);
     print_message("connections dropped %llu, replies undelivered %llu, reply backlog %llu bytes\n",
                   (unsigned long long)tm->connections_dropped, (unsigned long long)tm->replies_undelivered,
                   (unsigned long long)tm->reply_backlog_bytes);
@@ -1914,7 +1896,7 @@ static void over_cap_round(const char *cfg)
     assert_non_null(junk);
     send_raw(d, junk, big);
     free(junk);
-    tm = echo_telemetry_until(ctl, &corr, conns_dropped, 2);
+    tm = telemetry_until(ctl, &corr, "echo", conns_dropped, 2, 10000);
     assert_int_equal(tm->connections_dropped, 2);
     gpubridge__telemetry__free_unpacked(tm, NULL);
     back = 0;

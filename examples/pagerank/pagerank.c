@@ -290,7 +290,7 @@ static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char
     }
     /* The grains' mode: it also picks the default partition count. */
     gbc_grain_status_t gs = GBC_GRAIN_STATUS_INIT;
-    if (gbc_ctl_status(*c, 0, AGGREGATOR, &gs, o->timeout_ms < 10000 ? o->timeout_ms : 10000) != GBC_OK) {
+    if (gbc_ctl_status(*c, 0, AGGREGATOR, &gs, pr_ctl_ms(o)) != GBC_OK) {
         fprintf(stderr, PROG ": the bridge at %s has no usable %s: %s\n", o->endpoint, AGGREGATOR,
                 gbc_last_error());
         return -1;

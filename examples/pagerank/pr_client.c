@@ -149,8 +149,7 @@ static uint32_t new_job_id(void)
  * not answer or refused. */
 static int release_key(pr_t *p, const char *type, uint32_t q)
 {
-    const int tmo = p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000;
-    const gbc_err e = gbc_ctl_deactivate_grain(p->c, type, key_of(p, q), tmo);
+    const gbc_err e = gbc_ctl_deactivate_grain(p->c, type, key_of(p, q), pr_ctl_ms(p->o));
     return e == GBC_OK || (e == GBC_ERR_STATUS && gbc_last_status() == GBC_STATUS_NO_ACTIVATION) ? 0 : -1;
 }
 
@@ -261,7 +260,7 @@ int pr_fit_chunks(pr_t *p)
     p->chunk_deg = p->chunk_edge = p->chunk_query = chunk;
     p->chunk_off = chunk / 2 ? chunk / 2 : 1;
     gbc_limits_t l;
-    const gbc_err e = gbc_ctl_limits(p->c, 0, &l, p->o->timeout_ms < 10000 ? p->o->timeout_ms : 10000);
+    const gbc_err e = gbc_ctl_limits(p->c, 0, &l, pr_ctl_ms(p->o));
     if (e != GBC_OK) {
         if (e == GBC_ERR_STATUS) /* a bridge without LimitsRequest: --chunk as given */
             return 0;

@@ -47,6 +47,10 @@ typedef struct pr_opts {
 
 #define NO_TAG UINT64_MAX
 
+/* A control call's deadline: the reply deadline, at most 10 s (status,
+ * limits and deactivations answer at once, or the bridge is gone). */
+static inline int pr_ctl_ms(const pr_opts_t *o) { return o->timeout_ms < 10000 ? o->timeout_ms : 10000; }
+
 typedef struct pr pr_t;
 struct pr {
     gbc_client_t *c;
