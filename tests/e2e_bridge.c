@@ -279,7 +279,7 @@ static void test_client_faults(void **state)
     still_serves(g_s);
     long rss1 = bridge_rss_kib();
     print_message("bridge RSS %ld KiB before 100 vanishing clients, %ld KiB after\n", rss0, rss1);
-    assert_true(rss1 - rss0 < 32 * 1024);
+    assert_true(rss1 - rss0 < RSS_BOUND_KIB(32 * 1024));
     free(frame);
 }
 

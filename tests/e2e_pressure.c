@@ -14,17 +14,6 @@
 #include "gpu_skip.h"
 #include "pagerank.pb-c.h"
 
-/* The bridge's resident memory is a bound only in a plain build: a
- * sanitizer's allocator keeps freed memory in quarantine and adds shadow
- * memory. Sanitizer builds check the bridge's own accounting (telemetry)
- * and that it keeps serving, not its RSS. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RSS_BOUND_KIB(kib) ((void)(kib), 1L << 40)
-#define SANITIZED 1
-#else
-#define RSS_BOUND_KIB(kib) ((long)(kib))
-#define SANITIZED 0
-#endif
 /* How long a reply may take. A sanitized bridge on a loaded machine is many
  * times slower; the waits end as soon as the replies are in. */
 #define REPLY_MS (SANITIZED ? 30000 : 5000)
