@@ -337,7 +337,10 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
     case GB_PR_MSG_RANK_QUERY: {
         if (hdr->len < 8 || (hdr->len - 8) % 4)
             return -1;
-        static double small[8000]; /* one server thread; a large query's (large_payload.h) are allocated */
+        /* Per thread: each I/O thread drains rings of its own, and with several
+         * devices two aggregator rings may be encoded at once. A large
+         * query's (large_payload.h) are allocated. */
+        static _Thread_local double small[8000];
         Gpubridge__NodeRankUpdateBatch b = GPUBRIDGE__NODE_RANK_UPDATE_BATCH__INIT;
         memcpy(&b.first_node, rec, 8);
         b.job = hdr->aux;
@@ -362,8 +365,8 @@ int gbi_codec_pr_reply(int sender, const gb_slot_hdr_t *hdr, const unsigned char
         return 0;
     }
     default:
-        /* Loads, inits and JobEnd answer with an empty payload: message type
-         * 0, as gpubridge.proto says of an empty payload. */
+        /* Loads, inits and JobEnd answer with a status only: message type
+         * 0, as gpubridge.proto says of a reply with no message. */
         if (hdr->len != 0)
             return -1;
         *out_len = 0;
