@@ -457,10 +457,12 @@ static void test_poll_with_one_endpoint_down(void **state)
     fake_stop(&late);
 }
 
-/* A bridge at its descriptor limit: each connection is reset once the
- * client's greeting is in (so the reset meets the client's read). */
+/* A bridge at its descriptor limit: each connection is reset, once the
+ * client's greeting is in (so the reset meets the client's read) or at once
+ * (so it may meet the client's write of its greeting: EPIPE). */
 typedef struct {
     int listener;
+    bool at_once;
     atomic_bool stop;
 } resetter_t;
 
@@ -476,7 +478,7 @@ static void *resetter(void *arg)
             continue;
         struct pollfd q = {c, POLLIN, 0};
         char b[16];
-        if (poll(&q, 1, 1000) == 1)
+        if (!r->at_once && poll(&q, 1, 1000) == 1)
             (void)!read(c, b, sizeof b);
         struct linger lg = {1, 0};
         setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -485,10 +487,9 @@ static void *resetter(void *arg)
     return NULL;
 }
 
-static void test_connection_reset(void **state)
+static void connection_reset(bool at_once)
 {
-    (void)state;
-    resetter_t r = {.listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    resetter_t r = {.listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), .at_once = at_once};
     assert_true(r.listener >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
@@ -510,6 +511,13 @@ static void test_connection_reset(void **state)
     atomic_store(&r.stop, true);
     pthread_join(th, NULL);
     close(r.listener);
+}
+
+static void test_connection_reset(void **state)
+{
+    (void)state;
+    connection_reset(false);
+    connection_reset(true);
 }
 
 static void test_pipelining(void **state)

@@ -136,8 +136,12 @@ gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
 {
     gbci_endpoint_t *ep = &c->eps[i];
     gbci_monitor_drain(ep);
+    /* A reset reads as ECONNRESET, or as EPIPE when libzmq was writing its
+     * greeting when it came. With CURVE, EPIPE is also how a bridge that
+     * refused the client's HELLO (a wrong server key) closes: an auth error. */
+    const int e = ep->handshake_errno;
     if (!ep->connected && ep->handshake_failed && ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
-        ep->handshake_errno == ECONNRESET)
+        (e == ECONNRESET || (!c->curve && (e == EPIPE || e == ECONNABORTED))))
         return gbci_fail(GBC_ERR_CONNECT, "%s: the connection was reset before the ZeroMQ handshake (a bridge "
                          "near its descriptor limit refuses new connections so; the client retries)", ep->addr);
     if (!ep->connected && ep->handshake_failed) {
@@ -147,8 +151,10 @@ gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
         if (c->curve)
             return gbci_fail(GBC_ERR_AUTH, "%s: CURVE handshake failed (%s)", ep->addr, why);
         return gbci_fail(GBC_ERR_CONNECT,
-                         "%s: ZeroMQ handshake failed (is the bridge using CURVE, or is this "
-                         "not a gpubridge endpoint?)", ep->addr);
+                         "%s: ZeroMQ handshake failed (%s; is the bridge using CURVE, or is this "
+                         "not a gpubridge endpoint?)",
+                         ep->addr, ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && e ? strerror(e)
+                                                                                                   : "protocol error");
     }
     if (!ep->connected)
         return gbci_fail(GBC_ERR_CONNECT, "%s: not connected%s (is the bridge running there?)",
