@@ -20,7 +20,11 @@
  * the error bound says how far that leaves the ranks from x* (at most about
  * d / (1 - d) times the step, plus the float32 rounding of the ranks).
  *
- * Exit status: 0 converged (or --max-iter reached with --allow-unconverged),
+ * When the step stops shrinking (STALL_ITERS), the ranks are at their float32
+ * rounding floor and the run stops there.
+ *
+ * Exit status: 0 converged, or stopped at the rounding floor, or --max-iter
+ * reached with --allow-unconverged, with the error bound within --max-error;
  * 1 an error (ranks failing the check included), 2 usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -62,7 +66,7 @@ static const char usage_text[] =
     "                          and small enough for --max-error (d/(1-d) x delta <= E/2)\n"
     "      --max-error E       fail unless the host-verified L1 error bound of the ranks\n"
     "                          is at most E, 0 < E <= 2 (default: 100 x the tolerance, at\n"
-    "                          least 1e-4)\n"
+    "                          least 1e-4, at most 2)\n"
     "  -m, --max-iter N        at most N iterations (1..1000000, default 100)\n"
     "  -k, --top K             print the K highest-ranked vertices (0..1000000, default\n"
     "                          10)\n"
@@ -85,6 +89,9 @@ static const char usage_text[] =
     "                          aggregators write the next contributions themselves)\n"
     "  -h, --help              this text\n"
     "\n"
+    "A run whose L1 delta stops shrinking for 50 iterations (float32 ranks at their\n"
+    "rounding floor, which a damping near 1 magnifies) stops there; it exits 0 when\n"
+    "the error bound is within --max-error.\n"
     "Files are written whole or not at all. Exit status: 0 converged, 1 an error,\n"
     "2 usage.\n";
 
@@ -187,7 +194,7 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
         }
     }
     if (o->max_error == 0)
-        o->max_error = o->tolerance * 100 > 1e-4 ? o->tolerance * 100 : 1e-4;
+        o->max_error = o->tolerance * 100 > 2 ? 2 : o->tolerance * 100 > 1e-4 ? o->tolerance * 100 : 1e-4;
     if (optind != argc || (!o->graph) == (!o->kron_scale)) {
         fprintf(stderr, PROG ": give exactly one of --graph FILE and --kron SCALE\n%s", usage_text);
         return -1;
@@ -310,7 +317,14 @@ typedef struct run_stats {
     uint32_t it;
     double delta, total_s, agg_total_s, goal;
     bool converged;
+    bool stalled; /* the step stopped shrinking: the float32 ranks' rounding floor */
 } run_stats_t;
+
+/* Iterations without a new smallest step after which the step has stalled.
+ * In exact arithmetic the L1 step shrinks at every iteration (by a factor d
+ * at least); float32 ranks at their rounding floor flip between a few states
+ * instead, and no number of iterations brings the step lower. */
+#define STALL_ITERS 50
 
 /* Iterates until the L1 step is below the goal (the tolerance, or less where
  * the damping would magnify it past --max-error: the error bound is about
@@ -326,7 +340,9 @@ static int iterate(pr_t *p, const pr_opts_t *o, uint32_t parts, uint32_t n, run_
     double ts = pr_now_s();
     if (pr_senders_first(p, parts, n) != 0)
         return -1;
-    for (st->it = 0; st->it < o->max_iter && !st->converged; st->it++) {
+    double min_delta = INFINITY;
+    uint32_t since_min = 0;
+    for (st->it = 0; st->it < o->max_iter && !st->converged && !st->stalled; st->it++) {
         const double dangling = p->snd_dangling;
         double agg_s;
         if (pr_iterate(p, parts, st->it, n, st->it + 1 < o->max_iter, &agg_s) != 0)
@@ -343,7 +359,13 @@ static int iterate(pr_t *p, const pr_opts_t *o, uint32_t parts, uint32_t n, run_
                     p->agg_rank, st->it + 1);
             return -1;
         }
-        st->converged = st->delta < st->goal;
+        st->converged = st->delta < st->goal || st->delta == 0;
+        if (st->delta < min_delta) {
+            min_delta = st->delta;
+            since_min = 0;
+        } else if (++since_min >= STALL_ITERS) {
+            st->stalled = true;
+        }
         if (!o->quiet)
             fprintf(stderr,
                     "iteration %3u: L1 delta %.3e  rank sum %.6f  dangling %.3e  %8.3f ms (aggregators done at %.3f)\n",
@@ -361,7 +383,13 @@ static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ra
     *bound = pr_residual(pg, ranks, o->damping) / (1 - o->damping);
     if (*bound <= o->max_error)
         return 0;
-    if (!st->converged)
+    if (st->stalled)
+        fprintf(stderr, PROG ": the L1 step stopped shrinking at %.3e (goal %.1e) after %u iterations: the "
+                        "float32 rounding of the ranks, which damping %g magnifies, and more iterations do not "
+                        "help; L1 error bound %.3e exceeds %.1e (--max-error): raise --max-error to at least "
+                        "%.1e, or lower --damping\n", st->delta, st->goal, st->it, o->damping, *bound,
+                o->max_error, *bound * 1.05);
+    else if (!st->converged)
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): L1 error bound "
                         "%.3e exceeds %.1e (--max-error); raise --max-iter\n", o->max_iter, st->delta, st->goal,
                 *bound, o->max_error);
@@ -378,7 +406,8 @@ static void report(const pr_opts_t *o, const gb_graph_t *g, const gb_pull_t *pg,
 {
     const double per_iter = st->it ? st->total_s / st->it : 0, per_agg = st->it ? st->agg_total_s / st->it : 0;
     printf("pagerank: %u vertices, %" PRIu64 " edges, %u partitions, mode %s\n", pg->n, pg->m, parts, mode);
-    printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e", st->converged ? "converged" : "NOT converged",
+    printf("%s after %u iterations (L1 delta %.3e, tolerance %.1e",
+           st->converged ? "converged" : st->stalled ? "stopped at the float32 rounding floor" : "NOT converged",
            st->it, st->delta, o->tolerance);
     if (st->goal < o->tolerance)
         printf(", below %.1e for --max-error", st->goal);
@@ -387,9 +416,10 @@ static void report(const pr_opts_t *o, const gb_graph_t *g, const gb_pull_t *pg,
     print_top(g, ranks, o->top);
     if (o->json)
         printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"vertices\":%u,\"edges\":%" PRIu64 ",\"partitions\":%u,"
-               "\"iterations\":%u,\"converged\":%s,\"l1_delta\":%.6e,\"error_bound\":%.6e,\"ms_per_iter\":%.4f,"
+               "\"iterations\":%u,\"converged\":%s,\"stalled\":%s,\"l1_delta\":%.6e,\"error_bound\":%.6e,\"ms_per_iter\":%.4f,"
                "\"aggregators_done_ms\":%.4f,\"edges_per_s\":%.6e}\n",
-               mode, pg->n, pg->m, parts, st->it, st->converged ? "true" : "false", st->delta, bound,
+               mode, pg->n, pg->m, parts, st->it, st->converged ? "true" : "false", st->stalled ? "true" : "false",
+               st->delta, bound,
                per_iter * 1e3, per_agg * 1e3, per_iter > 0 ? pg->m / per_iter : 0.0);
 }
 
@@ -432,7 +462,9 @@ static int run(const pr_opts_t *o, outs_t *out)
     if (check_bound(o, &pg, ranks, &st, &bound) != 0)
         goto out;
     report(o, g, &pg, ranks, mode, parts, &st, bound);
-    if (!st.converged && !o->allow_unconverged) {
+    /* A stalled run whose bound passed check_bound is as close as float32
+     * ranks get: more iterations would not change it. */
+    if (!st.converged && !st.stalled && !o->allow_unconverged) {
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): raise --max-iter, "
                         "or --allow-unconverged to take these ranks (no files written)\n", o->max_iter, st.delta,
                 st.goal);

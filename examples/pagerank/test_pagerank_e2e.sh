@@ -165,6 +165,22 @@ out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/chain.txt" -m 2 -o "$T/nc.ranks" 2>&1); rc
 [ $rc = 1 ] && grep -q "not converged within 2 iterations" <<<"$out" && [ ! -e "$T/nc.ranks" ] \
   || fail "not converged: rc $rc, '$out'"
 
+# A damping near 1 on a star: float32 ranks reach their rounding floor above
+# the goal and the step stops shrinking. The run stops there, not at
+# --max-iter: with the bound past --max-error it says which --max-error would
+# pass (exit 1, no file); with that raised it exits 0 within it of networkx.
+printf '0 1\n1 0\n0 2\n2 0\n' > "$T/stall.txt"
+out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/stall.txt" -d 0.99 -m 100000 -o "$T/stall.ranks" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "stopped shrinking at .* raise --max-error to at least" <<<"$out" && [ ! -e "$T/stall.ranks" ] \
+  || fail "stalled step, bound past --max-error: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/stall.txt" -d 0.99 -m 100000 --max-error 1e-3 -o "$T/stall.ranks" 2>&1); rc=$?
+[ $rc = 0 ] && grep -q "stopped at the float32 rounding floor after" <<<"$out" \
+  && "$PY" "$SRC/examples/pagerank/check_networkx.py" --damping 0.99 --max-l1 1e-4 "$T/stall.txt" "$T/stall.ranks" >/dev/null \
+  || fail "stalled step within --max-error: rc $rc, '$out'"
+# --tolerance 0 ends at a step of 0 or at the floor, never at --max-iter.
+out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/star.txt" -t 0 -m 100000 2>&1); rc=$?
+[ $rc = 0 ] || fail "tolerance 0: rc $rc, '$out'"
+
 # Malformed inputs: line-numbered errors, exit 1.
 printf '# ok\n1 2\n3 x\n' > "$T/bad.txt"
 out=$("$PR" -e "$SOCK" -q -g "$T/bad.txt" 2>&1); rc=$?
