@@ -137,6 +137,7 @@ typedef struct gbi_sup {
     gb_reload_t *rl;               /* reloads the supervisor's own keys; NULL: none */
     gbi_frame_t scratch; /* decoding a client frame for its correlation ids */
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
+    gb_ipc_files_t ipc_files; /* socket files of its ipc endpoints, removed at close */
     uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
     size_t drop_bytes; /* test hook: frames of this size fail to pass, as if the worker's connection closed */
     /* Client connections that closed with replies owed, and replies
@@ -1311,6 +1312,7 @@ static gb_err open_front(gbi_sup_t *s)
             GB_ERROR("supervisor: cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(zmq_errno()));
             return GB_ERR_IO;
         }
+        gb_ipc_files_note(&s->ipc_files, cfg->endpoints[i]);
     }
     return GB_OK;
 }
@@ -1484,6 +1486,7 @@ static void close_all(gbi_sup_t *s)
     /* Restarted when a signal interrupts it (see gb_server_destroy). */
     while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
         ;
+    gb_ipc_files_remove(&s->ipc_files);
     remove_worker_side(s);
 }
 

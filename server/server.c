@@ -719,6 +719,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
             gb_server_destroy(&s);
             return GB_ERR_IO;
         }
+        gb_ipc_files_note(&s->ipc_files, cfg->endpoints[i]);
         GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
     }
     *out = s;
@@ -747,6 +748,7 @@ void gb_server_destroy(gb_server_t **ps)
      * lingers; restarted, or the I/O threads would be left unjoined. */
     while (s->zctx && zmq_ctx_term(s->zctx) != 0 && errno == EINTR)
         ;
+    gb_ipc_files_remove(&s->ipc_files); /* the listeners are closed once the context is */
     for (size_t i = 0; i < GB_MAX_RINGS; i++)
         free(s->rings[i].pending);
     gbi_clients_fini(s);

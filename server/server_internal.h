@@ -12,6 +12,7 @@
 #include "control.pb-c.h"
 #include "fdguard.h"
 #include "gpubridge.pb-c.h"
+#include "ipc_file.h"
 #include "server.h"
 #include "wire.h"
 
@@ -229,6 +230,7 @@ struct gb_server {
     int frame_corr0;
     uint64_t too_large_logged_ns, too_large_unlogged;
     gb_fdguard_t fdg;    /* descriptors near the limit: refuse new connections */
+    gb_ipc_files_t ipc_files; /* socket files of its ipc endpoints, removed at close */
     gbi_ring_t *blocked;  /* set with NEEDS_ROOM: the ring that had no room */
     gbi_held_t *resuming; /* the held frame being fed, if any */
     uint32_t unpublished; /* rings[i] has requests claimed, not yet published (bit i) */

@@ -259,6 +259,13 @@ static int bridge_stop(bridge_t *b, int sig, int timeout_ms)
             b->pid = 0;
             if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
                 bridge_print_log(b);
+            /* A bridge that stopped cleanly leaves no socket file behind: a
+             * client would wait for it instead of failing at once. */
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && strncmp(b->endpoint, "ipc://", 6) == 0 &&
+                access(b->endpoint + 6, F_OK) == 0) {
+                fprintf(stderr, "e2e: the bridge exited 0 and left its socket file %s\n", b->endpoint + 6);
+                return 99;
+            }
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         if (e2e_ms() > end) {
