@@ -238,7 +238,7 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 out=$("$PR" -e "$SOCK2" -q --kron 14 2>&1); rc=$?
-[ $rc = 1 ] && grep -q "STATUS_HANDLER_ERROR" <<<"$out" && grep -q "needs [0-9]* MiB of the PageRank arena" <<<"$out" \
+[ $rc = 1 ] && grep -q "STATUS_HANDLER_ERROR" <<<"$out" && grep -q "needs a PageRank arena of [0-9]* MiB" <<<"$out" \
   && grep -q "arena is 1 MiB" <<<"$out" && grep -q "raise arena_mb" <<<"$out" || fail "small arena: rc $rc, '$out'"
 grep -q "PageRank job .* refused: the graph needs" "$T/small.log" || fail "small arena: nothing in the bridge's log"
 out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small graph: '$out'"

@@ -114,7 +114,11 @@ GB_HD uint32_t gb_pr_graph_init(const gb_grain_ctx_t *c, const unsigned char *in
     err = gb_team_sum(c, err); /* to the whole team: exact in a double */
     fresh = err - (double)(uint32_t)err != 0.0;
     if ((uint32_t)err) {
-        if ((uint32_t)err == GB_PR_E_ARENA_SMALL || (uint32_t)err == GB_PR_E_ARENA_FULL)
+        /* In MiB, rounded up: for ARENA_SMALL the whole arena it takes (the
+         * job table's room too), so that the error can name the arena_mb that fits. */
+        if ((uint32_t)err == GB_PR_E_ARENA_SMALL)
+            *aux = (uint32_t)(((need + GB_PR_TABLE_BYTES + (1u << 20) - 1) >> 20) << 8);
+        else if ((uint32_t)err == GB_PR_E_ARENA_FULL)
             *aux = (uint32_t)(((need + (1u << 20) - 1) >> 20) << 8);
         return (uint32_t)err;
     }

@@ -191,7 +191,8 @@ static void test_pr_bad_input(void **state)
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 100000000, 10), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     gb_pr_dir_t big;
-    assert_int_equal(g_aux, GB_PR_E_ARENA_SMALL | ((gb_pr_layout(&big, 100000000, 10) + (1u << 20) - 1) >> 20) << 8);
+    assert_int_equal(g_aux, GB_PR_E_ARENA_SMALL |
+                                ((gb_pr_layout(&big, 100000000, 10) + GB_PR_TABLE_BYTES + (1u << 20) - 1) >> 20) << 8);
     /* A record that lies about its length. */
     assert_int_equal(pr_call(f->snd, 0, GB_PR_MSG_GRAPH_INIT, rec, gb_pr_rec_pair(rec, 8, 10) - 1, NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);

@@ -247,9 +247,9 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
                  job);
         break;
     case GB_PR_E_ARENA_SMALL:
-        snprintf(buf, cap, "the graph needs %u MiB of the PageRank arena (32 bytes a vertex + 8 an edge), the "
-                           "arena is %llu MiB: raise arena_mb in the bridge's config to at least %llu",
-                 mib, have, (unsigned long long)mib + 1);
+        snprintf(buf, cap, "the graph needs a PageRank arena of %u MiB (32 bytes a vertex + 8 an edge, and 4 KiB "
+                           "for the job table), the arena is %llu MiB: raise arena_mb in the bridge's config to "
+                           "at least %u", mib, have, mib);
         break;
     case GB_PR_E_ARENA_FULL:
         snprintf(buf, cap, "the graph needs %u MiB of the PageRank arena (32 bytes a vertex + 8 an edge) and the "

@@ -210,7 +210,8 @@ static void test_pagerank_job_codec(void **state)
     h.aux = GB_PR_E_ARENA_SMALL | 630u << 8;
     const char *why = gbi_codec_error(GB_GRAIN_PR_SENDER, &h, buf, sizeof buf);
     assert_non_null(why);
-    assert_non_null(strstr(why, "needs 630 MiB"));
+    assert_non_null(strstr(why, "needs a PageRank arena of 630 MiB"));
+    assert_non_null(strstr(why, "arena_mb in the bridge's config to at least 630"));
     assert_non_null(strstr(why, "arena_mb"));
     h.aux = GB_PR_E_RANGE;
     assert_non_null(gbi_codec_error(GB_GRAIN_PR_AGGREGATOR, &h, buf, sizeof buf));
