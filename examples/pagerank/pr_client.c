@@ -296,6 +296,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
             return -1;
     }
     uint64_t sent_edges = 0, next_report = 0;
+    const bool tty = isatty(STDERR_FILENO); /* a log gets the last line, not 50 overwritten ones */
     for (uint32_t q = 0; q < parts; q++) {
         for (uint64_t v = first[q]; v < first[q + 1]; v += chunk) {
             Gpubridge__OutDegreeChunk oc = GPUBRIDGE__OUT_DEGREE_CHUNK__INIT;
@@ -328,7 +329,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
                 return -1;
             sent_edges += ec.n_sources;
         }
-        if (!p->o->quiet && sent_edges >= next_report) {
+        if (!p->o->quiet && tty && sent_edges >= next_report) {
             fprintf(stderr, "\rloading: %5.1f%% of %" PRIu64 " edges", g->m ? 100.0 * sent_edges / g->m : 100.0,
                     g->m);
             next_report = sent_edges + g->m / 50 + 1;
@@ -337,8 +338,8 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
     if (drain(p))
         return -1;
     if (!p->o->quiet)
-        fprintf(stderr, "\rloading: %u vertices, %" PRIu64 " edges, %u partitions in %.2f s\n", g->n, g->m, parts,
-                pr_now_s() - t0);
+        fprintf(stderr, "%sloading: %u vertices, %" PRIu64 " edges, %u partitions in %.2f s\n", tty ? "\r" : "",
+                g->n, g->m, parts, pr_now_s() - t0);
     return 0;
 }
 
