@@ -37,60 +37,81 @@ size_t gbi_ids_bytes_after(const gbi_ids_t *s, size_t k)
     return c ? c * GBI_IDS_BYTES_PER_SLOT : SIZE_MAX;
 }
 
-/* The index slot of id: its entry's, or the empty one that ends the probe
- * (*free_slot gets the first struck or empty slot on the way). */
-static size_t find(const gbi_ids_t *s, uint64_t id, size_t *free_slot)
+/* The first struck or empty index slot on id's probe. */
+static size_t free_slot_of(const gbi_ids_t *s, uint64_t id)
 {
     const size_t mask = 2 * s->cap - 1;
     size_t j = mix(id) & mask;
-    *free_slot = SIZE_MAX;
-    for (; s->index[j]; j = (j + 1) & mask) {
-        if (s->index[j] == STRUCK) {
-            if (*free_slot == SIZE_MAX)
-                *free_slot = j;
-        } else if (s->ent[s->index[j] - 1].id == id) {
-            return j;
-        }
-    }
-    if (*free_slot == SIZE_MAX)
-        *free_slot = j;
+    while (s->index[j] && s->index[j] != STRUCK)
+        j = (j + 1) & mask;
     return j;
+}
+
+/* The index slot of id's first entry still waiting, or SIZE_MAX. An id has
+ * one index slot, on its first entry; its later ones are linked from it
+ * (next), so that a client sending one id many times costs no longer probes.
+ * Entries struck by tag (gbi_ids_take) stay linked until they reach the
+ * front of their id's list, where this unlinks them. */
+static size_t slot_of(gbi_ids_t *s, uint64_t id)
+{
+    const size_t mask = 2 * s->cap - 1;
+    for (size_t j = mix(id) & mask; s->index[j]; j = (j + 1) & mask) {
+        if (s->index[j] == STRUCK || s->ent[s->index[j] - 1].id != id)
+            continue;
+        gbi_ids_ent_t *h = &s->ent[s->index[j] - 1];
+        while (h->tag & GBI_IDS_STRUCK) {
+            if (!h->next) {
+                s->index[j] = STRUCK;
+                return SIZE_MAX;
+            }
+            const uint32_t tail = h->tail;
+            s->index[j] = h->next;
+            h = &s->ent[h->next - 1];
+            h->tail = tail;
+        }
+        return j;
+    }
+    return SIZE_MAX;
+}
+
+/* Appends an entry at hi (room checked by the caller). */
+static void append(gbi_ids_t *s, uint64_t id, uint64_t tag)
+{
+    const uint32_t e = (uint32_t)(s->hi + 1);
+    s->ent[s->hi] = (gbi_ids_ent_t){.id = id, .tag = tag, .next = 0, .tail = e};
+    const size_t j = slot_of(s, id);
+    if (j != SIZE_MAX) {
+        gbi_ids_ent_t *h = &s->ent[s->index[j] - 1];
+        s->ent[h->tail - 1].next = e;
+        h->tail = e;
+    } else {
+        s->index[free_slot_of(s, id)] = e;
+    }
+    s->hi++;
+    s->n++;
 }
 
 /* Moves the waiting ids, in order, into room for newcap (0: frees all). */
 static int rebuild(gbi_ids_t *s, size_t newcap)
 {
-    gbi_ids_ent_t *ent = NULL;
-    uint32_t *index = NULL;
+    gbi_ids_t t = {.cap = newcap, .total = s->total};
     if (newcap) {
-        ent = malloc(newcap * sizeof *ent);
-        index = calloc(2 * newcap, sizeof *index);
-        if (!ent || !index) {
-            free(ent);
-            free(index);
+        t.ent = malloc(newcap * sizeof *t.ent);
+        t.index = calloc(2 * newcap, sizeof *t.index);
+        if (!t.ent || !t.index) {
+            free(t.ent);
+            free(t.index);
             return -1;
         }
     }
-    size_t m = 0;
-    for (size_t i = s->lo; i < s->hi && newcap; i++) {
-        if (!s->ent[i].id)
-            continue;
-        ent[m] = s->ent[i];
-        size_t j = mix(ent[m].id) & (2 * newcap - 1);
-        while (index[j])
-            j = (j + 1) & (2 * newcap - 1);
-        index[j] = (uint32_t)(m + 1);
-        m++;
-    }
+    for (size_t i = s->lo; i < s->hi && newcap; i++)
+        if (!(s->ent[i].tag & GBI_IDS_STRUCK))
+            append(&t, s->ent[i].id, s->ent[i].tag);
     if (s->total)
         *s->total = *s->total - gbi_ids_bytes(s) + newcap * GBI_IDS_BYTES_PER_SLOT;
     free(s->ent);
     free(s->index);
-    s->ent = ent;
-    s->index = index;
-    s->cap = newcap;
-    s->lo = 0;
-    s->hi = s->n = m;
+    *s = t;
     return 0;
 }
 
@@ -104,42 +125,32 @@ int gbi_ids_reserve(gbi_ids_t *s, size_t k)
 
 int gbi_ids_add(gbi_ids_t *s, uint64_t id, uint64_t tag)
 {
-    if (id == 0 || id == ~0ull || s->hi >= s->cap)
-        return 0; /* unanswerable ids: the worker answers them itself, if at all */
-    size_t slot, j = find(s, id, &slot);
-    if (s->index[j])
-        return 0; /* already waiting (a client reusing an id) */
-    s->ent[s->hi] = (gbi_ids_ent_t){id, tag};
-    s->index[slot] = (uint32_t)(s->hi + 1);
-    s->hi++;
-    s->n++;
+    if (s->hi >= s->cap || tag == 0 || (tag & GBI_IDS_STRUCK))
+        return 0;
+    append(s, id, tag);
     return 1;
 }
 
-/* Strikes the entry at i (waiting). */
+/* Strikes the entry at i (waiting); its id's list lets go of it lazily. */
 static void strike(gbi_ids_t *s, size_t i)
 {
-    const size_t mask = 2 * s->cap - 1;
-    size_t j = mix(s->ent[i].id) & mask;
-    while (s->index[j] != i + 1)
-        j = (j + 1) & mask;
-    s->index[j] = STRUCK;
-    s->ent[i].id = 0;
+    s->ent[i].tag |= GBI_IDS_STRUCK;
     s->n--;
-    while (s->lo < s->hi && !s->ent[s->lo].id)
+    while (s->lo < s->hi && (s->ent[s->lo].tag & GBI_IDS_STRUCK))
         s->lo++;
 }
 
 uint64_t gbi_ids_del(gbi_ids_t *s, uint64_t id)
 {
-    if (!s->n || id == 0)
+    if (!s->n)
         return 0;
-    size_t slot, j = find(s, id, &slot);
-    if (!s->index[j])
+    const size_t j = slot_of(s, id);
+    if (j == SIZE_MAX)
         return 0;
     const size_t i = s->index[j] - 1;
     const uint64_t tag = s->ent[i].tag;
     strike(s, i);
+    (void)slot_of(s, id); /* unlinks it at once */
     gbi_ids_trim(s);
     return tag;
 }
@@ -150,7 +161,7 @@ static size_t first_of(const gbi_ids_t *s, uint64_t tag)
     size_t a = s->lo, b = s->hi;
     while (a < b) {
         const size_t m = a + (b - a) / 2;
-        if (s->ent[m].tag < tag)
+        if ((s->ent[m].tag & ~GBI_IDS_STRUCK) < tag)
             a = m + 1;
         else
             b = m;
@@ -161,8 +172,8 @@ static size_t first_of(const gbi_ids_t *s, uint64_t tag)
 size_t gbi_ids_take(gbi_ids_t *s, uint64_t first, uint64_t last, size_t *cursor, uint64_t *out, size_t max)
 {
     size_t k = 0, i = *cursor == SIZE_MAX ? first_of(s, first) : *cursor;
-    for (; i < s->hi && s->ent[i].tag <= last && k < max; i++) {
-        if (!s->ent[i].id)
+    for (; i < s->hi && (s->ent[i].tag & ~GBI_IDS_STRUCK) <= last && k < max; i++) {
+        if (s->ent[i].tag & GBI_IDS_STRUCK)
             continue;
         if (out)
             out[k] = s->ent[i].id;

@@ -1,6 +1,10 @@
 /* The supervisor's set of correlation ids awaiting a reply, for one client
  * (supervisor.c): each id with the tag of the frame that brought it.
  *
+ * Every correlation id counts, 0 and 2^64-1 included, and an id noted twice
+ * (a client reusing one while it is in flight) waits twice: each request is
+ * owed its reply.
+ *
  * Ids sit in an array in the order noted, so in the order of their tags (a
  * client's tags never decrease), and an open-addressing index finds them by
  * id. So a reply strikes its id in O(1), and the frames tagged first..last
@@ -19,17 +23,21 @@
 #include <stdint.h>
 
 typedef struct gbi_ids_ent {
-    uint64_t id; /* 0: struck */
-    uint64_t tag;
+    uint64_t id;
+    uint64_t tag;  /* GBI_IDS_STRUCK set: struck (the tag kept below it, for the order) */
+    uint32_t next; /* the entry (+1) noted next with the same id, or 0 */
+    uint32_t tail; /* in an id's first entry: its last entry (+1) */
 } gbi_ids_ent_t;
 
 typedef struct gbi_ids {
     gbi_ids_ent_t *ent; /* ent[lo..hi): in the order noted; tags never decrease */
-    uint32_t *index;    /* 2 * cap slots: 0 empty, UINT32_MAX struck, else ent's index + 1 */
+    uint32_t *index;    /* 2 * cap slots: 0 empty, UINT32_MAX struck, else an id's first entry + 1 */
     size_t cap;         /* room of ent (a power of two, or 0) */
     size_t lo, hi, n;   /* n: ids waiting */
     size_t *total;      /* bytes of all sets together, kept up to date (or NULL) */
 } gbi_ids_t;
+
+#define GBI_IDS_STRUCK (1ull << 63) /* tags stay below it */
 
 /* One slot of room: an entry and two index slots. */
 #define GBI_IDS_BYTES_PER_SLOT (sizeof(gbi_ids_ent_t) + 2 * sizeof(uint32_t))
@@ -40,10 +48,11 @@ size_t gbi_ids_bytes(const gbi_ids_t *s);
 size_t gbi_ids_bytes_after(const gbi_ids_t *s, size_t k);
 /* Makes room for k more ids; -1: out of memory (nothing changed). */
 int gbi_ids_reserve(gbi_ids_t *s, size_t k);
-/* Notes id with tag (room reserved before; tag not below the last one).
- * 0, ~0 and an id already waiting are not noted. Returns 1 when noted. */
+/* Notes id with tag (room reserved before; tag below GBI_IDS_STRUCK, above
+ * 0 and not below the last one). Returns 1 when noted, 0 without room. */
 int gbi_ids_add(gbi_ids_t *s, uint64_t id, uint64_t tag);
-/* Strikes id; returns its tag, or 0 when it was not waiting. */
+/* Strikes id (of an id waiting more than once, the one noted first);
+ * returns its tag, or 0 when it was not waiting. */
 uint64_t gbi_ids_del(gbi_ids_t *s, uint64_t id);
 /* Strikes the ids of tags first..last; returns how many. */
 size_t gbi_ids_del_tags(gbi_ids_t *s, uint64_t first, uint64_t last);

@@ -73,6 +73,11 @@ typedef struct peer {
     void *dealer;   /* towards the worker; NULL until the next request */
     uint64_t last_ns; /* last frame either way: idle peers with nothing pending are dropped */
     gbi_ids_t ids;  /* correlation ids awaiting a reply, with their frames' tags */
+    /* Requests with correlation id 0 awaiting a reply: counted, not kept in
+     * ids, since a reply with id 0 may also stand for a whole frame (the
+     * worker answers a frame of id-0 errors with one). Only keeps the client
+     * from being forgotten as idle; lowered by every reply with id 0. */
+    uint64_t zero_owed;
     uint64_t tag;   /* of the last frame forwarded (GBI_TAG_LEN) */
     /* Replies the client's queue would not take yet (it reads slowly): the
      * worker's (one; its DEALER is not read meanwhile, and the client's new
@@ -259,15 +264,19 @@ static void fwd_note(gbi_sup_t *s, peer_t *p, uint64_t tag, size_t len)
 static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len, uint64_t tag)
 {
     char err[160];
-    size_t k = 0;
+    size_t k = 0, zeros = 0;
     s->noted = 0;
     if (gbi_frame_decode(&s->scratch, buf, len, err, sizeof err) != 0)
         return 0; /* the worker answers undecodable frames (correlation id 0) */
-    for (size_t i = 0; i < s->scratch.n; i++) /* those gbi_ids_add keeps, at most */
-        k += s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY && s->scratch.envs[i].corr != 0 &&
-             s->scratch.envs[i].corr != ~0ull;
-    if (!k)
+    for (size_t i = 0; i < s->scratch.n; i++) { /* every request and control message is owed a reply */
+        const bool owed = s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY;
+        k += owed && s->scratch.envs[i].corr != 0;
+        zeros += owed && s->scratch.envs[i].corr == 0;
+    }
+    if (!k) {
+        p->zero_owed += zeros;
         return 0;
+    }
     const size_t now = gbi_ids_bytes(&p->ids), after = gbi_ids_bytes_after(&p->ids, k);
     if (p->ids.n && after > PEER_IDS_BYTES)
         return -1;
@@ -276,9 +285,9 @@ static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len
     if (gbi_ids_reserve(&p->ids, k) != 0)
         return -3;
     for (size_t i = 0; i < s->scratch.n; i++)
-        if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY)
+        if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY && s->scratch.envs[i].corr != 0)
             s->noted += (size_t)gbi_ids_add(&p->ids, s->scratch.envs[i].corr, tag);
-    gbi_ids_trim(&p->ids); /* none noted after all (ids already waiting) */
+    p->zero_owed += zeros;
     return 0;
 }
 
@@ -292,6 +301,10 @@ static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t l
     if (gb_pb_reply_frame_open(&it, buf, len) != 0)
         return 0;
     for (; gb_pb_reply_frame_next(&it, &v); n++) {
+        if (v.corr == 0) {
+            p->zero_owed -= p->zero_owed > 0;
+            continue;
+        }
         const uint64_t tag = gbi_ids_del(&p->ids, v.corr);
         seen = tag > seen ? tag : seen;
     }
@@ -488,7 +501,8 @@ static void peers_evict(gbi_sup_t *s, uint64_t now)
 {
     for (size_t i = 0; i < s->n_peers;) {
         peer_t *p = &s->peers[i];
-        if (p->ids.n == 0 && p != s->stall_peer && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS)
+        if (p->ids.n == 0 && p->zero_owed == 0 && p != s->stall_peer && !peer_stalled(p) &&
+            now - p->last_ns > PEER_IDLE_NS)
             peer_drop(s, i);
         else
             i++;
@@ -746,6 +760,7 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
     for (size_t i = 0; i < s->n_peers; i++) {
         peer_t *p = &s->peers[i];
         answered += answer_pending(s, p, st, why);
+        p->zero_owed = 0; /* unanswerable: a reply with id 0 stands for a frame */
         if (p->dealer) {
             zmq_close(p->dealer);
             p->dealer = NULL;

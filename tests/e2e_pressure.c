@@ -1260,6 +1260,72 @@ static void test_drain_past_budget(void **state)
     assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
 }
 
+/* Under --supervise: a worker that dies owes a reply to every request it
+ * had: one per request, also for an id used several times at once and for
+ * 2^64-1 (the protocol reserves neither). */
+static void test_worker_death_answers_every_id(void **state)
+{
+    (void)state;
+    if (!supervised())
+        skip();
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c);
+    assert_int_equal(set_deactivated(c, 1, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK); /* they wait */
+    static const uint64_t ids[] = {~0ull, 5, 5, 5, 7, ~0ull - 1, 1ull << 63};
+    enum { N = sizeof ids / sizeof ids[0] };
+    uint8_t pl[32];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.sequence = 1;
+    const size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    Gpubridge__Envelope envs[N], *ptrs[N];
+    for (size_t i = 0; i < N; i++) {
+        envs[i] = *make_env(ids[i], "echo", 3, 1, pl, pl_len);
+        ptrs[i] = &envs[i];
+    }
+    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
+    b.n_envelopes = N;
+    b.envelopes = ptrs;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &b;
+    send_frame(c, &f);
+    send_env(c, make_env(~0ull, "echo", 3, 1, pl, pl_len)); /* and 2^64-1 again, in a frame of its own */
+    usleep(300000 * E2E_SLOW); /* passed on to the worker */
+    const pid_t wk = worker_of(&g_b);
+    assert_true(wk > 0);
+    assert_int_equal(kill(wk, SIGKILL), 0);
+    /* Expected: ~0 twice, 5 three times, the others once; all GPU_ERROR. */
+    unsigned got[N] = {0}, total = 0, other = 0;
+    for (uint64_t end = e2e_ms() + REPLY_MS; total < N + 1 && e2e_ms() < end;) {
+        Gpubridge__ServerFrame *g = recv_frame(c, 500);
+        size_t n = 0;
+        Gpubridge__Reply **rs = g ? frame_replies(g, &n) : NULL;
+        for (size_t i = 0; i < n; i++) {
+            size_t k = 0;
+            while (k < N && ids[k] != rs[i]->correlation_id)
+                k++;
+            if (k == N || rs[i]->status != GPUBRIDGE__STATUS__STATUS_GPU_ERROR) {
+                other++;
+                continue;
+            }
+            got[k]++;
+            total++;
+        }
+        if (g)
+            gpubridge__server_frame__free_unpacked(g, NULL);
+    }
+    print_message("worker killed: %u replies to the %d requests (%u other)\n", total, N + 1, other);
+    assert_int_equal(got[0], 2);
+    assert_int_equal(got[1], 3);
+    assert_int_equal(got[4], 1);
+    assert_int_equal(got[5], 1);
+    assert_int_equal(got[6], 1);
+    assert_int_equal(other, 0);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+}
+
 /* Under --supervise: a worker restarted after max_message_size was lowered
  * in the file keeps the supervisor's bound (passed on its command line), so
  * a frame the supervisor passes on is not refused whole by the worker, its
@@ -1952,6 +2018,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_stopped_worker_small_frames, stop_bridge),
         cmocka_unit_test_teardown(test_drain_past_budget, stop_bridge),
         cmocka_unit_test_teardown(test_restart_keeps_message_size, stop_bridge),
+        cmocka_unit_test_teardown(test_worker_death_answers_every_id, stop_bridge),
         cmocka_unit_test_teardown(test_pending_ids_bound, stop_bridge),
         cmocka_unit_test_teardown(test_pending_ids_total, stop_bridge),
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),

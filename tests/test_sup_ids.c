@@ -29,10 +29,23 @@ static void test_bytes_counted_and_freed(void **state)
     assert_int_equal(gbi_ids_reserve(&b, 10), 0);
     assert_int_equal(gbi_ids_add(&b, 7, 1), 1);
     assert_int_equal(total, gbi_ids_bytes(&a) + gbi_ids_bytes(&b));
-    /* Duplicates and unanswerable ids are not noted. */
-    assert_int_equal(gbi_ids_add(&b, 7, 2), 0);
-    assert_int_equal(gbi_ids_add(&b, 0, 2), 0);
-    assert_int_equal(gbi_ids_add(&b, ~0ull, 2), 0);
+    /* Every id counts, each time it is noted: 0, 2^64-1 and a reused one. */
+    assert_int_equal(gbi_ids_reserve(&b, 4), 0);
+    assert_int_equal(gbi_ids_add(&b, 7, 2), 1);
+    assert_int_equal(gbi_ids_add(&b, 0, 2), 1);
+    assert_int_equal(gbi_ids_add(&b, ~0ull, 3), 1);
+    assert_int_equal(gbi_ids_add(&b, 7, 4), 1);
+    assert_int_equal(b.n, 5);
+    /* A reused id is struck once per reply, the one noted first first. */
+    assert_int_equal(gbi_ids_del(&b, 7), 1);
+    assert_int_equal(gbi_ids_del(&b, 7), 2);
+    assert_int_equal(gbi_ids_del(&b, 7), 4);
+    assert_int_equal(gbi_ids_del(&b, 7), 0);
+    assert_int_equal(gbi_ids_del(&b, ~0ull), 3);
+    assert_int_equal(gbi_ids_del(&b, 0), 2);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(gbi_ids_reserve(&b, 1), 0);
+    assert_int_equal(gbi_ids_add(&b, 7, 5), 1);
     /* Replies strike ids; below an eighth of its room the set shrinks. */
     const size_t big = gbi_ids_bytes(&a);
     for (uint64_t i = 1; i <= N - 100; i++)
