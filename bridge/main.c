@@ -192,6 +192,7 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
 
 static volatile sig_atomic_t g_stop;
 static volatile sig_atomic_t g_reload;
+static volatile sig_atomic_t g_serving; /* the server loop or the supervisor runs */
 
 static void on_hup(int sig)
 {
@@ -201,12 +202,20 @@ static void on_hup(int sig)
 
 static void on_signal(int sig)
 {
-    (void)sig;
+    /* Before serving (loading the config, starting CUDA and the devices) a
+     * first signal is kept for the loop, which then drains at once; a
+     * second one stops the start itself, as without a handler. */
+    if (g_stop && !g_serving) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     g_stop = 1;
 }
 
-/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); SIGHUP: reload
- * (set from the start, so that an early one does not kill us); no SIGPIPE. */
+/* SIGINT/SIGTERM: stop gracefully (drain, answer, exit 0); SIGHUP: reload;
+ * no SIGPIPE. Set first thing, so that a signal that comes while the bridge
+ * starts (a supervisor's SIGTERM to a worker that is still starting CUDA)
+ * stops it cleanly rather than killing it. */
 static void install_signals(void)
 {
     struct sigaction sa;
@@ -218,6 +227,14 @@ static void install_signals(void)
     sa.sa_handler = on_hup;
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A supervisor starts its worker with these blocked (supervisor.c):
+     * from here on they are handled. */
+    sigset_t handled;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGTERM);
+    sigaddset(&handled, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &handled, NULL);
 }
 
 /* The Prometheus endpoint of cfg->metrics, counting server's traffic. */
@@ -352,7 +369,6 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
     size_t n_devs = 0;
     if (start_devices(cfg, mode_override, &facts, &sel, devs, &n_devs) != 0)
         return GBI_EXIT_USAGE;
-    install_signals();
 
     gb_engine_t *engine = NULL;
     e = gb_engine_new_devs(cfg, devs, n_devs, &engine);
@@ -379,6 +395,7 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
     gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname, cli->max_message_size, 0,
                           worker};
     gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
+    g_serving = 1;
     e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
     gb_server_destroy(&server);
     gb_metrics_stop(&metrics);
@@ -399,6 +416,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &cli);
     if (rc >= 0)
         return rc;
+    if (!cli.check_config && !cli.detect)
+        install_signals();
 
     gb_config_t cfg;
     gb_config_defaults(&cfg);
@@ -449,7 +468,8 @@ int main(int argc, char **argv)
                 wargv[wn++] = argv[i];
         if (!wargv)
             return GBI_EXIT_FAIL;
-        install_signals(); /* SIGHUP: the supervisor's keys reloaded here, the rest by the worker */
+        /* SIGHUP: the supervisor's keys reloaded here, the rest by the worker */
+        g_serving = 1;
         gb_reload_t rl = {cli.config_path, &cfg, cli.has_log_level, NULL, 0, 0, false}; /* the worker says --max-message-size stays */
         gb_err e = gb_supervise(&cfg, wargv, &g_stop, &g_reload, &rl);
         free(wargv);

@@ -453,6 +453,15 @@ static int spawn_worker(gbi_sup_t *s)
         return -1;
     }
     if (pid == 0) {
+        /* Blocked through the exec until the worker's handlers are set
+         * (main.c): a SIGTERM or SIGHUP passed on while it starts then
+         * waits for them instead of killing it. */
+        sigset_t stop_sigs;
+        sigemptyset(&stop_sigs);
+        sigaddset(&stop_sigs, SIGINT);
+        sigaddset(&stop_sigs, SIGTERM);
+        sigaddset(&stop_sigs, SIGHUP);
+        sigprocmask(SIG_BLOCK, &stop_sigs, NULL);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its worker along */
         if (getppid() != parent)
             _exit(127); /* it died before the line above */
