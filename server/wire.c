@@ -57,6 +57,26 @@ static int control_valid(const uint8_t *p, size_t len)
     return c != NULL;
 }
 
+/* Whether the string fields of a message of descriptor d (bytes p..end, a
+ * valid encoding) and of its sub-messages hold no NUL byte. protobuf-c ends
+ * its strings at the first one, so a control naming grain type "echo\0x"
+ * would act on echo. */
+static int strings_clean(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end)
+{
+    gb_pb_field_t fd;
+    while (gb_pb_next(&p, end, &fd) > 0) {
+        const ProtobufCFieldDescriptor *f = fd.wt == GB_PB_LEN ? protobuf_c_message_descriptor_get_field(d, fd.num)
+                                                               : NULL;
+        if (!f)
+            continue;
+        if (f->type == PROTOBUF_C_TYPE_STRING && memchr(fd.p, 0, fd.len))
+            return 0;
+        if (f->type == PROTOBUF_C_TYPE_MESSAGE && !strings_clean(f->descriptor, fd.p, fd.p + fd.len))
+            return 0;
+    }
+    return 1;
+}
+
 /* Parses one Envelope's fields into e, on top of what e holds (merge). */
 static int env_parse(gbi_env_t *e, const uint8_t *p, const uint8_t *end, char *err, size_t errlen)
 {
@@ -78,12 +98,14 @@ static int env_parse(gbi_env_t *e, const uint8_t *p, const uint8_t *end, char *e
         case ENV_KIND:
             if (wrong_type(&fd, GB_PB_VARINT))
                 BAD("Envelope.kind is not a varint");
-            e->kind = (uint32_t)fd.v;
+            /* Past 32 bits: no kind (protobuf would keep the low bits). */
+            e->kind = fd.v > UINT32_MAX ? UINT32_MAX : (uint32_t)fd.v;
             break;
         case ENV_MESSAGE_TYPE:
             if (wrong_type(&fd, GB_PB_VARINT))
                 BAD("Envelope.message_type is not a varint");
-            e->message_type = (uint32_t)fd.v;
+            /* Past 32 bits: a type no grain takes, not the low bits. */
+            e->message_type = fd.v > UINT32_MAX ? UINT32_MAX : (uint32_t)fd.v;
             break;
         case ENV_PAYLOAD:
             if (wrong_type(&fd, GB_PB_LEN))
@@ -102,6 +124,8 @@ static int env_parse(gbi_env_t *e, const uint8_t *p, const uint8_t *end, char *e
             e->control_len = fd.len;
             if (!control_valid(fd.p, fd.len))
                 BAD("Envelope.control is not a Control message");
+            if (!strings_clean(&gpubridge__control__descriptor, fd.p, fd.p + fd.len))
+                BAD("Envelope.control has a string with a NUL byte in it");
             break;
         default:
             break; /* unknown field: skipped */

@@ -37,8 +37,12 @@
 static void same_env(const gbi_env_t *a, const Gpubridge__Envelope *b)
 {
     assert_int_equal(a->corr, b->correlation_id);
-    assert_int_equal(a->kind, (uint32_t)b->kind);
-    assert_int_equal(a->message_type, b->message_type);
+    /* A number past 32 bits is none (UINT32_MAX) here; protobuf-c keeps its
+     * low bits. */
+    if (a->kind != UINT32_MAX)
+        assert_int_equal(a->kind, (uint32_t)b->kind);
+    if (a->message_type != UINT32_MAX)
+        assert_int_equal(a->message_type, b->message_type);
     assert_int_equal(a->payload_len, b->payload.len);
     if (a->payload_len)
         assert_memory_equal(a->payload, b->payload.data, a->payload_len);
@@ -226,6 +230,41 @@ static void test_two_controls_refused(void **state)
     char err[160];
     assert_int_equal(gbi_frame_decode(&fr, f, sizeof f, err, sizeof err), -1);
     assert_string_equal(err, "Envelope has two control fields");
+    gbi_frame_fini(&fr);
+}
+
+/* kind and message_type past 32 bits are not taken for their low bits:
+ * kind 2^32 + 1 is no REQUEST, message_type 2^32 + 1 is no type 1. */
+static void test_wide_numbers_refused(void **state)
+{
+    (void)state;
+    /* ClientFrame{envelope{correlation_id 1, kind 2^32+1, message_type 2^32+1}} */
+    const uint8_t f[] = {0x0a, 0x0e, 0x08, 0x01, 0x18, 0x81, 0x80, 0x80, 0x80, 0x10,
+                         0x20, 0x81, 0x80, 0x80, 0x80, 0x10};
+    gbi_frame_t fr = {0};
+    char err[160];
+    assert_int_equal(gbi_frame_decode(&fr, f, sizeof f, err, sizeof err), 0);
+    assert_int_equal(fr.n, 1);
+    assert_int_not_equal(fr.envs[0].kind, GPUBRIDGE__KIND__KIND_REQUEST);
+    assert_int_equal(fr.envs[0].kind, UINT32_MAX);
+    assert_int_equal(fr.envs[0].message_type, UINT32_MAX);
+    gbi_frame_fini(&fr);
+}
+
+/* A control's strings keep their bytes: Deactivate{"echo\0x"} is refused,
+ * not taken for echo (protobuf-c's strings end at a NUL). */
+static void test_control_nul_refused(void **state)
+{
+    (void)state;
+    /* ClientFrame{envelope{correlation_id 1, kind CONTROL, control{deactivate{grain_type}}}} */
+    uint8_t f[] = {0x0a, 0x10, 0x08, 0x01, 0x18, 0x03, 0x32, 0x0a, 0x12, 0x08,
+                   0x0a, 0x06, 'e', 'c', 'h', 'o', 0x00, 'x'};
+    gbi_frame_t fr = {0};
+    char err[160];
+    assert_int_equal(gbi_frame_decode(&fr, f, sizeof f, err, sizeof err), -1);
+    assert_string_equal(err, "Envelope.control has a string with a NUL byte in it");
+    f[16] = 'o'; /* "echoox": a name, refused later as unknown, not here */
+    assert_int_equal(gbi_frame_decode(&fr, f, sizeof f, err, sizeof err), 0);
     gbi_frame_fini(&fr);
 }
 
@@ -428,6 +467,8 @@ int main(void)
         cmocka_unit_test(test_truncated_frames),
         cmocka_unit_test(test_mutated_frames),
         cmocka_unit_test(test_two_controls_refused),
+        cmocka_unit_test(test_wide_numbers_refused),
+        cmocka_unit_test(test_control_nul_refused),
         cmocka_unit_test(test_hold_copies),
         cmocka_unit_test(test_name_print),
         cmocka_unit_test(test_codec_limits),
