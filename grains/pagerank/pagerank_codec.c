@@ -146,6 +146,9 @@ static int pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, un
         if (m->node_count == 0 || m->node_count > 0xffffffffull) {
             snprintf(err, errlen, "node_count %llu is outside 1..4294967295", (unsigned long long)m->node_count);
             st = ST_MALFORMED;
+        } else if (m->edge_count > (1ull << 40)) { /* the grain's own bound (pagerank.h) */
+            snprintf(err, errlen, "edge_count %llu is outside 0..2^40", (unsigned long long)m->edge_count);
+            st = ST_MALFORMED;
         } else {
             *rec_len = gb_pr_rec_pair(rec, m->node_count, m->edge_count);
             const uint32_t flags = m->new_job ? GB_PR_INIT_NEW : 0u;

@@ -188,6 +188,20 @@ static void test_pagerank_job_codec(void **state)
     assert_int_equal(rec_len, GB_PR_PAIR_LEN);
     memcpy(&job, rec + gb_pr_job_at(slot_type), 4);
     assert_int_equal(job, 0xabcd1234u);
+    /* GraphInit's counts are checked here, each named. */
+    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
+    gi.node_count = 10;
+    gi.edge_count = UINT64_MAX;
+    size_t gl = gpubridge__graph_init__pack(&gi, pb);
+    assert_int_equal(gbi_codec_request_key(GB_GRAIN_PR_SENDER, 1, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT,
+                                           pb, gl, rec, sizeof rec, &rec_len, &slot_type, err, sizeof err),
+                     GPUBRIDGE__STATUS__STATUS_MALFORMED);
+    assert_non_null(strstr(err, "edge_count 18446744073709551615 is outside"));
+    gi.edge_count = 1ull << 40;
+    gl = gpubridge__graph_init__pack(&gi, pb);
+    assert_int_equal(gbi_codec_request_key(GB_GRAIN_PR_SENDER, 1, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT,
+                                           pb, gl, rec, sizeof rec, &rec_len, &slot_type, err, sizeof err),
+                     GPUBRIDGE__STATUS__STATUS_OK);
     gb_slot_hdr_t h = {0};
     h.type = GB_PR_MSG_PARTITION_INIT;
     size_t out_len = 1;
