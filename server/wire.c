@@ -59,8 +59,8 @@ static int control_valid(const uint8_t *p, size_t len)
 
 /* Whether the string fields of a message of descriptor d (bytes p..end, a
  * valid encoding) and of its sub-messages hold no NUL byte. protobuf-c ends
- * its strings at the first one, so a control naming grain type "echo\0x"
- * would act on echo. */
+ * its strings at the first one, so a control naming grain type "T\0x"
+ * would act on type T. */
 static int strings_clean(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end)
 {
     gb_pb_field_t fd;
