@@ -193,6 +193,7 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
 static volatile sig_atomic_t g_stop;
 static volatile sig_atomic_t g_reload;
 static volatile sig_atomic_t g_serving; /* the server loop or the supervisor runs */
+static volatile sig_atomic_t g_worker;  /* a supervisor's worker */
 
 static void on_hup(int sig)
 {
@@ -204,8 +205,10 @@ static void on_signal(int sig)
 {
     /* Before serving (loading the config, starting CUDA and the devices) a
      * first signal is kept for the loop, which then drains at once; a
-     * second one stops the start itself, as without a handler. */
-    if (g_stop && !g_serving) {
+     * second one stops the start itself, as without a handler. Not in a
+     * worker: a Ctrl-C or a service manager reaches it besides the
+     * supervisor's own signal, and the supervisor kills it if need be. */
+    if (g_stop && !g_serving && !g_worker) {
         signal(sig, SIG_DFL);
         raise(sig);
     }
@@ -416,6 +419,7 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &cli);
     if (rc >= 0)
         return rc;
+    g_worker = cli.worker_endpoint != NULL;
     if (!cli.check_config && !cli.detect)
         install_signals();
 

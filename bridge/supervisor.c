@@ -75,8 +75,10 @@ typedef struct peer {
     gbi_ids_t ids;  /* correlation ids awaiting a reply, with their frames' tags */
     /* Requests with correlation id 0 awaiting a reply: counted, not kept in
      * ids, since a reply with id 0 may also stand for a whole frame (the
-     * worker answers a frame of id-0 errors with one). Only keeps the client
-     * from being forgotten as idle; lowered by every reply with id 0. */
+     * worker answers a frame of id-0 errors with one), so the count is not
+     * exact. It only keeps an idle client from being forgotten, for
+     * ZERO_HOLD_NS at most and never when a new client needs the place;
+     * lowered by every reply with id 0, cleared when the connection closes. */
     uint64_t zero_owed;
     uint64_t tag;   /* of the last frame forwarded (GBI_TAG_LEN) */
     /* Replies the client's queue would not take yet (it reads slowly): the
@@ -178,6 +180,10 @@ typedef struct gbi_sup {
  * are refused BUSY rather than queued. */
 #define SUP_FWD_FRAMES 128
 #define PEER_IDLE_NS (10ull * 1000000000ull)
+/* How long requests with correlation id 0 keep an idle client's place at
+ * most (peers_evict): long enough for a paused type's wait, bounded since
+ * their count is not exact. */
+#define ZERO_HOLD_NS (600ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
 /* A worker that runs without answering is killed after this many heartbeat
  * timeouts all the same. */
@@ -375,12 +381,13 @@ static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p
 static void sup_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
 {
     gbi_sup_t *s = ctx;
-    const peer_t *p = NULL;
+    peer_t *p = NULL;
     for (size_t i = 0; i < s->n_peers && !p; i++)
         if (s->peers[i].id_len == id_len && memcmp(s->peers[i].id, id, id_len) == 0)
             p = &s->peers[i];
     if (!p)
         return;
+    p->zero_owed = 0; /* nobody to take those replies now */
     uint64_t kept = p->refused_owed;
     if (p->out_msg)
         kept += gbi_reply_count(zmq_msg_data(p->out_msg), zmq_msg_size(p->out_msg));
@@ -506,12 +513,16 @@ static void peer_drop(gbi_sup_t *s, size_t i)
 
 /* Drops peers with nothing pending that have been quiet for a while (each
  * holds a DEALER; clients come and go with fresh routing ids). */
-static void peers_evict(gbi_sup_t *s, uint64_t now)
+/* Drops the peers idle since before now - PEER_IDLE_NS with nothing in
+ * flight. need_room: a new client needs a place, and requests with id 0 do
+ * not keep one (their count may be stuck: the worker may answer a frame of
+ * them with one reply); otherwise they keep it for ZERO_HOLD_NS at most. */
+static void peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
 {
     for (size_t i = 0; i < s->n_peers;) {
         peer_t *p = &s->peers[i];
-        if (p->ids.n == 0 && p->zero_owed == 0 && p != s->stall_peer && !peer_stalled(p) &&
-            now - p->last_ns > PEER_IDLE_NS)
+        const bool zeros = p->zero_owed && !need_room && now - p->last_ns <= ZERO_HOLD_NS;
+        if (p->ids.n == 0 && !zeros && p != s->stall_peer && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS)
             peer_drop(s, i);
         else
             i++;
@@ -526,7 +537,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
     if (len > ID_MAX)
         return NULL;
     if (s->n_peers == MAX_PEERS)
-        peers_evict(s, gb_now_ns() + PEER_IDLE_NS); /* any idle one will do */
+        peers_evict(s, gb_now_ns() + PEER_IDLE_NS, true); /* any idle one will do */
     if (s->n_peers == MAX_PEERS)
         return NULL;
     peer_t *p = &s->peers[s->n_peers++];
@@ -1445,7 +1456,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             hb_check(s, now); /* draining: bounded by the drain's deadline above instead */
         gb_fdguard_check(&s->fdg, now);
         if (now - last_evict > 1000000000ull) {
-            peers_evict(s, now);
+            peers_evict(s, now, false);
             last_evict = now;
         }
         const bool held = !unstall(s);

@@ -143,7 +143,8 @@ gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
     if (!ep->connected && ep->handshake_failed && ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
         (e == ECONNRESET || (!c->curve && (e == EPIPE || e == ECONNABORTED))))
         return gbci_fail(GBC_ERR_CONNECT, "%s: the connection was reset before the ZeroMQ handshake (a bridge "
-                         "near its descriptor limit refuses new connections so; the client retries)", ep->addr);
+                         "near its descriptor limit refuses new connections so, and the client retries; or the "
+                         "bridge uses CURVE and this client has no keys)", ep->addr);
     if (!ep->connected && ep->handshake_failed) {
         const char *why = ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                               ? "the bridge refused this client's key"

@@ -57,24 +57,28 @@ static int control_valid(const uint8_t *p, size_t len)
     return c != NULL;
 }
 
-/* Whether the string fields of a message of descriptor d (bytes p..end, a
- * valid encoding) and of its sub-messages hold no NUL byte. protobuf-c ends
- * its strings at the first one, so a control naming grain type "T\0x"
- * would act on type T. */
+/* Whether the string fields of a message of descriptor d (bytes p..end)
+ * and of its sub-messages hold no NUL byte: 1 yes, 0 no, -1 bytes this
+ * reader refuses (a field number past protobuf's 2^29 - 1, which protobuf-c
+ * skips: what follows it must be checked too). protobuf-c ends its strings
+ * at the first NUL, so a control naming grain type "T\0x" would act on
+ * type T. */
 static int strings_clean(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end)
 {
     gb_pb_field_t fd;
-    while (gb_pb_next(&p, end, &fd) > 0) {
+    int r;
+    while ((r = gb_pb_next(&p, end, &fd)) > 0) {
         const ProtobufCFieldDescriptor *f = fd.wt == GB_PB_LEN ? protobuf_c_message_descriptor_get_field(d, fd.num)
                                                                : NULL;
         if (!f)
             continue;
         if (f->type == PROTOBUF_C_TYPE_STRING && memchr(fd.p, 0, fd.len))
             return 0;
-        if (f->type == PROTOBUF_C_TYPE_MESSAGE && !strings_clean(f->descriptor, fd.p, fd.p + fd.len))
-            return 0;
+        const int sub = f->type == PROTOBUF_C_TYPE_MESSAGE ? strings_clean(f->descriptor, fd.p, fd.p + fd.len) : 1;
+        if (sub != 1)
+            return sub;
     }
-    return 1;
+    return r < 0 ? -1 : 1;
 }
 
 /* Parses one Envelope's fields into e, on top of what e holds (merge). */
@@ -124,8 +128,11 @@ static int env_parse(gbi_env_t *e, const uint8_t *p, const uint8_t *end, char *e
             e->control_len = fd.len;
             if (!control_valid(fd.p, fd.len))
                 BAD("Envelope.control is not a Control message");
-            if (!strings_clean(&gpubridge__control__descriptor, fd.p, fd.p + fd.len))
+            r = strings_clean(&gpubridge__control__descriptor, fd.p, fd.p + fd.len);
+            if (r == 0)
                 BAD("Envelope.control has a string with a NUL byte in it");
+            if (r < 0)
+                BAD("Envelope.control is not a Control message");
             break;
         default:
             break; /* unknown field: skipped */

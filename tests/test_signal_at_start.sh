@@ -2,7 +2,9 @@
 # Signals that reach a worker while it starts: the supervisor passes SIGTERM
 # and SIGHUP on to its worker at once, also while the worker is still
 # loading its config and starting its devices. Both are handled (a drain and
-# exit 0; a reload), never the default action that kills it.
+# exit 0; a reload), never the default action that kills it; also when the
+# worker gets a signal of its own besides (INT: a Ctrl-C reaches the whole
+# process group).
 #   test_signal_at_start.sh BUILD_DIR
 set -uo pipefail
 BUILD=$1
@@ -16,7 +18,7 @@ printf 'endpoints = [ "%s" ];\nmode = "cpu";\n' "$EP" > "$T/b.cfg"
 up() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 1000 list >/dev/null 2>&1; }
 child_of() { local c; c=$(cat "/proc/$1/task/$1/children" 2>/dev/null); echo "${c%% *}"; }
 
-for sig in TERM HUP; do
+for sig in TERM HUP INT; do
   "$BUILD/bridge/gpubridge" --config "$T/b.cfg" --supervise 2> "$T/$sig.log" &
   B=$!
   W=""
@@ -26,7 +28,12 @@ for sig in TERM HUP; do
     kill -KILL $B; wait $B; B=""
     continue
   fi
-  kill -$sig $B # the supervisor passes it on to the worker, which is starting
+  if [ $sig = INT ]; then
+    kill -INT "$W" # as a Ctrl-C: the worker too, not only through the supervisor
+    kill -INT $B
+  else
+    kill -$sig $B # the supervisor passes it on to the worker, which is starting
+  fi
   if [ $sig = HUP ]; then
     ok=0
     for _ in $(seq 100); do up && { ok=1; break; }; sleep 0.1; done

@@ -265,6 +265,12 @@ static void test_control_nul_refused(void **state)
     assert_string_equal(err, "Envelope.control has a string with a NUL byte in it");
     f[16] = 'o'; /* "echoox": a name, refused later as unknown, not here */
     assert_int_equal(gbi_frame_decode(&fr, f, sizeof f, err, sizeof err), 0);
+    /* A field number past 2^29 - 1 before the string (protobuf-c skips it):
+     * Deactivate{field 2^29: varint 0, grain_type "echo\0x"} is refused. */
+    const uint8_t g[] = {0x0a, 0x16, 0x08, 0x01, 0x18, 0x03, 0x32, 0x10, 0x12, 0x0e,
+                         0x80, 0x80, 0x80, 0x80, 0x10, 0x00, /* key: field 2^29, varint */
+                         0x0a, 0x06, 'e', 'c', 'h', 'o', 0x00, 'x'};
+    assert_int_equal(gbi_frame_decode(&fr, g, sizeof g, err, sizeof err), -1);
     gbi_frame_fini(&fr);
 }
 

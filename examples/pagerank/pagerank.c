@@ -383,12 +383,17 @@ static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ra
     *bound = pr_residual(pg, ranks, o->damping) / (1 - o->damping);
     if (*bound <= o->max_error)
         return 0;
-    if (st->stalled)
+    if (st->stalled && *bound * 1.05 <= 2.0)
         fprintf(stderr, PROG ": the L1 step stopped shrinking at %.3e (goal %.1e) after %u iterations: the "
                         "float32 rounding of the ranks, which damping %g magnifies, and more iterations do not "
                         "help; L1 error bound %.3e exceeds %.1e (--max-error): raise --max-error to at least "
                         "%.1e, or lower --damping\n", st->delta, st->goal, st->it, o->damping, *bound,
                 o->max_error, *bound * 1.05);
+    else if (st->stalled)
+        fprintf(stderr, PROG ": the L1 step stopped shrinking at %.3e (goal %.1e) after %u iterations: the "
+                        "float32 rounding of the ranks, which damping %g magnifies; L1 error bound %.3e is past "
+                        "what --max-error takes (2): lower --damping\n", st->delta, st->goal, st->it, o->damping,
+                *bound);
     else if (!st->converged)
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): L1 error bound "
                         "%.3e exceeds %.1e (--max-error); raise --max-iter\n", o->max_iter, st->delta, st->goal,
