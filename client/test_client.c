@@ -505,8 +505,17 @@ static void connection_reset(bool at_once)
     gbc_client_t *c = NULL;
     assert_int_equal(gbc_client_new(eps, 1, &opt, &c), GBC_OK);
     gbc_reply_t rep;
-    assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &rep, GBC_TIMEOUT_DEFAULT), GBC_ERR_CONNECT);
-    assert_non_null(strstr(gbc_last_error(), "reset before the ZeroMQ handshake"));
+    /* On a loaded machine the first reset may come after the first deadline,
+     * which then reads "not connected"; the reset must be named in the end. */
+    bool named = false;
+    for (int attempt = 0; attempt < 10 && !named; attempt++) {
+        assert_int_equal(gbc_call(c, "test", 1, 1, NULL, 0, &rep, GBC_TIMEOUT_DEFAULT), GBC_ERR_CONNECT);
+        named = strstr(gbc_last_error(), "reset before the ZeroMQ handshake") != NULL;
+        if (!named && !strstr(gbc_last_error(), "not connected"))
+            fail_msg("at_once %d: %s", at_once, gbc_last_error());
+    }
+    if (!named)
+        fail_msg("at_once %d: the reset was never named: %s", at_once, gbc_last_error());
     gbc_client_destroy(&c);
     atomic_store(&r.stop, true);
     pthread_join(th, NULL);
@@ -1265,8 +1274,10 @@ static void test_reply_frame_malformed(void **state)
     assert_refused(no_body, sizeof no_body);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_call_round_trip),
         cmocka_unit_test(test_error_replies),
