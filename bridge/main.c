@@ -26,6 +26,7 @@
 #include "test_hooks.h"
 
 enum { GBI_EXIT_OK = 0, GBI_EXIT_FAIL = 1, GBI_EXIT_USAGE = 2 };
+_Static_assert(GBI_EXIT_USAGE == GB_EXIT_WORKER_START, "the supervisor reads a worker's exit 2 as a failed start");
 
 /* What the command line asked for, beyond the config file. */
 typedef struct gbi_cli {
@@ -191,13 +192,24 @@ static int run_detect(const gb_config_t *cfg, const gb_mode *mode_override)
 }
 
 static volatile sig_atomic_t g_stop;
-static volatile sig_atomic_t g_reload;
+static volatile sig_atomic_t g_reload;  /* wakes the loop for a reload */
 static volatile sig_atomic_t g_serving; /* the server loop or the supervisor runs */
 static volatile sig_atomic_t g_worker;  /* a supervisor's worker */
+/* Counted by the handlers only (each masks the other): SIGHUPs, and in a
+ * worker SIGUSR1s, its supervisor's word that it refused a reload. */
+static volatile sig_atomic_t g_hups, g_refusals;
 
 static void on_hup(int sig)
 {
     (void)sig;
+    g_hups = g_hups + 1;
+    g_reload = 1;
+}
+
+static void on_refused(int sig)
+{
+    (void)sig;
+    g_refusals = g_refusals + 1;
     g_reload = 1;
 }
 
@@ -228,7 +240,14 @@ static void install_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = on_hup;
+    sigaddset(&sa.sa_mask, SIGUSR1);
     sigaction(SIGHUP, &sa, NULL);
+    if (g_worker) {
+        sa.sa_handler = on_refused;
+        sigemptyset(&sa.sa_mask);
+        sigaddset(&sa.sa_mask, SIGHUP);
+        sigaction(SIGUSR1, &sa, NULL);
+    }
     signal(SIGPIPE, SIG_IGN);
     /* A supervisor starts its worker with these blocked (supervisor.c):
      * from here on they are handled. */
@@ -237,6 +256,7 @@ static void install_signals(void)
     sigaddset(&handled, SIGINT);
     sigaddset(&handled, SIGTERM);
     sigaddset(&handled, SIGHUP);
+    sigaddset(&handled, SIGUSR1);
     sigprocmask(SIG_UNBLOCK, &handled, NULL);
 }
 
@@ -309,7 +329,10 @@ static void worker_cleanup(const char *ep, pid_t supervisor)
         return;
     snprintf(path, sizeof path, "%s", ep + 6);
     unlink(path);
-    if (rmdir(dirname(path)) == 0)
+    char *dir = dirname(path), cfg_file[GB_PATH_LEN + 16];
+    snprintf(cfg_file, sizeof cfg_file, "%s/" GB_SUP_WORKER_CONFIG, dir);
+    unlink(cfg_file);
+    if (rmdir(dir) == 0)
         GB_INFO("supervisor %d is gone: removed %s", (int)supervisor, path);
 }
 
@@ -396,7 +419,7 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
     }
     /* SIGHUP: the server loop reloads the file (reload.c). */
     gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname, cli->max_message_size, 0,
-                          worker};
+                          worker, &g_hups, &g_refusals, 0, 0};
     gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
     g_serving = 1;
     e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
@@ -474,7 +497,10 @@ int main(int argc, char **argv)
             return GBI_EXIT_FAIL;
         /* SIGHUP: the supervisor's keys reloaded here, the rest by the worker */
         g_serving = 1;
-        gb_reload_t rl = {cli.config_path, &cfg, cli.has_log_level, NULL, 0, 0, false}; /* the worker says --max-message-size stays */
+        char host[256] = "";
+        (void)gethostname(host, sizeof host - 1);
+        gb_reload_t rl = {cli.config_path, &cfg, cli.has_log_level, host, cli.max_message_size, 0, false,
+                          NULL, NULL, 0, 0};
         gb_err e = gb_supervise(&cfg, wargv, &g_stop, &g_reload, &rl);
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;

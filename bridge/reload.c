@@ -49,15 +49,6 @@ static const restart_key_t g_restart_keys[] = {
     RK("messaging.max_hops", mail_max_hops),
 };
 
-/* The supervisor's keys under --supervise: its public socket's. */
-static const restart_key_t g_supervisor_restart_keys[] = {
-    RK("endpoints", endpoints),
-    RK("endpoints", n_endpoints),
-    RK("curve.enabled", curve.enabled),
-    RK("curve.server_secret_key_file", curve.server_secret_key_file),
-    RK("curve.server_public_key", curve.server_public_key),
-};
-
 static int restart_keys(const gb_config_t *live, const gb_config_t *next, const restart_key_t *keys, size_t n_keys,
                         const char *who)
 {
@@ -206,6 +197,17 @@ static void keep_supervisor_keys(const gb_config_t *live, gb_config_t *next)
     next->remote_control = live->remote_control;
 }
 
+/* The same libraries add the same types (grain_libs.c): as at start, so that
+ * an unchanged file reads as unchanged. */
+static void keep_library_types(const gb_config_t *live, gb_config_t *next)
+{
+    if (next->n_libs != live->n_libs || memcmp(next->libs, live->libs, sizeof next->libs) != 0)
+        return;
+    for (size_t i = 0; i < live->n_grains; i++)
+        if (!gb_config_grain(next, live->grains[i].type) && gb_grain_kind_of(live->grains[i].type))
+            gb_config_add_grain(next, live->grains[i].type);
+}
+
 int gb_reload_file(gb_reload_t *r)
 {
     gb_config_t next;
@@ -213,11 +215,7 @@ int gb_reload_file(gb_reload_t *r)
         return -1;
     if (r->supervised)
         keep_supervisor_keys(r->live, &next);
-    /* The same libraries add the same types (grain_libs.c): as at start. */
-    if (next.n_libs == r->live->n_libs && memcmp(next.libs, r->live->libs, sizeof next.libs) == 0)
-        for (size_t i = 0; i < r->live->n_grains; i++)
-            if (!gb_config_grain(&next, r->live->grains[i].type) && gb_grain_kind_of(r->live->grains[i].type))
-                gb_config_add_grain(&next, r->live->grains[i].type);
+    keep_library_types(r->live, &next);
     int n = gb_reload_apply(r->live, &next, r->cli_log_level, r->hostname);
     GB_INFO("reload: %s applied%s", r->path, n ? "; some changes need a restart (see above)" : "");
     return n;
@@ -240,8 +238,23 @@ int gb_reload_supervisor(gb_reload_t *r)
         gb_log_set_format(next.log_format);
     }
     apply_access(r->live, &next, "supervisor: ");
-    int n = restart_keys(r->live, &next, g_supervisor_restart_keys,
-                         sizeof g_supervisor_restart_keys / sizeof g_supervisor_restart_keys[0], "supervisor: ");
+    /* Every worker runs the supervisor's config (see gb_supervise), so the
+     * supervisor names every key that needs a restart. */
+    keep_library_types(r->live, &next);
+    int n = restart_keys(r->live, &next, g_restart_keys, sizeof g_restart_keys / sizeof g_restart_keys[0],
+                         "supervisor: ");
+    if (next.n_hosts != r->live->n_hosts ||
+        memcmp(next.hosts, r->live->hosts, sizeof next.hosts[0] * next.n_hosts) != 0) {
+        char before[160], after[160];
+        host_choice(r->live, r->hostname, before, sizeof before);
+        host_choice(&next, r->hostname, after, sizeof after);
+        if (strcmp(before, after) != 0) {
+            GB_WARN("supervisor: reload: the hosts entry for this host (%s) changed (was %s, now %s); the mode and "
+                    "device it chooses take effect only after a restart", r->hostname ? r->hostname : "?",
+                    before, after);
+            n++;
+        }
+    }
     r->live->log_level = level;
     gb_log_set_level(level);
     return n;
@@ -249,5 +262,16 @@ int gb_reload_supervisor(gb_reload_t *r)
 
 void gb_reload_run(void *ctx, gb_server_t *s)
 {
-    gb_server_count_reload(s, gb_reload_file(ctx) >= 0);
+    gb_reload_t *r = ctx;
+    if (r->refusals && *r->refusals != r->refusals_seen) {
+        r->refusals_seen = *r->refusals;
+        GB_ERROR("reload: the supervisor could not load the config file (its log says why); the running "
+                 "configuration stays");
+        gb_server_count_reload(s, 0);
+    }
+    if (r->hups && *r->hups == r->hups_seen)
+        return;
+    if (r->hups)
+        r->hups_seen = *r->hups;
+    gb_server_count_reload(s, gb_reload_file(r) >= 0);
 }

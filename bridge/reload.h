@@ -6,6 +6,7 @@
 #ifndef GB_RELOAD_H
 #define GB_RELOAD_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -20,6 +21,10 @@ typedef struct gb_reload {
     uint32_t cli_max_message_size; /* --max-message-size given (0: not): it keeps beating the file */
     uint32_t mms_said;     /* the file's max_message_size last said to be overridden */
     bool supervised;       /* a --supervise worker: the public socket's keys are the supervisor's */
+    /* For gb_reload_run: SIGHUPs, and refusals said by the supervisor (its
+     * SIGUSR1), counted by the signal handlers; NULL: every call reloads. */
+    const volatile sig_atomic_t *hups, *refusals;
+    sig_atomic_t hups_seen, refusals_seen;
 } gb_reload_t;
 
 /* Applies next to live (the reloadable keys) and logs one line per change and
@@ -33,12 +38,15 @@ int gb_reload_file(gb_reload_t *r);
 
 /* The supervisor's reload (--supervise): applies the public socket's keys
  * it owns (curve.allowed_clients, curve.admin_clients, remote_control) and
- * its own log level and format, logging "supervisor: reload: ..." lines;
- * WARNs for its restart-only keys (endpoints, curve keys). Returns how many
- * need a restart, or -1 when the file could not be read. */
+ * the log level and format, logging "supervisor: reload: ..." lines; WARNs
+ * for every restart-only key that changed (its workers run its config).
+ * Returns how many need a restart, or -1 when the file could not be read
+ * (r->live unchanged). */
 int gb_reload_supervisor(gb_reload_t *r);
 
-/* The server's reload callback (gb_server_on_reload): ctx is a gb_reload_t. */
+/* The server's reload callback (gb_server_on_reload): ctx is a gb_reload_t.
+ * Counts a reload the supervisor refused as a failed one (the supervisor
+ * does not pass the file on), and reloads the file after a SIGHUP. */
 void gb_reload_run(void *ctx, gb_server_t *s);
 
 #endif

@@ -105,6 +105,8 @@ typedef struct gbi_sup {
     char worker_ep[GB_PATH_LEN + 32];
     char ep_arg[GB_PATH_LEN + 64]; /* "--worker-endpoint=..." */
     char mms_arg[48];              /* "--max-message-size=...": ours, whatever the file says by then */
+    char cfg_file[GB_PATH_LEN + 16]; /* the config every worker loads ("": none, embedded defaults) */
+    char cfg_arg[GB_PATH_LEN + 32];  /* "--config=<cfg_file>" */
     char **wargv;                /* the worker's command line */
     pid_t worker;
     uint64_t started_ns, spawns;
@@ -461,13 +463,14 @@ static int spawn_worker(gbi_sup_t *s)
     }
     if (pid == 0) {
         /* Blocked through the exec until the worker's handlers are set
-         * (main.c): a SIGTERM or SIGHUP passed on while it starts then
-         * waits for them instead of killing it. */
+         * (main.c): a SIGTERM, SIGHUP or SIGUSR1 passed on while it
+         * starts then waits for them instead of killing it. */
         sigset_t stop_sigs;
         sigemptyset(&stop_sigs);
         sigaddset(&stop_sigs, SIGINT);
         sigaddset(&stop_sigs, SIGTERM);
         sigaddset(&stop_sigs, SIGHUP);
+        sigaddset(&stop_sigs, SIGUSR1);
         sigprocmask(SIG_BLOCK, &stop_sigs, NULL);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its worker along */
         if (getppid() != parent)
@@ -757,7 +760,10 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
                  "have been processed", WTERMSIG(status));
     else
         snprintf(why, sizeof why, "the GPU worker stopped (exit %d%s) before answering; the request may not have "
-                 "been processed", WEXITSTATUS(status), WEXITSTATUS(status) == GB_EXIT_GPU_FAILED ? ": a CUDA error" : "");
+                 "been processed", WEXITSTATUS(status),
+                 WEXITSTATUS(status) == GB_EXIT_GPU_FAILED ? ": a CUDA error"
+                 : WEXITSTATUS(status) == GB_EXIT_WORKER_START ? ": it could not start; the bridge log says why"
+                                                                : "");
     uint64_t quiet_since = gb_now_ns(), give_up = quiet_since + 1000000000ull;
     while (gb_now_ns() - quiet_since < 50000000ull && gb_now_ns() < give_up) {
         int moved = 0;
@@ -1103,10 +1109,35 @@ static void sweep_stale_dirs(void)
             continue;
         snprintf(sock, sizeof sock, "%s/worker.sock", dir);
         unlink(sock);
+        snprintf(sock, sizeof sock, "%s/" GB_SUP_WORKER_CONFIG, dir);
+        unlink(sock);
         if (rmdir(dir) == 0)
             GB_INFO("supervisor: removed %s, left by a supervisor that was killed", dir);
     }
     closedir(d);
+}
+
+/* Writes the running config (s->rl->live) where every worker loads it from:
+ * a file that is complete before it has the name. 0, or -1 (said). */
+static int write_worker_config(gbi_sup_t *s)
+{
+    if (!s->cfg_file[0])
+        return 0;
+    char tmp[sizeof s->cfg_file + 8];
+    snprintf(tmp, sizeof tmp, "%s.new", s->cfg_file);
+    FILE *f = fopen(tmp, "w");
+    bool ok = f != NULL;
+    if (f) {
+        gb_config_print(s->rl->live, f);
+        ok = fflush(f) == 0 && !ferror(f);
+        ok = fclose(f) == 0 && ok;
+        ok = ok && rename(tmp, s->cfg_file) == 0;
+    }
+    if (ok)
+        return 0;
+    GB_ERROR("supervisor: cannot write the workers' config %s: %s", s->cfg_file, strerror(errno));
+    unlink(tmp);
+    return -1;
 }
 
 /* Makes the worker's directory and endpoint, and its command line: ours with
@@ -1136,7 +1167,18 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
      * whole there, their ids never answered. After the caller's arguments:
      * the last one counts. */
     snprintf(s->mms_arg, sizeof s->mms_arg, "--max-message-size=%u", s->cfg->max_message_size);
-    s->wargv = sup_calloc(n + 3, sizeof *s->wargv, "the worker's command line");
+    /* Nor does a worker read the user's file: a restarted one would meet
+     * whatever the file holds by then (a half-edited file, one a reload
+     * refused, keys that need a restart), fail or differ. Every worker loads
+     * the config this process runs, written again at each reload it takes. */
+    if (s->rl && s->rl->path) {
+        snprintf(s->cfg_file, sizeof s->cfg_file, "%s/" GB_SUP_WORKER_CONFIG, s->dir);
+        snprintf(s->cfg_arg, sizeof s->cfg_arg, "--config=%s", s->cfg_file);
+        if (write_worker_config(s) != 0)
+            return GB_ERR_IO;
+        GB_INFO("supervisor: workers load the config it runs (from %s), kept in %s", s->rl->path, s->cfg_file);
+    }
+    s->wargv = sup_calloc(n + 4, sizeof *s->wargv, "the worker's command line");
     if (!s->wargv)
         return GB_ERR_NOMEM;
     s->wargv[0] = argv[0];
@@ -1144,6 +1186,7 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
     for (size_t i = 1; i < n; i++)
         s->wargv[i + 1] = argv[i];
     s->wargv[n + 1] = s->mms_arg;
+    s->wargv[n + 2] = s->cfg_file[0] ? s->cfg_arg : NULL;
     return GB_OK;
 }
 
@@ -1151,6 +1194,8 @@ static void remove_worker_side(gbi_sup_t *s)
 {
     if (s->dir[0]) {
         unlink(s->worker_ep + strlen("ipc://")); /* a killed worker leaves its socket file behind */
+        if (s->cfg_file[0])
+            unlink(s->cfg_file);
         rmdir(s->dir);
     }
     free(s->wargv);
@@ -1431,11 +1476,18 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             /* The supervisor applies the public socket's keys (the CURVE
              * lists, remote_control); the worker reloads the rest. */
             *s->reload = 0;
-            if (s->rl)
-                gb_reload_supervisor(s->rl);
-            if (s->worker > 0) {
-                kill(s->worker, SIGHUP);
-                GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
+            const bool taken = s->rl && gb_reload_supervisor(s->rl) >= 0 && write_worker_config(s) == 0;
+            /* Without a file the worker says there is nothing to reload. */
+            if (taken || !s->cfg_file[0]) {
+                if (s->worker > 0) {
+                    kill(s->worker, SIGHUP);
+                    GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
+                }
+            } else {
+                /* SIGUSR1: the worker counts the refusal in its metrics. */
+                if (s->worker > 0)
+                    kill(s->worker, SIGUSR1);
+                GB_WARN("supervisor: the worker keeps the running configuration, as do workers started later");
             }
         }
         if (*stop && !stop_sent_ns) {

@@ -14,6 +14,13 @@
 
 /* Exit status of a worker whose GPU side failed (a sticky CUDA error). */
 #define GB_EXIT_GPU_FAILED 3
+/* Exit status of a worker that could not start (its config, a grain
+ * library, a device): the daemon's usage and config error. */
+#define GB_EXIT_WORKER_START 2
+
+/* The file, in the worker's private directory, that every worker loads:
+ * the config the supervisor runs (see gb_supervise). */
+#define GB_SUP_WORKER_CONFIG "config.cfg"
 
 /* A worker with no answer to the heartbeat for this long is killed and
  * replaced; a starting one (CUDA, kernels) gets GB_SUP_START_TIMEOUT_MS. */
@@ -25,8 +32,11 @@
  * argv, argv[0] first, NULL-terminated, without --supervise, plus
  * --worker-endpoint) and proxies until *stop; then stops the worker
  * (SIGTERM: it drains) and returns. GB_OK when the worker's last exit was
- * clean. When *reload is set (SIGHUP), rl (its live config is cfg; may be
- * NULL) reloads the supervisor's own keys and the worker gets SIGHUP. */
+ * clean. With a config file (rl->path), each worker loads a copy of the
+ * config the supervisor runs (rl->live), not the user's file. When *reload
+ * is set (SIGHUP), rl (its live config is cfg; may be NULL) reloads the
+ * file; when it loads, the copy is rewritten and the worker gets SIGHUP;
+ * when not, the worker and later ones keep the running config. */
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
                     volatile sig_atomic_t *reload, gb_reload_t *rl);
 

@@ -237,7 +237,7 @@ static void test_reload_cli_max_message_size(void **state)
     gb_config_t live;
     gb_config_defaults(&live);
     live.max_message_size = 4096;
-    gb_reload_t r = {path, &live, false, "testhost", 4096, 0, false};
+    gb_reload_t r = {.path = path, .live = &live, .hostname = "testhost", .cli_max_message_size = 4096};
     int ret[2];
     FILE *log = reload_logged(gb_reload_file, &r, ret, 2);
     unlink(path);
@@ -271,7 +271,7 @@ static void test_reload_supervised(void **state)
     gb_config_defaults(&worker);
     worker.n_endpoints = 1;
     snprintf(worker.endpoints[0], sizeof worker.endpoints[0], "ipc:///tmp/gpubridge-1-abcdef/worker.sock");
-    gb_reload_t rw = {path, &worker, false, "testhost", 0, 0, true};
+    gb_reload_t rw = {.path = path, .live = &worker, .hostname = "testhost", .supervised = true};
     int n;
     FILE *log = reload_logged(gb_reload_file, &rw, &n, 1);
     assert_int_equal(n, 0);
@@ -283,7 +283,7 @@ static void test_reload_supervised(void **state)
 
     gb_config_t sup;
     gb_config_defaults(&sup);
-    gb_reload_t rs = {path, &sup, false, NULL, 0, 0, false};
+    gb_reload_t rs = {.path = path, .live = &sup};
     log = reload_logged(gb_reload_supervisor, &rs, &n, 1);
     unlink(path);
     assert_int_equal(n, 4); /* endpoints and curve.enabled, .server_secret_key_file, .server_public_key */
