@@ -1388,6 +1388,11 @@ static gb_err open_front(gbi_sup_t *s)
                 zmq_strerror(zmq_errno()));
     gb_fdguard_init(&s->fdg, "supervisor"); /* before the binds: it guards every accept */
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
+        char why[GB_PATH_LEN + 160];
+        if (gb_ipc_check_free(cfg->endpoints[i], why, sizeof why) != 0) {
+            GB_ERROR("supervisor: %s", why);
+            return GB_ERR_IO;
+        }
         if (zmq_bind(s->router, cfg->endpoints[i]) != 0) {
             GB_ERROR("supervisor: cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(zmq_errno()));
             return GB_ERR_IO;

@@ -22,6 +22,14 @@ typedef struct gb_ipc_files {
     size_t n;
 } gb_ipc_files_t;
 
+/* Before zmq_bind of endpoint: libzmq unlinks whatever is at an ipc path
+ * and binds anew, so a second bridge would take the socket of one that
+ * serves there (and remove it when it stops), and an endpoint naming a
+ * regular file would delete it. Returns 0 when endpoint is not an ipc path,
+ * nothing is there, or a socket that nobody listens on (left by a process
+ * that was killed); else -1 with why (a sentence naming the path). */
+int gb_ipc_check_free(const char *endpoint, char *why, size_t whylen);
+
 /* After a successful zmq_bind of endpoint: notes its socket file when it is
  * an ipc:// endpoint with a file (not abstract, not a wildcard). Anything
  * else, and a failure to note it (the file then stays), is ignored. */

@@ -714,6 +714,10 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     }
     gb_fdguard_init(&s->fdg, "bridge"); /* before the binds: it guards every accept */
     for (size_t i = 0; i < cfg->n_endpoints; i++) {
+        if (gb_ipc_check_free(cfg->endpoints[i], err, errlen) != 0) {
+            gb_server_destroy(&s);
+            return GB_ERR_IO;
+        }
         if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
             snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
             gb_server_destroy(&s);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# An ipc:// endpoint is bound only where nothing else is: a second bridge
+# (plain or --supervise) on the path of one that serves is refused and
+# leaves the first one serving (before, libzmq unlinked the file and bound
+# anew: the first became unreachable, and lost its file when the second
+# stopped); a path holding a regular file is refused, the file kept; a
+# socket file left by a killed bridge is bound again.
+#   test_ipc_endpoint.sh BUILD_DIR
+set -uo pipefail
+BUILD=$1
+T=$(mktemp -d /tmp/gbipc.XXXXXX)
+A=""
+trap '[ -n "$A" ] && { pkill -KILL -P $A 2>/dev/null; kill -KILL $A 2>/dev/null; }; rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+GB="$BUILD/bridge/gpubridge"
+EP="ipc://$T/b.sock"
+cfg() { printf 'endpoints = [ "%s" ];\nmode = "cpu";\n' "$1" > "$2"; }
+up() { "$BUILD/client/gbctl" --endpoint "$1" --timeout 1000 list >/dev/null 2>&1; }
+wait_up() { for _ in $(seq 100); do up "$1" && return 0; sleep 0.1; done; return 1; }
+cfg "$EP" "$T/b.cfg"
+
+for sup in "" --supervise; do
+  name=${sup:-plain}
+  "$GB" --config "$T/b.cfg" $sup 2> "$T/a-$name.log" &
+  A=$!
+  wait_up "$EP" || fail "$name: the first bridge does not serve: $(tail -3 "$T/a-$name.log")"
+  ino=$(stat -c %i "$T/b.sock")
+  for sup2 in "" --supervise; do
+    "$GB" --config "$T/b.cfg" $sup2 > "$T/b.out" 2>&1 &
+    B=$!
+    ok=0
+    for _ in $(seq 100); do kill -0 $B 2>/dev/null || { ok=1; break; }; sleep 0.1; done
+    if [ $ok = 0 ]; then
+      kill -KILL $B; pkill -KILL -P $B
+      fail "$name: a second bridge (${sup2:-plain}) on its path still runs"
+    fi
+    wait $B
+    rc=$?
+    [ $rc != 0 ] || fail "$name: a second bridge (${sup2:-plain}) exited 0"
+    grep -q "cannot bind $EP: another process listens there" "$T/b.out" ||
+      fail "$name: the second bridge (${sup2:-plain}) did not say why: $(tail -3 "$T/b.out")"
+    [ "$(stat -c %i "$T/b.sock" 2>/dev/null)" = "$ino" ] || fail "$name: the socket file was replaced or removed"
+    up "$EP" || fail "$name: the first bridge stopped serving after a second (${sup2:-plain}) tried its path"
+  done
+  kill -TERM $A
+  wait $A || fail "$name: the first bridge exited $?"
+  A=""
+  [ ! -e "$T/b.sock" ] || fail "$name: the socket file is left after a clean stop"
+done
+
+# A regular file at the path: refused, kept.
+echo "keep me" > "$T/file"
+cfg "ipc://$T/file" "$T/f.cfg"
+"$GB" --config "$T/f.cfg" > "$T/f.out" 2>&1 && fail "a bridge bound over a regular file"
+grep -q "cannot bind ipc://$T/file: $T/file exists and is not a socket" "$T/f.out" ||
+  fail "no reason for the regular file: $(tail -3 "$T/f.out")"
+[ "$(cat "$T/file")" = "keep me" ] || fail "the regular file was changed"
+
+# A socket file left by a killed bridge: bound again.
+"$GB" --config "$T/b.cfg" 2> "$T/k.log" &
+A=$!
+wait_up "$EP" || fail "no bridge to kill"
+kill -KILL $A
+wait $A 2>/dev/null
+[ -S "$T/b.sock" ] || fail "a killed bridge left no socket file (the case is not tested)"
+"$GB" --config "$T/b.cfg" 2> "$T/c.log" &
+A=$!
+wait_up "$EP" || fail "a bridge does not bind over a stale socket file: $(tail -3 "$T/c.log")"
+kill -TERM $A
+wait $A
+A=""
+
+if [ $fails = 0 ]; then echo "PASS: ipc endpoints are bound only where nothing listens"; exit 0; fi
+exit 1
