@@ -17,6 +17,7 @@
 #include "detect.h"
 #include "engine.h"
 #include "grain_libs.h"
+#include "grain_registry.h"
 #include "server.h"
 #include "supervisor.h"
 #include "error.h"
@@ -472,6 +473,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "gpubridge: %s\n", err);
             return GBI_EXIT_USAGE;
         }
+        for (size_t i = 0; i < cfg.n_grains; i++)
+            if (!gb_grain_kind_of(cfg.grains[i].type))
+                fprintf(stderr, "gpubridge: warning: grain type '%s' is not built in and no grain library defines "
+                        "it: requests to it would be refused (a misspelt name?)\n", cfg.grains[i].type);
         gb_config_print(&cfg, stdout);
         /* --mode is not a config key (it also beats hosts entries); say so as a comment
          * so that the output stays loadable. */

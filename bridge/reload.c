@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "detect.h"
+#include "grain_libs.h"
 #include "grain_registry.h"
 #include "log.h"
 
@@ -179,7 +180,8 @@ static int load_next(gb_reload_t *r, gb_config_t *next, const char *who)
         return -1;
     }
     char err[512];
-    if (gb_config_load(r->path, next, err, sizeof err) != GB_OK) {
+    if (gb_config_load(r->path, next, err, sizeof err) != GB_OK ||
+        gb_grain_libs_check_files(next, r->live, err, sizeof err) != GB_OK) {
         GB_ERROR("%sreload: %s; the running configuration stays", who, err);
         return -1;
     }

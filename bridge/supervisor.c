@@ -456,28 +456,32 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
 static int spawn_worker(gbi_sup_t *s)
 {
     const pid_t parent = getpid();
+    /* Blocked from before the fork through the exec until the worker's
+     * handlers are set (main.c): a SIGTERM, SIGHUP or SIGUSR1 passed on
+     * while it starts then waits for them instead of killing it, or of
+     * meeting this process's handlers in the child before the exec (which
+     * would lose it). The supervisor's own mask is restored at once. */
+    sigset_t stop_sigs, was;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGHUP);
+    sigaddset(&stop_sigs, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &stop_sigs, &was);
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &was, NULL);
         GB_ERROR("supervisor: fork: %s", strerror(errno));
         return -1;
     }
     if (pid == 0) {
-        /* Blocked through the exec until the worker's handlers are set
-         * (main.c): a SIGTERM, SIGHUP or SIGUSR1 passed on while it
-         * starts then waits for them instead of killing it. */
-        sigset_t stop_sigs;
-        sigemptyset(&stop_sigs);
-        sigaddset(&stop_sigs, SIGINT);
-        sigaddset(&stop_sigs, SIGTERM);
-        sigaddset(&stop_sigs, SIGHUP);
-        sigaddset(&stop_sigs, SIGUSR1);
-        sigprocmask(SIG_BLOCK, &stop_sigs, NULL);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its worker along */
         if (getppid() != parent)
             _exit(127); /* it died before the line above */
         execv("/proc/self/exe", s->wargv);
         _exit(127);
     }
+    sigprocmask(SIG_SETMASK, &was, NULL);
     s->worker = pid;
     s->started_ns = gb_now_ns();
     s->spawns++;

@@ -77,13 +77,15 @@ static int failed(void)
     return EXIT_ERR;
 }
 
+/* Decimal digits only: strtoull alone would take "010" as 8, "0x10", "+5"
+ * and leading spaces. */
 static bool parse_u64(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
-    if (!s[0] || s[0] == '-')
+    if (!s[0] || strspn(s, "0123456789") != strlen(s))
         return false;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end)
         return false;
     *out = v;
@@ -382,7 +384,7 @@ static int send_cmd(gbc_client_t *c, int argc, char **argv, int tmo)
         return usage_error("%s", "send TYPE KEY ...: expected a type and a key");
     uint64_t key;
     if (!parse_u64(argv[2], &key))
-        return usage_error("key '%s' is not an unsigned integer", argv[2]);
+        return usage_error("key '%s' is not an unsigned decimal integer below 2^64", argv[2]);
     if (strcmp(argv[1], "vecadd") == 0)
         return send_vecadd(c, key, argc - 3, argv + 3, tmo);
     if (strcmp(argv[1], "echo") == 0)
@@ -406,6 +408,8 @@ static int check_args(int argc, char **argv)
             continue;
         if (argc - 1 < cmds[i].min || argc - 1 > cmds[i].max)
             return usage_error("wrong number of arguments for '%s'", argv[0]);
+        if (argc > 1 && !argv[1][0])
+            return usage_error("'%s': the grain type is empty", argv[0]);
         return 0;
     }
     return usage_error("unknown command '%s'", argv[0]);

@@ -16,7 +16,9 @@ static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_en
     t->dev = (uint16_t)d;
     t->kind = gb_grain_kind_of(t->name);
     if (!t->kind) {
-        GB_INFO("grain type '%s': no handler in this build; requests to it are refused", t->name);
+        if (d == 0)
+            GB_WARN("grain type '%s' is not built in and no grain library defines it: requests to it are "
+                    "refused (a misspelt name?)", t->name);
         return GB_OK;
     }
     if (gb_grain_is_team(t->kind) && !e->arena) {

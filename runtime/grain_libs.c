@@ -1,8 +1,12 @@
 #include "grain_libs.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "grain_registry.h"
 #include "log.h"
@@ -77,6 +81,42 @@ gb_err gb_grain_lib_load(gb_config_t *cfg, const char *path, bool gpu, bool agai
     if (head_out)
         *head_out = head;
     return register_types(cfg, path, head, gpu, again_ok, why, whylen);
+}
+
+static bool running_has(const gb_config_t *running, const char *path)
+{
+    for (size_t i = 0; running && i < running->n_libs; i++)
+        if (strcmp(running->libs[i].path, path) == 0)
+            return true;
+    return false;
+}
+
+gb_err gb_grain_libs_check_files(const gb_config_t *cfg, const gb_config_t *running, char *err, size_t errlen)
+{
+    char why[GB_PATH_LEN + 96];
+    for (size_t i = 0; i < cfg->n_libs; i++) {
+        const gb_grain_lib_config_t *l = &cfg->libs[i];
+        if (running_has(running, l->path))
+            continue;
+        /* Non-blocking: a FIFO at the path must not stall the reload. */
+        int fd = open(l->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        unsigned char magic[4] = {0};
+        if (fd < 0) {
+            snprintf(why, sizeof why, "cannot open '%s': %s", l->path, strerror(errno));
+        } else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(why, sizeof why, "'%s' is not a regular file", l->path);
+        } else if (read(fd, magic, sizeof magic) != (ssize_t)sizeof magic || memcmp(magic, "\177ELF", 4) != 0) {
+            snprintf(why, sizeof why, "'%s' is not a shared library (no ELF header)", l->path);
+        } else {
+            close(fd);
+            continue;
+        }
+        if (fd >= 0)
+            close(fd);
+        return fail(l, err, errlen, why);
+    }
+    return GB_OK;
 }
 
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen)

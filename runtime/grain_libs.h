@@ -24,6 +24,13 @@ extern "C" {
  * one without the entry point, a wrong ABI, a duplicate type name, a type
  * without GPU code on a GPU mode, too many types. */
 gb_err gb_grain_libs_load(gb_config_t *cfg, bool gpu, char *err, size_t errlen);
+/* A reload's check of the libraries cfg names that running does not: each
+ * must be a readable ELF file. Loading one runs its code, which a reload
+ * does not do; this catches a missing or mistyped path, so that a reload
+ * does not take a file that a restart would refuse. GB_ERR_CONFIG with
+ * "FILE:LINE: grains[i].library: ..." in err. */
+gb_err gb_grain_libs_check_files(const gb_config_t *cfg, const gb_config_t *running, char *err, size_t errlen);
+
 /* One library, by path (the embedding API's gpubridge_register_library):
  * the same checks, the reason without FILE:LINE in why. again_ok: types this
  * library registered before (loaded again by another runtime) are fine.

@@ -249,6 +249,49 @@ static void test_reload_cli_max_message_size(void **state)
     fclose(log);
 }
 
+/* A reload that names a grain library which is missing, not a regular file,
+ * or not ELF is refused whole (a restart would refuse the file): nothing
+ * applied, one line naming the file, line and entry. */
+static void test_reload_library_checked(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gb-reload-XXXXXX", dir[] = "/tmp/gb-reload-dir-XXXXXX", text[512], lib[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(lib, sizeof lib, "%s/text.so", dir);
+    FILE *t = fopen(lib, "w");
+    assert_non_null(t);
+    fputs("not a library\n", t);
+    fclose(t);
+    const char *libs[3] = {"/nonexistent/g.so", "/tmp", lib};
+    const char *why[3] = {"grains[0].library: cannot open '/nonexistent/g.so': No such file or directory",
+                          "grains[0].library: '/tmp' is not a regular file",
+                          "is not a shared library (no ELF header)"};
+    for (int i = 0; i < 3; i++) {
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        int len = snprintf(text, sizeof text, "log_level = \"warn\";\ngrains = ( { library = \"%s\"; } );\n",
+                           libs[i]);
+        assert_int_equal(write(fd, text, (size_t)len), len);
+        close(fd);
+        gb_config_t live;
+        gb_config_defaults(&live);
+        gb_reload_t r = {.path = path, .live = &live, .hostname = "testhost"};
+        int n;
+        FILE *log = reload_logged(gb_reload_file, &r, &n, 1);
+        unlink(path);
+        assert_int_equal(n, -1);
+        assert_int_equal(live.log_level, GB_LOG_INFO); /* nothing applied */
+        assert_int_equal(live.n_libs, 0);
+        assert_int_equal(lines_with(log, why[i]), 1);
+        assert_int_equal(lines_with(log, ":2: grains[0].library: "), 1);
+        assert_int_equal(lines_with(log, "the running configuration stays"), 1);
+        fclose(log);
+        strcpy(path, "/tmp/gb-reload-XXXXXX");
+    }
+    unlink(lib);
+    rmdir(dir);
+}
+
 /* Under --supervise the public socket's keys are the supervisor's: it applies
  * the CURVE lists and remote_control, and says endpoints need a restart; the
  * worker (a private ipc socket, no CURVE) neither claims nor warns of them. */
@@ -307,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_reload_apply),
         cmocka_unit_test(test_reload_cli_max_message_size),
         cmocka_unit_test(test_reload_supervised),
+        cmocka_unit_test(test_reload_library_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,14 +76,14 @@ W2=$(worker)
 replace_worker "$W2" || fail "no worker serves after the second restart"
 serves || fail "the third worker does not serve"
 
-# 3. A grain library the file names that does not exist: the reload names
-# grains as needing a restart, and a restarted worker does not try to load it.
+# 3. A grain library the file names that does not exist: the reload is
+# refused (a restart would refuse the file), and a restarted worker serves.
 printf 'endpoints = [ "%s" ];\nmode = "cpu";\narena_mb = 64;\ngrains = ( { library = "%s/nope.so"; } );\n' \
   "$EP" "$T" > "$T/b.cfg"
 kill -HUP $SUP
-for _ in $(seq 100); do grep -q "supervisor: reload: grains changed" "$T/sup.log" && break; sleep 0.1; done
-grep -q "supervisor: reload: grains changed; it takes effect only after a restart" "$T/sup.log" ||
-  fail "the supervisor did not name grains: $(grep reload "$T/sup.log" | tail -3)"
+for _ in $(seq 100); do grep -q "grains\[0\].library: cannot open" "$T/sup.log" && break; sleep 0.1; done
+grep -q "supervisor: reload: $T/b.cfg:4: grains\[0\].library: cannot open '$T/nope.so': No such file or directory; the running configuration stays" "$T/sup.log" ||
+  fail "the missing library was not refused: $(grep reload "$T/sup.log" | tail -3)"
 W3=$(worker)
 replace_worker "$W3" || fail "no worker serves after a missing library was named"
 serves || fail "the fourth worker does not serve"

@@ -109,6 +109,15 @@ int main(int argc, char **argv)
           "-4,10: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
     int st = run(c, key, "1 2x", &sum, &total, why, sizeof why);
     CHECK(st == GBC_STATUS_HANDLER_ERROR, "1 2x: status %d (%s)", st, why);
+    /* 100 numbers: a valid text, more than parse's out buffer holds. */
+    char many[201];
+    for (int i = 0; i < 100; i++)
+        memcpy(many + 2 * i, "1 ", 2);
+    many[199] = '\0';
+    st = run(c, key, many, &sum, &total, why, sizeof why);
+    CHECK(st == GBC_STATUS_TOO_LARGE, "100 numbers: status %d (%s)", st, why);
+    CHECK(run(c, key, "2", &sum, &total, why, sizeof why) == GBC_STATUS_OK && sum == 4 && total == 134,
+          "2 after the refused text: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
     pipelined(c, 9000);
     gbc_client_destroy(&c);
     if (fails)

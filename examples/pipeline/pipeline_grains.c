@@ -14,8 +14,11 @@
 #include "gpubridge/grain.h"
 #include "pipeline.h"
 
+#define PARSE_TOO_MANY INT64_MIN
+
 /* Parses signed decimal numbers separated by spaces, commas or newlines into
- * out (at most max). Returns how many, or -1 - (offset of the bad byte). */
+ * out (at most max). Returns how many, -1 - (offset of the bad byte), or
+ * PARSE_TOO_MANY. */
 GB_HD int64_t parse_numbers(const unsigned char *in, uint32_t len, int64_t *out, uint32_t max)
 {
     int64_t n = 0;
@@ -32,15 +35,19 @@ GB_HD int64_t parse_numbers(const unsigned char *in, uint32_t len, int64_t *out,
         for (; j < len && in[j] >= '0' && in[j] <= '9' && digits < 18; j++, digits++)
             v = v * 10 + (in[j] - '0');
         const int ends = j == len || in[j] == ' ' || in[j] == ',' || in[j] == '\n' || in[j] == '\t';
-        if (digits == 0 || !ends || (uint64_t)n >= max)
+        if (digits == 0 || !ends)
             return -1 - (int64_t)j;
+        if ((uint64_t)n >= max)
+            return PARSE_TOO_MANY;
         out[n++] = neg ? -v : v;
         i = j;
     }
     return n;
 }
 
-/* pipeline.parse: text in, its numbers forwarded to pipeline.square. */
+/* pipeline.parse: text in, its numbers forwarded to pipeline.square. They
+ * are built in out, so a text holds at most out_cap / 8 numbers (56 with the
+ * example's slot_size of 512): more are refused STATUS_TOO_LARGE. */
 GB_HD uint16_t parse_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in,
                                 uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len,
                                 uint32_t *aux)
@@ -51,6 +58,8 @@ GB_HD uint16_t parse_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     /* The numbers are built in out, then forwarded from there. */
     const int64_t n = parse_numbers(in, in_len, (int64_t *)GB_ALIGNED(out), out_cap / 8);
+    if (n == PARSE_TOO_MANY)
+        return GB_SLOT_TOO_LARGE;
     if (n < 0) {
         *aux = (uint32_t)(-1 - n); /* where the text went wrong */
         return GB_SLOT_HANDLER_ERROR;

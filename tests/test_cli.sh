@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Command lines. gbctl: keys, message types and timeouts are decimal ("010"
+# is 10; no hex "0x10", sign or spaces, which strtoull would take), an
+# empty grain type is a usage error (exit 2), and a good command still works.
+# gpubridge: a grain type in the config that nothing defines (a misspelt
+# name) is warned of by --check-config and at start, and refused per request.
+#   test_cli.sh BUILD_DIR
+set -uo pipefail
+BUILD=$1
+T=$(mktemp -d /tmp/gbctl.XXXXXX)
+B=""
+trap '[ -n "$B" ] && kill -KILL $B 2>/dev/null; rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+EP="ipc://$T/b.sock"
+printf 'endpoints = [ "%s" ];\nmode = "cpu";\ngrains = ( { type = "ecoh"; } );\n' "$EP" > "$T/b.cfg"
+out=$("$BUILD/bridge/gpubridge" --config "$T/b.cfg" --check-config 2>&1) || fail "--check-config: exit $?: $out"
+grep -qF "gpubridge: warning: grain type 'ecoh' is not built in and no grain library defines it" <<< "$out" ||
+  fail "--check-config did not warn of the misspelt type: $out"
+"$BUILD/bridge/gpubridge" --config "$T/b.cfg" 2> "$T/b.log" &
+B=$!
+ctl() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 5000 "$@"; }
+for _ in $(seq 100); do ctl list > /dev/null 2>&1 && break; sleep 0.1; done
+ctl list > /dev/null 2>&1 || { tail -5 "$T/b.log"; echo "FAIL: not serving"; exit 1; }
+
+usage() { # expects exit 2 and a line naming what is wrong
+  local want=$1
+  shift
+  local out rc
+  out=$(ctl "$@" 2>&1)
+  rc=$?
+  [ $rc = 2 ] || fail "gbctl $*: exit $rc, not 2: $out"
+  grep -qF "$want" <<< "$out" || fail "gbctl $*: no '$want' in: $out"
+}
+for key in 0x10 +5 " 5" -1 "" 18446744073709551616 5x; do
+  usage "key '$key' is not an unsigned decimal integer below 2^64" send echo "$key" hi
+done
+usage "expected a message type number" send some.type 1 0x1
+usage "expected a message type number" send some.type 1 +1
+for cmd in status telemetry activate deactivate terminate; do
+  usage "'$cmd': the grain type is empty" $cmd ""
+done
+usage "'send': the grain type is empty" send "" 1
+out=$("$BUILD/client/gbctl" --endpoint "$EP" --timeout 0x10 list 2>&1); rc=$?
+[ $rc = 2 ] || fail "--timeout 0x10: exit $rc: $out"
+
+out=$(ctl send echo 18446744073709551615 hello 2>&1) || fail "the largest key: $out"
+grep -q "hello" <<< "$out" || fail "echo with the largest key: $out"
+# Leading zeros are decimal too: 010 is key 10 (strtoull's base 0 made it
+# 8). Echo counts the messages each grain got.
+out=$(ctl send echo 10 hi 2>&1) || fail "key 10: $out"
+grep -q "grain count 1," <<< "$out" || fail "key 10, first message: $out"
+out=$(ctl send echo 010 hi 2>&1) || fail "key 010: $out"
+grep -q "grain count 2," <<< "$out" || fail "key 010 is not key 10: $out"
+ctl status echo > /dev/null || fail "status echo after the bad commands"
+grep -q "warn .*grain type 'ecoh' is not built in and no grain library defines it" "$T/b.log" ||
+  fail "no WARN at start for the misspelt type: $(grep ecoh "$T/b.log")"
+out=$(ctl send ecoh 1 1 2>&1) && fail "a request to the misspelt type was served: $out"
+ctl send echo 11 still > /dev/null || fail "not serving after a request to the misspelt type"
+kill -TERM $B
+wait $B || fail "the bridge exited $?"
+B=""
+if [ $fails = 0 ]; then echo "PASS: command lines"; exit 0; fi
+exit 1
