@@ -207,9 +207,13 @@ static void on_hup(int sig)
     g_reload = 1;
 }
 
-static void on_refused(int sig)
+/* Counted only when it comes from the supervisor (the parent): anyone
+ * else's SIGUSR1 is no word of a reload. */
+static void on_refused(int sig, siginfo_t *info, void *uctx)
 {
-    (void)sig;
+    (void)sig, (void)uctx;
+    if (info->si_pid != getppid())
+        return;
     g_refusals = g_refusals + 1;
     g_reload = 1;
 }
@@ -244,10 +248,15 @@ static void install_signals(void)
     sigaddset(&sa.sa_mask, SIGUSR1);
     sigaction(SIGHUP, &sa, NULL);
     if (g_worker) {
-        sa.sa_handler = on_refused;
-        sigemptyset(&sa.sa_mask);
-        sigaddset(&sa.sa_mask, SIGHUP);
-        sigaction(SIGUSR1, &sa, NULL);
+        struct sigaction su;
+        memset(&su, 0, sizeof su);
+        su.sa_sigaction = on_refused;
+        su.sa_flags = SA_SIGINFO;
+        sigemptyset(&su.sa_mask);
+        sigaddset(&su.sa_mask, SIGHUP);
+        sigaction(SIGUSR1, &su, NULL);
+    } else {
+        signal(SIGUSR1, SIG_IGN); /* a worker's signal: nothing to a bridge or a supervisor */
     }
     signal(SIGPIPE, SIG_IGN);
     /* A supervisor starts its worker with these blocked (supervisor.c):
@@ -330,8 +339,10 @@ static void worker_cleanup(const char *ep, pid_t supervisor)
         return;
     snprintf(path, sizeof path, "%s", ep + 6);
     unlink(path);
-    char *dir = dirname(path), cfg_file[GB_PATH_LEN + 16];
+    char *dir = dirname(path), cfg_file[GB_PATH_LEN + 24];
     snprintf(cfg_file, sizeof cfg_file, "%s/" GB_SUP_WORKER_CONFIG, dir);
+    unlink(cfg_file);
+    snprintf(cfg_file, sizeof cfg_file, "%s/" GB_SUP_WORKER_CONFIG ".new", dir);
     unlink(cfg_file);
     if (rmdir(dir) == 0)
         GB_INFO("supervisor %d is gone: removed %s", (int)supervisor, path);
@@ -419,8 +430,14 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
         return GBI_EXIT_FAIL;
     }
     /* SIGHUP: the server loop reloads the file (reload.c). */
-    gb_reload_t reload = {cli->config_path, &wcfg, cli->has_log_level, facts.hostname, cli->max_message_size, 0,
-                          worker, &g_hups, &g_refusals, 0, 0};
+    gb_reload_t reload = {.path = cli->config_path,
+                          .live = &wcfg,
+                          .cli_log_level = cli->has_log_level,
+                          .hostname = facts.hostname,
+                          .cli_max_message_size = cli->max_message_size,
+                          .supervised = worker,
+                          .hups = &g_hups,
+                          .refusals = &g_refusals};
     gb_server_on_reload(server, &g_reload, gb_reload_run, &reload);
     g_serving = 1;
     e = gb_server_run(server, &g_stop, (int)cfg->shutdown_drain_ms);
@@ -500,12 +517,15 @@ int main(int argc, char **argv)
                 wargv[wn++] = argv[i];
         if (!wargv)
             return GBI_EXIT_FAIL;
-        /* SIGHUP: the supervisor's keys reloaded here, the rest by the worker */
+        /* SIGHUP: the supervisor reads the file and applies its keys; its worker reloads the copy it writes */
         g_serving = 1;
         char host[256] = "";
         (void)gethostname(host, sizeof host - 1);
-        gb_reload_t rl = {cli.config_path, &cfg, cli.has_log_level, host, cli.max_message_size, 0, false,
-                          NULL, NULL, 0, 0};
+        gb_reload_t rl = {.path = cli.config_path,
+                          .live = &cfg,
+                          .cli_log_level = cli.has_log_level,
+                          .hostname = host,
+                          .cli_max_message_size = cli.max_message_size};
         gb_err e = gb_supervise(&cfg, wargv, &g_stop, &g_reload, &rl);
         free(wargv);
         return e == GB_OK ? GBI_EXIT_OK : e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;

@@ -28,6 +28,7 @@ static const restart_key_t g_restart_keys[] = {
     RK("devices", devices_all),
     RK("mode", mode),
     RK("max_message_size", max_message_size),
+    RK("shutdown_drain_ms", shutdown_drain_ms),
     RK("arena_mb", arena_mb),
     RK("io_threads", io_threads),
     RK("reply_backlog_mb", reply_backlog_mb),
@@ -38,8 +39,6 @@ static const restart_key_t g_restart_keys[] = {
     RK("placement.force_fallback", force_fallback_placement),
     RK("grains", grains),
     RK("grains", n_grains),
-    RK("grains", libs),
-    RK("grains", n_libs),
     RK("curve.enabled", curve.enabled),
     RK("curve.server_secret_key_file", curve.server_secret_key_file),
     RK("curve.server_public_key", curve.server_public_key),
@@ -50,19 +49,36 @@ static const restart_key_t g_restart_keys[] = {
     RK("messaging.max_hops", mail_max_hops),
 };
 
-static int restart_keys(const gb_config_t *live, const gb_config_t *next, const restart_key_t *keys, size_t n_keys,
-                        const char *who)
+/* The same grain libraries, by path (where each was given does not count). */
+static bool same_libs(const gb_config_t *a, const gb_config_t *b)
+{
+    if (a->n_libs != b->n_libs)
+        return false;
+    for (size_t i = 0; i < a->n_libs; i++)
+        if (strcmp(a->libs[i].path, b->libs[i].path) != 0)
+            return false;
+    return true;
+}
+
+/* WARNs once per restart-only key that changed; returns how many. */
+static int restart_keys(const gb_config_t *live, const gb_config_t *next, const char *who)
 {
     int n = 0;
     const char *last = NULL;
-    for (size_t i = 0; i < n_keys; i++) {
-        const restart_key_t *k = &keys[i];
+    bool grains_said = false;
+    for (size_t i = 0; i < sizeof g_restart_keys / sizeof g_restart_keys[0]; i++) {
+        const restart_key_t *k = &g_restart_keys[i];
         if (memcmp((const char *)live + k->off, (const char *)next + k->off, k->size) == 0)
             continue;
         if (last && strcmp(last, k->name) == 0)
             continue; /* a table and its count: one line */
         GB_WARN("%sreload: %s changed; it takes effect only after a restart", who, k->name);
         last = k->name;
+        grains_said |= strcmp(k->name, "grains") == 0;
+        n++;
+    }
+    if (!same_libs(live, next) && !grains_said) {
+        GB_WARN("%sreload: grains changed; it takes effect only after a restart", who);
         n++;
     }
     return n;
@@ -81,20 +97,31 @@ static void host_choice(const gb_config_t *cfg, const char *hostname, char *out,
              h->has_device ? "" : "default ", h->has_device ? h->device : cfg->device);
 }
 
-/* Returns 1 when what the entries choose for this host changed (a restart). */
-static int apply_hosts(gb_config_t *live, const gb_config_t *next, const char *hostname)
+/* -1: the hosts entries are the same; 0: they changed, not what they choose
+ * for this host; 1: that too (a restart). before, after: each choice. */
+static int hosts_change(const gb_config_t *live, const gb_config_t *next, const char *hostname, char *before,
+                        char *after, size_t len)
 {
     if (live->n_hosts == next->n_hosts &&
         memcmp(live->hosts, next->hosts, sizeof live->hosts[0] * live->n_hosts) == 0)
-        return 0;
+        return -1;
+    host_choice(live, hostname, before, len);
+    host_choice(next, hostname, after, len);
+    return strcmp(before, after) != 0;
+}
+
+/* Returns 1 when what the entries choose for this host changed (a restart). */
+static int apply_hosts(gb_config_t *live, const gb_config_t *next, const char *hostname)
+{
     char before[160], after[160];
-    host_choice(live, hostname, before, sizeof before);
-    host_choice(next, hostname, after, sizeof after);
+    const int change = hosts_change(live, next, hostname, before, after, sizeof before);
+    if (change < 0)
+        return 0;
     live->n_hosts = next->n_hosts;
     memcpy(live->hosts, next->hosts, sizeof live->hosts);
     GB_INFO("reload: hosts: %zu entries; for this host (%s): %s", live->n_hosts,
             hostname ? hostname : "?", after);
-    if (strcmp(before, after) == 0)
+    if (!change)
         return 0;
     GB_WARN("reload: the hosts entry for this host changed (was %s); the mode and device it "
             "chooses take effect only after a restart", before);
@@ -155,7 +182,7 @@ int gb_reload_apply(gb_config_t *live, const gb_config_t *next, bool keep_log_le
     }
     int restart = apply_hosts(live, next, hostname);
     apply_access(live, next, "");
-    return restart + restart_keys(live, next, g_restart_keys, sizeof g_restart_keys / sizeof g_restart_keys[0], "");
+    return restart + restart_keys(live, next, "");
 }
 
 /* --max-message-size beats the file's value, on reload too: said once for
@@ -203,7 +230,7 @@ static void keep_supervisor_keys(const gb_config_t *live, gb_config_t *next)
  * an unchanged file reads as unchanged. */
 static void keep_library_types(const gb_config_t *live, gb_config_t *next)
 {
-    if (next->n_libs != live->n_libs || memcmp(next->libs, live->libs, sizeof next->libs) != 0)
+    if (!same_libs(live, next))
         return;
     for (size_t i = 0; i < live->n_grains; i++)
         if (!gb_config_grain(next, live->grains[i].type) && gb_grain_kind_of(live->grains[i].type))
@@ -243,19 +270,15 @@ int gb_reload_supervisor(gb_reload_t *r)
     /* Every worker runs the supervisor's config (see gb_supervise), so the
      * supervisor names every key that needs a restart. */
     keep_library_types(r->live, &next);
-    int n = restart_keys(r->live, &next, g_restart_keys, sizeof g_restart_keys / sizeof g_restart_keys[0],
-                         "supervisor: ");
-    if (next.n_hosts != r->live->n_hosts ||
-        memcmp(next.hosts, r->live->hosts, sizeof next.hosts[0] * next.n_hosts) != 0) {
-        char before[160], after[160];
-        host_choice(r->live, r->hostname, before, sizeof before);
-        host_choice(&next, r->hostname, after, sizeof after);
-        if (strcmp(before, after) != 0) {
-            GB_WARN("supervisor: reload: the hosts entry for this host (%s) changed (was %s, now %s); the mode and "
-                    "device it chooses take effect only after a restart", r->hostname ? r->hostname : "?",
-                    before, after);
-            n++;
-        }
+    int n = restart_keys(r->live, &next, "supervisor: ");
+    /* The hosts entries matter only at start: the workers keep the ones the
+     * supervisor started with. */
+    char before[160], after[160];
+    if (hosts_change(r->live, &next, r->hostname, before, after, sizeof before) > 0) {
+        GB_WARN("supervisor: reload: the hosts entry for this host (%s) changed (was %s, now %s); the mode and "
+                "device it chooses take effect only after a restart", r->hostname ? r->hostname : "?", before,
+                after);
+        n++;
     }
     r->live->log_level = level;
     gb_log_set_level(level);

@@ -40,6 +40,7 @@
 #include "supervisor.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -453,8 +454,12 @@ static size_t answer_pending(gbi_sup_t *s, peer_t *p, int status, const char *wh
 
 /* ---- the worker ------------------------------------------------------------ */
 
+static int refresh_worker_side(gbi_sup_t *s);
+
 static int spawn_worker(gbi_sup_t *s)
 {
+    if (refresh_worker_side(s) != 0)
+        return -1;
     const pid_t parent = getpid();
     /* Blocked from before the fork through the exec until the worker's
      * handlers are set (main.c): a SIGTERM, SIGHUP or SIGUSR1 passed on
@@ -467,10 +472,10 @@ static int spawn_worker(gbi_sup_t *s)
     sigaddset(&stop_sigs, SIGTERM);
     sigaddset(&stop_sigs, SIGHUP);
     sigaddset(&stop_sigs, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &stop_sigs, &was);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, &was);
     pid_t pid = fork();
     if (pid < 0) {
-        sigprocmask(SIG_SETMASK, &was, NULL);
+        pthread_sigmask(SIG_SETMASK, &was, NULL);
         GB_ERROR("supervisor: fork: %s", strerror(errno));
         return -1;
     }
@@ -481,7 +486,7 @@ static int spawn_worker(gbi_sup_t *s)
         execv("/proc/self/exe", s->wargv);
         _exit(127);
     }
-    sigprocmask(SIG_SETMASK, &was, NULL);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
     s->worker = pid;
     s->started_ns = gb_now_ns();
     s->spawns++;
@@ -1115,6 +1120,8 @@ static void sweep_stale_dirs(void)
         unlink(sock);
         snprintf(sock, sizeof sock, "%s/" GB_SUP_WORKER_CONFIG, dir);
         unlink(sock);
+        snprintf(sock, sizeof sock, "%s/" GB_SUP_WORKER_CONFIG ".new", dir);
+        unlink(sock);
         if (rmdir(dir) == 0)
             GB_INFO("supervisor: removed %s, left by a supervisor that was killed", dir);
     }
@@ -1144,8 +1151,25 @@ static int write_worker_config(gbi_sup_t *s)
     return -1;
 }
 
+/* Before each start of a worker: its directory and config copy, which a
+ * /tmp cleaner or an operator may have removed since the last start. */
+static int refresh_worker_side(gbi_sup_t *s)
+{
+    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
+        GB_ERROR("supervisor: cannot make the worker's directory %s again: %s", s->dir, strerror(errno));
+        return -1;
+    }
+    if (gb_sup_check_private_dir(s->dir) != 0) {
+        GB_ERROR("supervisor: %s is not a private directory (owner %d, mode 0700 wanted); not using it", s->dir,
+                 (int)geteuid());
+        return -1;
+    }
+    return write_worker_config(s);
+}
+
 /* Makes the worker's directory and endpoint, and its command line: ours with
- * --worker-endpoint added after argv[0] (the caller left --supervise out). */
+ * --worker-endpoint, --max-message-size and --config added (the caller left
+ * --supervise out). */
 static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
 {
     sweep_stale_dirs();
@@ -1166,31 +1190,36 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
     size_t n = 0;
     while (argv[n])
         n++;
-    /* The worker rereads the file at each start; the supervisor's bound on
-     * frames must stay its bound too, or frames it passes on are refused
-     * whole there, their ids never answered. After the caller's arguments:
-     * the last one counts. */
+    /* The supervisor's bound on frames must stay the worker's bound too, or
+     * frames it passes on are refused whole there, their ids never
+     * answered. */
     snprintf(s->mms_arg, sizeof s->mms_arg, "--max-message-size=%u", s->cfg->max_message_size);
-    /* Nor does a worker read the user's file: a restarted one would meet
+    /* A worker does not read the user's file: a restarted one would meet
      * whatever the file holds by then (a half-edited file, one a reload
      * refused, keys that need a restart), fail or differ. Every worker loads
-     * the config this process runs, written again at each reload it takes. */
+     * the config this process runs (written before each start and at each
+     * reload it takes). */
     if (s->rl && s->rl->path) {
         snprintf(s->cfg_file, sizeof s->cfg_file, "%s/" GB_SUP_WORKER_CONFIG, s->dir);
         snprintf(s->cfg_arg, sizeof s->cfg_arg, "--config=%s", s->cfg_file);
-        if (write_worker_config(s) != 0)
-            return GB_ERR_IO;
         GB_INFO("supervisor: workers load the config it runs (from %s), kept in %s", s->rl->path, s->cfg_file);
     }
     s->wargv = sup_calloc(n + 4, sizeof *s->wargv, "the worker's command line");
     if (!s->wargv)
         return GB_ERR_NOMEM;
-    s->wargv[0] = argv[0];
-    s->wargv[1] = s->ep_arg;
-    for (size_t i = 1; i < n; i++)
-        s->wargv[i + 1] = argv[i];
-    s->wargv[n + 1] = s->mms_arg;
-    s->wargv[n + 2] = s->cfg_file[0] ? s->cfg_arg : NULL;
+    /* Ours after the caller's options, where the last one counts, and before
+     * a "--" that would make them operands. */
+    size_t w = 0, i = 0;
+    s->wargv[w++] = argv[0];
+    s->wargv[w++] = s->ep_arg;
+    for (i = 1; i < n && strcmp(argv[i], "--") != 0; i++)
+        s->wargv[w++] = argv[i];
+    s->wargv[w++] = s->mms_arg;
+    if (s->cfg_file[0])
+        s->wargv[w++] = s->cfg_arg;
+    for (; i < n; i++)
+        s->wargv[w++] = argv[i];
+    s->wargv[w] = NULL;
     return GB_OK;
 }
 
@@ -1198,8 +1227,12 @@ static void remove_worker_side(gbi_sup_t *s)
 {
     if (s->dir[0]) {
         unlink(s->worker_ep + strlen("ipc://")); /* a killed worker leaves its socket file behind */
-        if (s->cfg_file[0])
+        if (s->cfg_file[0]) {
+            char tmp[sizeof s->cfg_file + 8];
+            snprintf(tmp, sizeof tmp, "%s.new", s->cfg_file);
+            unlink(tmp); /* left if the supervisor was stopped while writing */
             unlink(s->cfg_file);
+        }
         rmdir(s->dir);
     }
     free(s->wargv);
@@ -1406,6 +1439,29 @@ static gb_err open_front(gbi_sup_t *s)
     return GB_OK;
 }
 
+/* SIGHUP: the supervisor reads the file and applies the public socket's keys
+ * (the CURVE lists, remote_control); the worker reloads its copy. */
+static void reload(gbi_sup_t *s)
+{
+    const int rn = s->rl ? gb_reload_supervisor(s->rl) : -1;
+    /* Without a file the worker says there is nothing to reload. */
+    if (!s->cfg_file[0] || (rn >= 0 && write_worker_config(s) == 0)) {
+        if (s->worker > 0) {
+            kill(s->worker, SIGHUP);
+            GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
+        }
+        return;
+    }
+    /* SIGUSR1: the worker counts a failed reload in its metrics. */
+    if (s->worker > 0)
+        kill(s->worker, SIGUSR1);
+    if (rn < 0)
+        GB_WARN("supervisor: the worker keeps the running configuration, as do workers started later");
+    else
+        GB_WARN("supervisor: the reload is not passed on to the worker (its copy of the config could not be "
+                "written): it keeps its log level and format; a worker started later gets the new config");
+}
+
 /* Reaps the worker if it exited; returns true when the loop must end. */
 static bool reap_worker(gbi_sup_t *s, bool stopping, uint64_t *next_spawn, int *backoff_ms, gb_err *result)
 {
@@ -1482,22 +1538,8 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         if (s->worker == 0 && !*stop && now >= next_spawn && spawn_worker(s) != 0)
             next_spawn = now + 1000000000ull;
         if (s->reload && *s->reload) {
-            /* The supervisor applies the public socket's keys (the CURVE
-             * lists, remote_control); the worker reloads the rest. */
             *s->reload = 0;
-            const bool taken = s->rl && gb_reload_supervisor(s->rl) >= 0 && write_worker_config(s) == 0;
-            /* Without a file the worker says there is nothing to reload. */
-            if (taken || !s->cfg_file[0]) {
-                if (s->worker > 0) {
-                    kill(s->worker, SIGHUP);
-                    GB_INFO("supervisor: SIGHUP passed to worker %d, which reloads the config", (int)s->worker);
-                }
-            } else {
-                /* SIGUSR1: the worker counts the refusal in its metrics. */
-                if (s->worker > 0)
-                    kill(s->worker, SIGUSR1);
-                GB_WARN("supervisor: the worker keeps the running configuration, as do workers started later");
-            }
+            reload(s);
         }
         if (*stop && !stop_sent_ns) {
             GB_INFO("supervisor: stopping; the worker drains and answers what is in flight");

@@ -135,6 +135,7 @@ typedef struct gbi_ctx {
     const char *name; /* file name for messages when libconfig has none */
     char *err;
     size_t errlen;
+    bool from_file; /* name is the file's path: relative paths in it are joined to its folder */
 } gbi_ctx;
 
 static const char *gbi_setting_file(const gbi_ctx *c, const config_setting_t *s)
@@ -452,16 +453,18 @@ static int gbi_config_path(gbi_ctx *c, const config_setting_t *s, const char *wh
                            size_t outlen)
 {
     const char *file = gbi_setting_file(c, s);
-    const char *slash = file ? strrchr(file, '/') : NULL;
-    if (v[0] == '/' || !slash) {
-        gbi_copy_str(out, outlen, v);
+    if (v[0] == '/' || !c->from_file) {
+        gbi_copy_str(out, outlen, v); /* absolute, or a config given as text: nothing to join */
         return 0;
     }
+    /* A file named without a folder ("b.cfg") is in the working directory. */
+    const char *slash = strrchr(file, '/');
+    const int dir_len = slash ? (int)(slash - file) : 0;
     char cwd[GB_PATH_LEN] = "";
     if (file[0] != '/' && !getcwd(cwd, sizeof cwd))
         return gbi_fail(c, s, "%s: '%s' is relative to the config's folder '%.*s', and the working directory "
-                              "is unknown (%s)", what, v, (int)(slash - file), file, strerror(errno));
-    int n = snprintf(out, outlen, "%s%s%.*s/%s", cwd, cwd[0] ? "/" : "", (int)(slash - file), file, v);
+                              "is unknown (%s)", what, v, dir_len, slash ? file : ".", strerror(errno));
+    int n = snprintf(out, outlen, "%s%s%.*s/%s", cwd, cwd[0] && slash ? "/" : "", dir_len, file, v);
     if (n < 0 || (size_t)n >= outlen)
         return gbi_fail(c, s, "%s: '%s' is too long once joined to the config's folder (at most %zu characters)",
                         what, v, outlen - 1);
@@ -882,10 +885,10 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
 
 /* ------------------------------------------------------------ loading */
 
-static gb_err gbi_finish(config_t *lc, int read_ok, const char *src, const char *name,
+static gb_err gbi_finish(config_t *lc, int read_ok, const char *src, const char *name, bool from_file,
                          gb_config_t *cfg, char *err, size_t errlen)
 {
-    gbi_ctx c = {name, err, errlen};
+    gbi_ctx c = {name, err, errlen, from_file};
     if (err && errlen)
         err[0] = '\0';
     if (!read_ok) {
@@ -916,7 +919,7 @@ static gb_err gbi_finish(config_t *lc, int read_ok, const char *src, const char 
 }
 
 /* text: len bytes and a NUL after them. */
-static gb_err gbi_load_text(const char *text, size_t len, const char *name, gb_config_t *cfg,
+static gb_err gbi_load_text(const char *text, size_t len, const char *name, bool from_file, gb_config_t *cfg,
                             char *err, size_t errlen)
 {
     char scratch[8];
@@ -926,7 +929,7 @@ static gb_err gbi_load_text(const char *text, size_t len, const char *name, gb_c
     config_t lc;
     config_init(&lc);
     int ok = config_read_string(&lc, text) == CONFIG_TRUE;
-    return gbi_finish(&lc, ok, text, name, cfg, err, errlen);
+    return gbi_finish(&lc, ok, text, name, from_file, cfg, err, errlen);
 }
 
 gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errlen)
@@ -944,7 +947,7 @@ gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errl
                                       err && errlen ? err : scratch, err && errlen ? errlen : sizeof scratch);
     if (rc != GB_OK)
         return rc;
-    rc = gbi_load_text(text, len, path, cfg, err, errlen);
+    rc = gbi_load_text(text, len, path, true, cfg, err, errlen);
     free(text);
     return rc;
 }
@@ -957,7 +960,8 @@ gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cf
             snprintf(err, errlen, "gb_config_load_string: no text or config given");
         return GB_ERR_INVALID;
     }
-    return gbi_load_text(text, strlen(text), name ? name : "<string>", cfg, err, errlen);
+    const bool is_file = name && name[0] != '<';
+    return gbi_load_text(text, strlen(text), name ? name : "<string>", is_file, cfg, err, errlen);
 }
 
 /* ------------------------------------------------------------ printing */

@@ -155,7 +155,10 @@ uint32_t gb_config_io_threads_default(void);
  * *cfg unchanged, and writes "file:line: what is wrong" into err (errlen bytes). */
 gb_err gb_config_load(const char *path, gb_config_t *cfg, char *err, size_t errlen);
 
-/* Same as gb_config_load, from a string (name is used in error messages). */
+/* Same as gb_config_load, from a string. name (may be NULL) is used in error
+ * messages and, unless NULL or in angle brackets ("<config_text>"), as the
+ * file's path: relative paths in the text are joined to its folder (the
+ * working directory when it has none). */
 gb_err gb_config_load_string(const char *text, const char *name, gb_config_t *cfg,
                              char *err, size_t errlen);
 

@@ -44,10 +44,14 @@ int gb_ipc_check_free(const char *endpoint, char *why, size_t whylen)
     int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
     int e = errno;
     close(fd);
-    if (rc != 0 && e != EAGAIN && e != EINPROGRESS)
-        return 0; /* ECONNREFUSED: nobody listens, the file is stale */
-    snprintf(why, whylen, "cannot bind %s: another process listens there (a bridge already running?); stop it, "
-             "or choose another path", endpoint);
+    if (rc != 0 && (e == ECONNREFUSED || e == ENOENT))
+        return 0; /* nobody listens: the file is stale (or just went) */
+    if (rc == 0 || e == EAGAIN || e == EINPROGRESS || e == EPROTOTYPE)
+        snprintf(why, whylen, "cannot bind %s: another process listens there (a bridge already running?); stop "
+                 "it, or choose another path", endpoint);
+    else
+        snprintf(why, whylen, "cannot bind %s: a socket is there that this process cannot probe (%s); remove it "
+                 "if nothing uses it, or choose another path", endpoint, strerror(e));
     return -1;
 }
 

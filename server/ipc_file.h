@@ -26,8 +26,10 @@ typedef struct gb_ipc_files {
  * and binds anew, so a second bridge would take the socket of one that
  * serves there (and remove it when it stops), and an endpoint naming a
  * regular file would delete it. Returns 0 when endpoint is not an ipc path,
- * nothing is there, or a socket that nobody listens on (left by a process
- * that was killed); else -1 with why (a sentence naming the path). */
+ * nothing is there, or a socket that refuses connections (left by a process
+ * that was killed); else -1 with why (a sentence naming the path): a
+ * listener of any socket type, a socket it may not connect to, not a socket.
+ * Two processes that check at the same moment may both pass. */
 int gb_ipc_check_free(const char *endpoint, char *why, size_t whylen);
 
 /* After a successful zmq_bind of endpoint: notes its socket file when it is

@@ -643,6 +643,24 @@ void gb_server_on_reload(gb_server_t *s, volatile sig_atomic_t *flag,
 }
 
 
+/* Binds the config's endpoints; -1 with err on the first that fails (those
+ * bound are closed, and their socket files removed, by gb_server_destroy). */
+static int bind_endpoints(gb_server_t *s, char *err, size_t errlen)
+{
+    const gb_config_t *cfg = s->cfg;
+    for (size_t i = 0; i < cfg->n_endpoints; i++) {
+        if (gb_ipc_check_free(cfg->endpoints[i], err, errlen) != 0)
+            return -1;
+        if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
+            snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
+            return -1;
+        }
+        gb_ipc_files_note(&s->ipc_files, cfg->endpoints[i]);
+        GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
+    }
+    return 0;
+}
+
 gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts_t *facts,
                      const gb_selection_t *sel, gb_server_t **out, char *err, size_t errlen)
 {
@@ -713,18 +731,9 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         return GB_ERR_IO;
     }
     gb_fdguard_init(&s->fdg, "bridge"); /* before the binds: it guards every accept */
-    for (size_t i = 0; i < cfg->n_endpoints; i++) {
-        if (gb_ipc_check_free(cfg->endpoints[i], err, errlen) != 0) {
-            gb_server_destroy(&s);
-            return GB_ERR_IO;
-        }
-        if (zmq_bind(s->sock, cfg->endpoints[i]) != 0) {
-            snprintf(err, errlen, "cannot bind %s: %s", cfg->endpoints[i], zmq_strerror(errno));
-            gb_server_destroy(&s);
-            return GB_ERR_IO;
-        }
-        gb_ipc_files_note(&s->ipc_files, cfg->endpoints[i]);
-        GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
+    if (bind_endpoints(s, err, errlen) != 0) {
+        gb_server_destroy(&s);
+        return GB_ERR_IO;
     }
     *out = s;
     return GB_OK;

@@ -46,8 +46,8 @@ out=$("$BUILD/client/gbctl" --endpoint "$EP" --timeout 0x10 list 2>&1); rc=$?
 
 out=$(ctl send echo 18446744073709551615 hello 2>&1) || fail "the largest key: $out"
 grep -q "hello" <<< "$out" || fail "echo with the largest key: $out"
-# Leading zeros are decimal too: 010 is key 10 (strtoull's base 0 made it
-# 8). Echo counts the messages each grain got.
+# Leading zeros are decimal too: 010 is key 10, not octal 8. Echo counts
+# the messages each grain got.
 out=$(ctl send echo 10 hi 2>&1) || fail "key 10: $out"
 grep -q "grain count 1," <<< "$out" || fail "key 10, first message: $out"
 out=$(ctl send echo 010 hi 2>&1) || fail "key 010: $out"

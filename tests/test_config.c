@@ -793,6 +793,21 @@ static void test_grain_libraries(void **state)
     assert_int_equal(gb_config_grain(&c, "y.t")->slot_size, 128);
     assert_int_equal(gb_config_add_grain(&c, "z.t")->slot_size, 256); /* a loaded type: generic settings */
     assert_int_equal(c.n_grains, n + 2);
+    /* A config named without a folder is in the working directory; text
+     * named in angle brackets (the embedding API's) is no file. */
+    char cwd[512], want[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(want, sizeof want, "%s/lib/libz.so", cwd);
+    gb_config_defaults(&c);
+    assert_int_equal(gb_config_load_string("grains = ( { library = \"lib/libz.so\"; } );\n", "b.cfg", &c, err,
+                                           sizeof err),
+                     GB_OK);
+    assert_string_equal(c.libs[0].path, want);
+    gb_config_defaults(&c);
+    assert_int_equal(gb_config_load_string("grains = ( { library = \"libz.so\"; } );\n", "<config_text>", &c,
+                                           err, sizeof err),
+                     GB_OK);
+    assert_string_equal(c.libs[0].path, "libz.so");
     expect_error("grains = ( { library = \"\"; } );\n", 1, "grains[0].library: empty path");
     expect_error("grains = ( { library = 5; } );\n", 1, "grains[0].library");
     expect_error("grains = ( { library = \"/a.so\"; },\n { library = \"/a.so\"; } );\n", 2,

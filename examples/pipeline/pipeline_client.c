@@ -109,15 +109,24 @@ int main(int argc, char **argv)
           "-4,10: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
     int st = run(c, key, "1 2x", &sum, &total, why, sizeof why);
     CHECK(st == GBC_STATUS_HANDLER_ERROR, "1 2x: status %d (%s)", st, why);
-    /* 100 numbers: a valid text, more than parse's out buffer holds. */
+    /* 56 numbers fit parse's out buffer beside the forward's header; 57 and
+     * 100 are valid texts that do not. */
     char many[201];
     for (int i = 0; i < 100; i++)
         memcpy(many + 2 * i, "1 ", 2);
+    many[2 * 56 - 1] = '\0';
+    CHECK(run(c, key, many, &sum, &total, why, sizeof why) == GBC_STATUS_OK && sum == 56 && total == 186,
+          "56 numbers: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
+    many[2 * 56 - 1] = ' ';
+    many[2 * 57 - 1] = '\0';
+    st = run(c, key, many, &sum, &total, why, sizeof why);
+    CHECK(st == GBC_STATUS_TOO_LARGE, "57 numbers: status %d (%s)", st, why);
+    many[2 * 57 - 1] = ' ';
     many[199] = '\0';
     st = run(c, key, many, &sum, &total, why, sizeof why);
     CHECK(st == GBC_STATUS_TOO_LARGE, "100 numbers: status %d (%s)", st, why);
-    CHECK(run(c, key, "2", &sum, &total, why, sizeof why) == GBC_STATUS_OK && sum == 4 && total == 134,
-          "2 after the refused text: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
+    CHECK(run(c, key, "2", &sum, &total, why, sizeof why) == GBC_STATUS_OK && sum == 4 && total == 190,
+          "2 after the refused texts: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
     pipelined(c, 9000);
     gbc_client_destroy(&c);
     if (fails)

@@ -45,9 +45,14 @@ GB_HD int64_t parse_numbers(const unsigned char *in, uint32_t len, int64_t *out,
     return n;
 }
 
+/* A forward's cost in the out buffer besides its record: its header and the
+ * buffer's trailer (gpubridge/mail.h). */
+#define FORWARD_OVERHEAD (sizeof(gb_mail_msg_t) + sizeof(gb_mail_trailer_t))
+
 /* pipeline.parse: text in, its numbers forwarded to pipeline.square. They
- * are built in out, so a text holds at most out_cap / 8 numbers (56 with the
- * example's slot_size of 512): more are refused STATUS_TOO_LARGE. */
+ * are built in out and forwarded from there, so a text holds at most
+ * (out_cap - FORWARD_OVERHEAD) / 8 numbers (56 with the example's slot_size
+ * of 512): more are refused STATUS_TOO_LARGE. */
 GB_HD uint16_t parse_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in,
                                 uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len,
                                 uint32_t *aux)
@@ -57,7 +62,8 @@ GB_HD uint16_t parse_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t
     if (type != PIPELINE_MSG_TEXT)
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     /* The numbers are built in out, then forwarded from there. */
-    const int64_t n = parse_numbers(in, in_len, (int64_t *)GB_ALIGNED(out), out_cap / 8);
+    const uint32_t max = out_cap > FORWARD_OVERHEAD ? (uint32_t)(out_cap - FORWARD_OVERHEAD) / 8 : 0;
+    const int64_t n = parse_numbers(in, in_len, (int64_t *)GB_ALIGNED(out), max);
     if (n == PARSE_TOO_MANY)
         return GB_SLOT_TOO_LARGE;
     if (n < 0) {
