@@ -81,6 +81,10 @@ typedef struct peer {
      * ZERO_HOLD_NS at most and never when a new client needs the place;
      * lowered by every reply with id 0, cleared when the connection closes. */
     uint64_t zero_owed;
+    /* Its connection closed (the socket monitor says so) since its last
+     * frame: its replies have nowhere to go unless it connects again with
+     * its routing id, so a new client may take its place (peers_evict). */
+    bool closed;
     uint64_t tag;   /* of the last frame forwarded (GBI_TAG_LEN) */
     /* Replies the client's queue would not take yet (it reads slowly): the
      * worker's (one; its DEALER is not read meanwhile, and the client's new
@@ -391,6 +395,7 @@ static void sup_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
     if (!p)
         return;
     p->zero_owed = 0; /* nobody to take those replies now */
+    p->closed = true;
     uint64_t kept = p->refused_owed;
     if (p->out_msg)
         kept += gbi_reply_count(zmq_msg_data(p->out_msg), zmq_msg_size(p->out_msg));
@@ -523,22 +528,31 @@ static void peer_drop(gbi_sup_t *s, size_t i)
     memset(&s->peers[s->n_peers], 0, sizeof s->peers[s->n_peers]);
 }
 
-/* Drops peers with nothing pending that have been quiet for a while (each
- * holds a DEALER; clients come and go with fresh routing ids). */
 /* Drops the peers idle since before now - PEER_IDLE_NS with nothing in
- * flight. need_room: a new client needs a place, and requests with id 0 do
- * not keep one (their count may be stuck: the worker may answer a frame of
- * them with one reply); otherwise they keep it for ZERO_HOLD_NS at most. */
-static void peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
+ * flight (each holds a DEALER; clients come and go with fresh routing ids).
+ * need_room: a new client needs a place, and requests with id 0 do not keep
+ * one (their count may be stuck: the worker may answer a frame of them with
+ * one reply; otherwise they keep it for ZERO_HOLD_NS at most), nor do the
+ * requests of a client whose connection closed: else clients that leave
+ * with requests waiting (for a paused type, say) could take every place,
+ * control frames' too, until the worker ends. Returns how many of those
+ * closed ones went. */
+static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
 {
+    size_t closed_dropped = 0;
     for (size_t i = 0; i < s->n_peers;) {
         peer_t *p = &s->peers[i];
         const bool zeros = p->zero_owed && !need_room && now - p->last_ns <= ZERO_HOLD_NS;
-        if (p->ids.n == 0 && !zeros && p != s->stall_peer && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS)
+        const bool idle = p->ids.n == 0 && !zeros && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS;
+        const bool gone = need_room && p->closed && (p->ids.n || peer_stalled(p));
+        if (p != s->stall_peer && (idle || gone)) {
+            closed_dropped += gone && !idle;
             peer_drop(s, i);
-        else
+        } else {
             i++;
+        }
     }
+    return closed_dropped;
 }
 
 static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
@@ -548,8 +562,12 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
             return &s->peers[i];
     if (len > ID_MAX)
         return NULL;
-    if (s->n_peers == MAX_PEERS)
-        peers_evict(s, gb_now_ns() + PEER_IDLE_NS, true); /* any idle one will do */
+    if (s->n_peers == MAX_PEERS) {
+        const size_t gone = peers_evict(s, gb_now_ns() + PEER_IDLE_NS, true); /* any idle one will do */
+        if (gone)
+            GB_WARN("supervisor: %zu client(s) whose connections closed with replies owed gave their places to "
+                    "new clients (at most %d at once); their replies are discarded", gone, MAX_PEERS);
+    }
     if (s->n_peers == MAX_PEERS)
         return NULL;
     peer_t *p = &s->peers[s->n_peers++];
@@ -1059,6 +1077,7 @@ static int from_client(gbi_sup_t *s)
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
+    p->closed = false; /* connected again with its routing id */
     if (answered_here(s, p, &m)) {
         zmq_msg_close(&m);
         return 1;
@@ -1400,6 +1419,7 @@ static gb_err open_front(gbi_sup_t *s)
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
     zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
+    zmq_setsockopt(s->router, ZMQ_ROUTER_HANDOVER, &mandatory, sizeof mandatory); /* as the bridge's (server.c) */
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
         char msg[512];

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "e2e_harness.h"
@@ -2001,6 +2002,127 @@ static void test_over_cap_closes_connection(void **state)
     over_cap_round(cfg);
 }
 
+/* A DEALER with routing id rid, connected to endpoint (of context ctx). */
+static void *client_with_id(void *ctx, const char *endpoint, const char *rid)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0;
+    assert_non_null(s);
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (rid)
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, strlen(rid));
+    assert_int_equal(zmq_connect(s, endpoint), 0);
+    return s;
+}
+
+/* One echo request, with correlation id corr, on s. */
+static void send_echo(void *s, uint64_t corr, uint64_t key)
+{
+    uint8_t pl[16];
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    send_env(s, make_env(corr, "echo", key, 1, pl, gpubridge__echo_request__pack(&er, pl)));
+}
+
+/* A second connection with a routing id in use takes it over and is served
+ * (ZeroMQ's ROUTER otherwise never reads it and keeps all it is sent). */
+static void test_same_routing_id_taken_over(void **state)
+{
+    (void)state;
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    if (!g_zctx)
+        g_zctx = zmq_ctx_new();
+    void *a = client_with_id(g_zctx, g_b.endpoint, "gb-dup-id");
+    send_echo(a, 1, 7);
+    Gpubridge__ServerFrame *f;
+    Gpubridge__Reply *r = recv_reply(a, &f, REPLY_MS);
+    assert_int_equal(r->correlation_id, 1);
+    gpubridge__server_frame__free_unpacked(f, NULL);
+    void *b = client_with_id(g_zctx, g_b.endpoint, "gb-dup-id"); /* a still connected */
+    for (uint64_t corr = 2; corr <= 4; corr++) {
+        send_echo(b, corr, 7);
+        r = recv_reply(b, &f, REPLY_MS);
+        assert_int_equal(r->correlation_id, corr);
+        assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    }
+    zmq_close(a);
+    zmq_close(b);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+}
+
+/* The status of an Activate of type from a new client, or -1 without a reply. */
+static int activate_from_new_client(const char *endpoint, const char *type)
+{
+    void *c = client_open(endpoint);
+    Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
+    Gpubridge__Activate a = GPUBRIDGE__ACTIVATE__INIT;
+    ctl.op_case = GPUBRIDGE__CONTROL__OP_ACTIVATE;
+    a.grain_type = (char *)type;
+    ctl.activate = &a;
+    send_env(c, make_control(5, &ctl));
+    int st = -1;
+    Gpubridge__ServerFrame *f = recv_frame(c, 2000 * E2E_SLOW);
+    if (f) {
+        size_t n;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        st = n ? (int)rs[0]->status : -1;
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    }
+    zmq_close(c);
+    return st;
+}
+
+/* More clients than the supervisor's table holds (1,024) each leave a
+ * request waiting for a paused type and close: a new client can still send
+ * the Activate that frees them (their places go to new clients), and is
+ * served. Without --supervise there is no table: the same holds. */
+static void test_closed_clients_give_places(void **state)
+{
+    (void)state;
+    enum { N = 1100 };
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192 && rl.rlim_max >= 8192) {
+        rl.rlim_cur = 8192;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    assert_int_equal(bridge_start(&g_b, ""), 0);
+    void *ctl = client_open(g_b.endpoint);
+    assert_int_equal(set_deactivated(ctl, 1, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
+    void *ctx = zmq_ctx_new();
+    zmq_ctx_set(ctx, ZMQ_MAX_SOCKETS, N + 16);
+    void **cs = calloc(N, sizeof *cs);
+    assert_non_null(cs);
+    for (size_t i = 0; i < N; i++) {
+        cs[i] = client_with_id(ctx, g_b.endpoint, NULL);
+        send_echo(cs[i], 100 + i, i);
+    }
+    /* Taken (held for the paused type) or refused: then they leave. */
+    for (size_t i = 0; i < N; i++)
+        if (i % 100 == 0 || i >= 1000) {
+            Gpubridge__ServerFrame *f = recv_frame(cs[i], 300 * E2E_SLOW);
+            if (f)
+                gpubridge__server_frame__free_unpacked(f, NULL);
+        }
+    for (size_t i = 0; i < N; i++)
+        zmq_close(cs[i]);
+    free(cs);
+    zmq_ctx_term(ctx);
+    zmq_close(ctl); /* ctl's place too: every place is one a closed client held */
+    int st = -1;
+    const uint64_t t0 = e2e_ms();
+    while (st != GPUBRIDGE__STATUS__STATUS_OK && e2e_ms() - t0 < 10000u * E2E_SLOW)
+        st = activate_from_new_client(g_b.endpoint, "echo");
+    print_message("Activate from a new client: status %d after %llu ms\n", st, (unsigned long long)(e2e_ms() - t0));
+    assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_OK);
+    void *c = client_open(g_b.endpoint);
+    still_serves(c);
+    zmq_close(c);
+    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -2027,6 +2149,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
         cmocka_unit_test_teardown(test_frame_not_passed_answered, stop_bridge),
         cmocka_unit_test_teardown(test_over_cap_closes_connection, stop_bridge),
+        cmocka_unit_test_teardown(test_same_routing_id_taken_over, stop_bridge),
+        cmocka_unit_test_teardown(test_closed_clients_give_places, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
            getenv("GB_E2E_SUPERVISE") && *getenv("GB_E2E_SUPERVISE") == '1' ? ", supervised" : "");
