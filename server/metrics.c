@@ -209,6 +209,17 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned code, const ch
     return ok;
 }
 
+/* libmicrohttpd's own unescaping, except that a %00 is kept as it is: the
+ * NUL it makes would end the path early ("/metrics%00x" read as "/metrics"). */
+static size_t unescape_no_nul(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls, (void)c;
+    for (const char *p = uri; (p = strchr(p, '%')) != NULL; p++)
+        if (p[1] == '0' && p[2] == '0')
+            return strlen(uri);
+    return MHD_http_unescape(uri);
+}
+
 /* The HTTP thread: GET /metrics renders a copy of the published snapshot. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
@@ -278,7 +289,8 @@ gb_err gb_metrics_start(const gb_metrics_config_t *mc, gb_metrics_t **out, char 
      * keep a slow or hostile peer from holding the thread. */
     m->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 16u,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul,
+                            NULL, MHD_OPTION_END);
     if (!m->d) {
         snprintf(err, errlen, "metrics: cannot listen on %s (address in use, or not an "
                               "address of this host)", mc->listen);

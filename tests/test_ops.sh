@@ -120,6 +120,10 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$BASE/nope")
 [ "$code" = 404 ] || fail "GET /nope gave $code, expected 404"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$BASE/metrics/../../etc/passwd")
 [ "$code" = 404 ] || fail "a traversal path gave $code, expected 404"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$BASE/metrics%00x")
+[ "$code" = 404 ] || fail "GET /metrics%00x gave $code, expected 404 (a NUL ended the path)"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$BASE/metric%73")
+[ "$code" = 200 ] || fail "GET /metric%73 (an escaped s) gave $code, expected 200"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X POST -d x=1 "$ADDR")
 [ "$code" = 405 ] || fail "POST gave $code, expected 405"
 ctl send echo 1 still > /dev/null || fail "the bridge stopped serving after bad HTTP"
