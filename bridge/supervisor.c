@@ -195,8 +195,8 @@ typedef struct gbi_sup {
 /* A worker that runs without answering is killed after this many heartbeat
  * timeouts all the same. */
 #define HUNG_RUNNING_TIMEOUTS 3
-/* A routing id no client can have: ZeroMQ's own ids are 5 bytes, and ids
- * that clients set cannot start with a zero byte. */
+/* The heartbeat's routing id towards the worker: refused as a client's
+ * (peer_of), so that no client's DEALER can take its place there. */
 static const char HB_ID[] = "\0gb-supervisor-heartbeat";
 
 /* ---- the pending-id set of a peer (sup_ids.c) ---------------------------- */
@@ -560,9 +560,10 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
     for (size_t i = 0; i < s->n_peers; i++)
         if (s->peers[i].id_len == len && memcmp(s->peers[i].id, id, len) == 0)
             return &s->peers[i];
-    if (len > ID_MAX)
+    if (len > ID_MAX || (len == sizeof HB_ID - 1 && memcmp(id, HB_ID, len) == 0))
         return NULL;
     if (s->n_peers == MAX_PEERS) {
+        gb_connwatch_poll(&s->cw); /* closes reported so far count before evicting */
         const size_t gone = peers_evict(s, gb_now_ns() + PEER_IDLE_NS, true); /* any idle one will do */
         if (gone)
             GB_WARN("supervisor: %zu client(s) whose connections closed with replies owed gave their places to "
@@ -1040,8 +1041,10 @@ static int from_client(gbi_sup_t *s)
     zmq_msg_close(&idm);
     zmq_msg_init(&m);
     zmq_msg_recv(&m, s->router, 0);
-    if (p)
+    if (p) {
+        p->closed = false; /* before _seen, which may report its old connection closed */
         gb_connwatch_seen(&s->cw, &m, p->id, p->id_len);
+    }
     uint8_t delim = 0;
     if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m)) {
         delim = 1;
@@ -1077,7 +1080,6 @@ static int from_client(gbi_sup_t *s)
     }
     p->delim = delim;
     p->last_ns = gb_now_ns();
-    p->closed = false; /* connected again with its routing id */
     if (answered_here(s, p, &m)) {
         zmq_msg_close(&m);
         return 1;
@@ -1419,7 +1421,6 @@ static gb_err open_front(gbi_sup_t *s)
     zmq_setsockopt(s->router, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
     zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
     zmq_setsockopt(s->router, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
-    zmq_setsockopt(s->router, ZMQ_ROUTER_HANDOVER, &mandatory, sizeof mandatory); /* as the bridge's (server.c) */
     zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled) {
         char msg[512];

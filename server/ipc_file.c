@@ -39,8 +39,10 @@ int gb_ipc_check_free(const char *endpoint, char *why, size_t whylen)
     memcpy(a.sun_path, path, strlen(path) + 1);
     /* Non-blocking: a listener with a full backlog says EAGAIN, not a wait. */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return 0;
+    if (fd < 0) {
+        snprintf(why, whylen, "cannot bind %s: cannot probe the socket there (%s)", endpoint, strerror(errno));
+        return -1;
+    }
     int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
     int e = errno;
     close(fd);

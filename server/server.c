@@ -718,10 +718,6 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     zmq_setsockopt(s->sock, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
     zmq_setsockopt(s->sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm);
     zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &mandatory, sizeof mandatory);
-    /* A second connection with a routing id in use takes it over (the old
-     * one is closed): without this libzmq never reads such a connection and
-     * keeps all it receives, up to RCVHWM frames of ZMQ_MAXMSGSIZE each. */
-    zmq_setsockopt(s->sock, ZMQ_ROUTER_HANDOVER, &mandatory, sizeof mandatory);
     int64_t hard = gbi_frame_hard_cap(cfg->max_message_size);
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &hard, sizeof hard);
     if (cfg->curve.enabled && (e = gbi_curve_setup(s, err, errlen)) != GB_OK) {

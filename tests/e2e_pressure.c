@@ -2023,36 +2023,6 @@ static void send_echo(void *s, uint64_t corr, uint64_t key)
     send_env(s, make_env(corr, "echo", key, 1, pl, gpubridge__echo_request__pack(&er, pl)));
 }
 
-/* A second connection with a routing id in use takes it over and is served
- * (ZeroMQ's ROUTER otherwise never reads it and keeps all it is sent). */
-static void test_same_routing_id_taken_over(void **state)
-{
-    (void)state;
-    assert_int_equal(bridge_start(&g_b, ""), 0);
-    if (!g_zctx)
-        g_zctx = zmq_ctx_new();
-    void *a = client_with_id(g_zctx, g_b.endpoint, "gb-dup-id");
-    send_echo(a, 1, 7);
-    Gpubridge__ServerFrame *f;
-    Gpubridge__Reply *r = recv_reply(a, &f, REPLY_MS);
-    assert_int_equal(r->correlation_id, 1);
-    gpubridge__server_frame__free_unpacked(f, NULL);
-    void *b = client_with_id(g_zctx, g_b.endpoint, "gb-dup-id"); /* a still connected */
-    for (uint64_t corr = 2; corr <= 4; corr++) {
-        send_echo(b, corr, 7);
-        r = recv_reply(b, &f, REPLY_MS);
-        assert_int_equal(r->correlation_id, corr);
-        assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
-        gpubridge__server_frame__free_unpacked(f, NULL);
-    }
-    zmq_close(a);
-    zmq_close(b);
-    void *c = client_open(g_b.endpoint);
-    still_serves(c);
-    zmq_close(c);
-    assert_int_equal(bridge_stop(&g_b, SIGTERM, STOP_MS), 0);
-}
-
 /* The status of an Activate of type from a new client, or -1 without a reply. */
 static int activate_from_new_client(const char *endpoint, const char *type)
 {
@@ -2088,6 +2058,10 @@ static void test_closed_clients_give_places(void **state)
         rl.rlim_cur = 8192;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 8192) {
+        print_message("skipped: %d clients need 8192 descriptors\n", N);
+        return;
+    }
     assert_int_equal(bridge_start(&g_b, ""), 0);
     void *ctl = client_open(g_b.endpoint);
     assert_int_equal(set_deactivated(ctl, 1, "echo", 1), GPUBRIDGE__STATUS__STATUS_OK);
@@ -2099,13 +2073,9 @@ static void test_closed_clients_give_places(void **state)
         cs[i] = client_with_id(ctx, g_b.endpoint, NULL);
         send_echo(cs[i], 100 + i, i);
     }
-    /* Taken (held for the paused type) or refused: then they leave. */
-    for (size_t i = 0; i < N; i++)
-        if (i % 100 == 0 || i >= 1000) {
-            Gpubridge__ServerFrame *f = recv_frame(cs[i], 300 * E2E_SLOW);
-            if (f)
-                gpubridge__server_frame__free_unpacked(f, NULL);
-        }
+    /* Once their frames were read (held for the paused type, or refused),
+     * they leave. */
+    usleep(1000000u * E2E_SLOW);
     for (size_t i = 0; i < N; i++)
         zmq_close(cs[i]);
     free(cs);
@@ -2117,6 +2087,8 @@ static void test_closed_clients_give_places(void **state)
         st = activate_from_new_client(g_b.endpoint, "echo");
     print_message("Activate from a new client: status %d after %llu ms\n", st, (unsigned long long)(e2e_ms() - t0));
     assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_OK);
+    if (supervised()) /* the table was full: closed clients' places were taken */
+        assert_true(log_contains(&g_b, "gave their places to new clients"));
     void *c = client_open(g_b.endpoint);
     still_serves(c);
     zmq_close(c);
@@ -2149,7 +2121,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_unread_authority_refusals, stop_bridge),
         cmocka_unit_test_teardown(test_frame_not_passed_answered, stop_bridge),
         cmocka_unit_test_teardown(test_over_cap_closes_connection, stop_bridge),
-        cmocka_unit_test_teardown(test_same_routing_id_taken_over, stop_bridge),
         cmocka_unit_test_teardown(test_closed_clients_give_places, stop_bridge),
     };
     printf("e2e pressure: mode %s%s\n", e2e_mode(),
