@@ -338,13 +338,7 @@ static void worker_cleanup(const char *ep, pid_t supervisor)
     if (getppid() == supervisor)
         return;
     snprintf(path, sizeof path, "%s", ep + 6);
-    unlink(path);
-    char *dir = dirname(path), cfg_file[GB_PATH_LEN + 24];
-    snprintf(cfg_file, sizeof cfg_file, "%s/" GB_SUP_WORKER_CONFIG, dir);
-    unlink(cfg_file);
-    snprintf(cfg_file, sizeof cfg_file, "%s/" GB_SUP_WORKER_CONFIG ".new", dir);
-    unlink(cfg_file);
-    if (rmdir(dir) == 0)
+    if (gb_sup_remove_dir(dirname(path)) == 0)
         GB_INFO("supervisor %d is gone: removed %s", (int)supervisor, path);
 }
 

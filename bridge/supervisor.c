@@ -65,6 +65,10 @@
 #include "test_hooks.h"
 
 #define MAX_PEERS 1024
+/* In the worker's private directory: its socket, and the config every
+ * worker loads (the supervisor's; see gb_supervise). */
+#define WORKER_SOCK "worker.sock"
+#define WORKER_CONFIG "config.cfg"
 #define ID_MAX 256
 
 typedef struct peer {
@@ -1132,18 +1136,12 @@ static void sweep_stale_dirs(void)
             continue;
         if (kill(pid, 0) == 0 || errno != ESRCH)
             continue; /* its supervisor is alive (or not ours to judge) */
-        char dir[GB_PATH_LEN + 8], sock[GB_PATH_LEN + 24];
+        char dir[GB_PATH_LEN + 8];
         struct stat st;
         snprintf(dir, sizeof dir, "/tmp/%s", e->d_name);
         if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
             continue;
-        snprintf(sock, sizeof sock, "%s/worker.sock", dir);
-        unlink(sock);
-        snprintf(sock, sizeof sock, "%s/" GB_SUP_WORKER_CONFIG, dir);
-        unlink(sock);
-        snprintf(sock, sizeof sock, "%s/" GB_SUP_WORKER_CONFIG ".new", dir);
-        unlink(sock);
-        if (rmdir(dir) == 0)
+        if (gb_sup_remove_dir(dir) == 0)
             GB_INFO("supervisor: removed %s, left by a supervisor that was killed", dir);
     }
     closedir(d);
@@ -1206,7 +1204,7 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
         s->dir[0] = '\0';
         return GB_ERR_IO;
     }
-    snprintf(s->worker_ep, sizeof s->worker_ep, "ipc://%s/worker.sock", s->dir);
+    snprintf(s->worker_ep, sizeof s->worker_ep, "ipc://%s/" WORKER_SOCK, s->dir);
     snprintf(s->ep_arg, sizeof s->ep_arg, "--worker-endpoint=%s", s->worker_ep);
     size_t n = 0;
     while (argv[n])
@@ -1221,7 +1219,7 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
      * the config this process runs (written before each start and at each
      * reload it takes). */
     if (s->rl && s->rl->path) {
-        snprintf(s->cfg_file, sizeof s->cfg_file, "%s/" GB_SUP_WORKER_CONFIG, s->dir);
+        snprintf(s->cfg_file, sizeof s->cfg_file, "%s/" WORKER_CONFIG, s->dir);
         snprintf(s->cfg_arg, sizeof s->cfg_arg, "--config=%s", s->cfg_file);
         GB_INFO("supervisor: workers load the config it runs (from %s), kept in %s", s->rl->path, s->cfg_file);
     }
@@ -1246,18 +1244,21 @@ static gb_err make_worker_side(gbi_sup_t *s, char *const *argv)
 
 static void remove_worker_side(gbi_sup_t *s)
 {
-    if (s->dir[0]) {
-        unlink(s->worker_ep + strlen("ipc://")); /* a killed worker leaves its socket file behind */
-        if (s->cfg_file[0]) {
-            char tmp[sizeof s->cfg_file + 8];
-            snprintf(tmp, sizeof tmp, "%s.new", s->cfg_file);
-            unlink(tmp); /* left if the supervisor was stopped while writing */
-            unlink(s->cfg_file);
-        }
-        rmdir(s->dir);
-    }
+    if (s->dir[0])
+        gb_sup_remove_dir(s->dir); /* a killed worker leaves its socket file behind */
     free(s->wargv);
     s->wargv = NULL;
+}
+
+int gb_sup_remove_dir(const char *dir)
+{
+    static const char *const left[] = {WORKER_SOCK, WORKER_CONFIG, WORKER_CONFIG ".new"};
+    char path[GB_PATH_LEN + 32];
+    for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, left[i]);
+        unlink(path);
+    }
+    return rmdir(dir);
 }
 
 int gb_sup_check_private_dir(const char *dir)

@@ -18,10 +18,6 @@
  * library, a device): the daemon's usage and config error. */
 #define GB_EXIT_WORKER_START 2
 
-/* The file, in the worker's private directory, that every worker loads:
- * the config the supervisor runs (see gb_supervise). */
-#define GB_SUP_WORKER_CONFIG "config.cfg"
-
 /* A worker with no answer to the heartbeat for this long is killed and
  * replaced; a starting one (CUDA, kernels) gets GB_SUP_START_TIMEOUT_MS. */
 #define GB_SUP_HEARTBEAT_TIMEOUT_MS 10000
@@ -39,6 +35,11 @@
  * when not, the worker and later ones keep the running config. */
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,
                     volatile sig_atomic_t *reload, gb_reload_t *rl);
+
+/* Removes a worker's private directory and what a supervisor or worker
+ * leaves in it (the socket, the config copy, a half-written one); 0 when the
+ * directory went. */
+int gb_sup_remove_dir(const char *dir);
 
 /* 0 when dir is a directory of this user with mode 0700 (not a link). */
 int gb_sup_check_private_dir(const char *dir);
