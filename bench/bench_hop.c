@@ -10,7 +10,12 @@
  *
  * Prints a table and a JSON line.
  *
- *   bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]
+ *   bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...] [--links on|off]
+ *
+ * On a GPU it first measures the floor beside it: a bare ping-pong of a
+ * sequence number in device memory between two resident kernels
+ * (hop_floor.h), and prints the hop's ratio to it. --links off routes every
+ * message by the host (messaging.device_links = false), for comparison.
  *
  * --lib: the pipeline example's libpipeline_grains.so (default: this build's). */
 #include <pthread.h>
@@ -29,6 +34,9 @@
 #include "grain_libs.h"
 #include "log.h"
 #include "server.h"
+#if GB_HAVE_CUDA
+#include "hop_floor.h"
+#endif
 
 #ifndef GB_PIPELINE_LIB
 #define GB_PIPELINE_LIB "libpipeline_grains.so"
@@ -121,7 +129,7 @@ static int measure(void *s, uint32_t hops, int iters, double *median, double *p9
     return 0;
 }
 
-static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib, const char *endpoint)
+static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib, const char *endpoint, int links)
 {
     char err[1024];
     gb_config_defaults(&b->cfg);
@@ -132,6 +140,7 @@ static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib,
     snprintf(b->cfg.libs[0].path, sizeof b->cfg.libs[0].path, "%s", lib);
     snprintf(b->cfg.libs[0].file, sizeof b->cfg.libs[0].file, "--lib");
     b->cfg.mail_max_hops = 1u << 20;
+    b->cfg.mail_device_links = links != 0;
     gb_mode mode = GB_MODE_AUTO;
     gb_mode_parse(mode_name, &mode);
     b->cfg.mode = mode;
@@ -147,14 +156,16 @@ static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib,
 
 #define USAGE                                                                                                  \
     "usage: bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]\n"            \
+    "                 [--links on|off]\n"                                                                       \
     "  Round trips through a chain of grain-to-grain messages (the pipeline example's\n"                        \
     "  ping-pong grains), median per hop count (default 0,1,16,64; --iters default\n"                          \
-    "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's).\n"
+    "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's); --links off:\n"             \
+    "  every message by the host. On a GPU, the floor first: a bare ping-pong between two kernels.\n"
 
 int main(int argc, char **argv)
 {
     const char *mode_name = "cpu", *lib = GB_PIPELINE_LIB, *hops_list = "0,1,16,64";
-    int iters = 2000;
+    int iters = 2000, links = 1;
     for (int i = 1; i < argc; i += 2) {
         const int has = i + 1 < argc;
         if (!strcmp(argv[i], "--mode") && has)
@@ -165,6 +176,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--hops") && has)
             hops_list = argv[i + 1];
+        else if (!strcmp(argv[i], "--links") && has && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
+            links = !strcmp(argv[i + 1], "on");
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(USAGE, stdout);
             return 0;
@@ -179,8 +192,14 @@ int main(int argc, char **argv)
     if (!mkdtemp(dir))
         return 1;
     snprintf(ep, sizeof ep, "ipc://%s/bridge.sock", dir);
+    /* The floor before the bridge: its kernels load while the device is idle. */
+    double floor_med = 0, floor_p99 = 0;
+#if GB_HAVE_CUDA
+    if (strcmp(mode_name, "cpu") != 0 && gb_hop_floor(0, 1000, 400, &floor_med, &floor_p99) != 0)
+        floor_med = floor_p99 = 0;
+#endif
     static bridge_thr_t b;
-    if (start_bridge(&b, mode_name, lib, ep) != 0)
+    if (start_bridge(&b, mode_name, lib, ep, links) != 0)
         return 1;
     pthread_t bt;
     pthread_create(&bt, NULL, bridge_main, &b);
@@ -189,12 +208,17 @@ int main(int argc, char **argv)
     zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_connect(s, ep);
-    printf("bench_hop: mode %s (%s), %d round trips per row, %ld cores\n", gb_mode_name(b.sel.mode), b.sel.why,
-           iters, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("bench_hop: mode %s (%s), device links %s, %d round trips per row, %ld cores\n",
+           gb_mode_name(b.sel.mode), b.sel.why, links ? "on" : "off", iters, sysconf(_SC_NPROCESSORS_ONLN));
+    if (floor_med > 0)
+        printf("floor: bare ping-pong between two kernels, %.3f us a hop (p99 %.3f)\n", floor_med / 1e3,
+               floor_p99 / 1e3);
     printf("%8s %14s %11s %14s\n", "hops", "round trip us", "p99 us", "us per hop");
     char json[2048];
-    int jl = snprintf(json, sizeof json, "{\"bench\":\"hop\",\"mode\":\"%s\",\"iters\":%d,\"rows\":[",
-                      gb_mode_name(b.sel.mode), iters);
+    int jl = snprintf(json, sizeof json,
+                      "{\"bench\":\"hop\",\"mode\":\"%s\",\"links\":%s,\"iters\":%d,\"floor_us\":%.4f,"
+                      "\"floor_p99_us\":%.4f,\"rows\":[",
+                      gb_mode_name(b.sel.mode), links ? "true" : "false", iters, floor_med / 1e3, floor_p99 / 1e3);
     double base = 0, hop_us = 0;
     int rc = 0, first = 1;
     for (const char *p = hops_list; *p && rc == 0; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
@@ -215,8 +239,11 @@ int main(int argc, char **argv)
                        med, p99, per);
         first = 0;
     }
+    if (rc == 0 && floor_med > 0)
+        printf("hop / floor: %.2f\n", hop_us * 1e3 / floor_med);
     if (rc == 0)
-        printf("%s],\"hop_us\":%.4f}\n", json, hop_us);
+        printf("%s],\"hop_us\":%.4f,\"hop_per_floor\":%.3f}\n", json, hop_us,
+               floor_med > 0 ? hop_us * 1e3 / floor_med : 0.0);
     zmq_close(s);
     zmq_ctx_term(ctx);
     __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED); /* the server thread reads it */

@@ -47,6 +47,8 @@ static const restart_key_t g_restart_keys[] = {
     RK("messaging.outbox_kb", mail_outbox_kb),
     RK("messaging.hold_ms", mail_hold_ms),
     RK("messaging.max_hops", mail_max_hops),
+    RK("messaging.device_links", mail_device_links),
+    RK("messaging.link_slots", mail_link_slots),
 };
 
 /* The same grain libraries, by path (where each was given does not count). */

@@ -228,6 +228,7 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
         full.timestamp_ns = t->timestamp_ns;
         full.mail_sent = t->mail_sent;
         full.mail_forwarded = t->mail_forwarded;
+        full.mail_linked = t->mail_linked;
         full.mail_held = t->mail_held;
         full.mail_undeliverable = t->mail_undeliverable;
         full.device = t->device;

@@ -155,8 +155,9 @@ static void print_telemetry(const gbc_telemetry_t *t)
            (unsigned long long)t->errors, (unsigned long long)t->launches,
            (unsigned long long)t->iterations, t->queue_depth_in, t->queue_capacity,
            t->queue_depth_out, t->queue_capacity);
-    printf("%s: mail_sent: %llu, mail_forwarded: %llu, mail_held: %llu, mail_undeliverable: %llu\n",
+    printf("%s: mail_sent: %llu, mail_forwarded: %llu, mail_linked: %llu, mail_held: %llu, mail_undeliverable: %llu\n",
            t->grain_type, (unsigned long long)t->mail_sent, (unsigned long long)t->mail_forwarded,
+           (unsigned long long)t->mail_linked,
            (unsigned long long)t->mail_held, (unsigned long long)t->mail_undeliverable);
     for (uint32_t d = 0; d < t->n_devices; d++) {
         const gbc_device_telemetry_t *dt = &t->devices[d];

@@ -471,6 +471,9 @@ static gb_err fall_back_to_relaunch(gb_rk_t *rk)
     rk->ctl->exit_reason = GB_EXIT_NONE;
     rk->p.mode = GB_MODE_RELAUNCH;
     b->launches = 1;
+    /* No device links in relaunch mode (the engine closes those into it). */
+    b->args.n_devs = 0;
+    b->args.n_link_in = 0;
     gb_err err = gbi_relaunch_setup(rk);
     if (err != GB_OK)
         return err;

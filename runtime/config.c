@@ -96,6 +96,8 @@ void gb_config_defaults(gb_config_t *cfg)
     cfg->mail_outbox_kb = 4096;
     cfg->mail_hold_ms = 10000;
     cfg->mail_max_hops = 64;
+    cfg->mail_device_links = true;
+    cfg->mail_link_slots = 256;
     cfg->force_fallback_placement = false;
     cfg->n_grains = gb_n_builtin_grain_configs;
     for (size_t i = 0; i < gb_n_builtin_grain_configs; i++)
@@ -378,7 +380,8 @@ static const char *const gbi_top_keys[] = {
 static const char *const gbi_persistent_keys[] = {
     "idle_spin_polls", "idle_backoff_max_ns", "heartbeat_deadline_ms", NULL};
 static const char *const gbi_relaunch_keys[] = {"max_messages_per_launch", NULL};
-static const char *const gbi_messaging_keys[] = {"outbox_kb", "hold_ms", "max_hops", NULL};
+static const char *const gbi_messaging_keys[] = {"outbox_kb", "hold_ms", "max_hops", "device_links", "link_slots",
+                                                 NULL};
 static const char *const gbi_placement_keys[] = {"force_fallback", NULL};
 static const char *const gbi_grain_keys[] = {
     "library", "type", "queue_capacity", "slot_size", "messages_per_iteration", "max_grains",
@@ -864,7 +867,9 @@ static int gbi_load_root(gbi_ctx *c, const config_setting_t *root, gb_config_t *
         if (gbi_check_keys(c, g, "in messaging", gbi_messaging_keys) != 0 ||
             gbi_get_u32(c, g, "outbox_kb", "messaging.outbox_kb", 1, 1u << 22, false, &cfg->mail_outbox_kb) != 0 ||
             gbi_get_u32(c, g, "hold_ms", "messaging.hold_ms", 1, 3600000, false, &cfg->mail_hold_ms) != 0 ||
-            gbi_get_u32(c, g, "max_hops", "messaging.max_hops", 1, 1u << 20, false, &cfg->mail_max_hops) != 0)
+            gbi_get_u32(c, g, "max_hops", "messaging.max_hops", 1, 1u << 20, false, &cfg->mail_max_hops) != 0 ||
+            gbi_get_bool(c, g, "device_links", "messaging.device_links", &cfg->mail_device_links) != 0 ||
+            gbi_get_u32(c, g, "link_slots", "messaging.link_slots", 2, 1u << 16, true, &cfg->mail_link_slots) != 0)
             return -1;
     }
     if (gbi_get_group(c, root, "placement", &g) != 0)
@@ -1027,7 +1032,8 @@ void gb_config_print(const gb_config_t *cfg, FILE *out)
     fprintf(out, "relaunch = {\n  max_messages_per_launch = %" PRIu32 ";\n};\n",
             cfg->max_messages_per_launch);
     fprintf(out, "messaging = {\n  outbox_kb = %" PRIu32 ";\n  hold_ms = %" PRIu32 ";\n  max_hops = %" PRIu32
-                 ";\n};\n", cfg->mail_outbox_kb, cfg->mail_hold_ms, cfg->mail_max_hops);
+                 ";\n  device_links = %s;\n  link_slots = %" PRIu32 ";\n};\n", cfg->mail_outbox_kb, cfg->mail_hold_ms,
+            cfg->mail_max_hops, cfg->mail_device_links ? "true" : "false", cfg->mail_link_slots);
     fprintf(out, "placement = {\n  force_fallback = %s;\n};\n",
             cfg->force_fallback_placement ? "true" : "false");
     fprintf(out, "grains = (");

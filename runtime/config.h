@@ -132,6 +132,8 @@ typedef struct gb_config {
     uint32_t mail_outbox_kb;          /* bound on messages waiting for room in their target's ring */
     uint32_t mail_hold_ms;            /* longest a message waits there before it is undeliverable */
     uint32_t mail_max_hops;           /* grains one request may pass through (forwards and sends) */
+    bool mail_device_links;           /* persistent mode: forwards between kernels of one GPU by device links */
+    uint32_t mail_link_slots;         /* slots of each device link (a power of two) */
     /* placement */
     bool force_fallback_placement;    /* test switch: act as if mapped pinned memory failed */
     size_t n_grains;

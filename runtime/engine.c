@@ -4,11 +4,11 @@
 #include <string.h>
 
 #include "grain_registry.h"
+#include "links.h"
 #include "log.h"
 
-/* Creates and launches the ring kernel of grain type t (config entry i) on
- * device d of e. */
-static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_engine_type_t *t, size_t i)
+/* Creates the ring kernel of grain type t (config entry i) on device d of e. */
+static gb_err create_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_engine_type_t *t, size_t i)
 {
     const gb_mode mode = e->devs[d].mode;
     snprintf(t->name, sizeof t->name, "%s", cfg->grains[i].type);
@@ -40,13 +40,25 @@ static gb_err start_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_en
     }
     if (err == GB_OK)
         err = gb_rk_new(&p, &t->rk);
-    if (err == GB_OK)
-        err = gb_rk_launch(t->rk);
+    if (err != GB_OK)
+        GB_ERROR("grain type '%s': cannot create its ring kernel in %s mode on device %d: %s", t->name,
+                 gb_mode_name(mode), e->devs[d].device, gb_strerror(err));
+    return err;
+}
+
+/* Launches t's ring kernel, if it has one. */
+static gb_err launch_type(gb_engine_t *e, gb_engine_type_t *t)
+{
+    if (!t->rk)
+        return GB_OK;
+    const size_t d = t->dev;
+    gb_err err = gb_rk_launch(t->rk);
     if (err != GB_OK) {
         GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode on device %d: %s", t->name,
-                 gb_mode_name(mode), e->devs[d].device, gb_strerror(err));
+                 gb_mode_name(e->devs[d].mode), e->devs[d].device, gb_strerror(err));
         return err;
     }
+    const gb_mode mode = e->devs[d].mode;
     gb_rk_status_t st;
     gb_rk_status(t->rk, &st);
     char where[48] = "";
@@ -137,6 +149,25 @@ static gb_err arena_new(gb_engine_t *e, const gb_config_t *cfg)
     return GB_OK;
 }
 
+/* Creates (launch 0) or launches (1) every ring kernel: one-block ring
+ * kernels first, team kernels last, in both passes. Persistent team kernels
+ * are sized to leave an SM for each ring kernel type (gbk_team_workers), and
+ * a ring kernel launched after them could find no SM with room. */
+static gb_err for_each_ring(gb_engine_t *e, const gb_config_t *cfg, int launch)
+{
+    for (int team = 0; team <= 1; team++)
+        for (size_t r = 0; r < e->n_types; r++) {
+            gb_engine_type_t *t = &e->types[r];
+            const int kind = gb_grain_kind_of(cfg->grains[t->type_idx].type);
+            if ((kind != 0 && gb_grain_is_team(kind)) != team)
+                continue;
+            gb_err err = launch ? launch_type(e, t) : create_type(e, cfg, t->dev, t, t->type_idx);
+            if (err != GB_OK)
+                return err;
+        }
+    return GB_OK;
+}
+
 gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, size_t n, gb_engine_t **out)
 {
     *out = NULL;
@@ -156,24 +187,21 @@ gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, s
         free(e);
         return err;
     }
-    /* One-block ring kernels first, team kernels last: persistent team
-     * kernels are sized to leave an SM for each ring kernel type
-     * (gbk_team_workers), and a ring kernel launched after them could find
-     * no SM with room. */
-    for (int team = 0; team <= 1; team++) {
-        for (size_t r = 0; r < e->n_types; r++) {
-            gb_engine_type_t *t = &e->types[r];
-            const int kind = gb_grain_kind_of(cfg->grains[t->type_idx].type);
-            if ((kind != 0 && gb_grain_is_team(kind)) != team)
-                continue;
-            err = start_type(e, cfg, t->dev, t, t->type_idx);
-            if (err != GB_OK) {
-                gb_engine_destroy(&e, 2000);
-                return err;
-            }
-        }
+    /* Every ring kernel is created before any is launched: the device
+     * links between them need all their rings, and allocating beside
+     * resident kernels would have to avoid every implicit synchronisation. */
+    err = for_each_ring(e, cfg, 0);
+    if (err == GB_OK) {
+        resolve_targets(e);
+        err = gb_links_new(e, cfg, &e->links);
     }
-    resolve_targets(e);
+    if (err == GB_OK)
+        err = for_each_ring(e, cfg, 1);
+    if (err != GB_OK) {
+        gb_engine_destroy(&e, 2000);
+        return err;
+    }
+    gb_links_check(e->links, e);
     *out = e;
     return GB_OK;
 }
@@ -189,14 +217,19 @@ void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
     if (!pe || !*pe)
         return;
     gb_engine_t *e = *pe;
+    /* Every kernel stops before any region is freed: a forward's last grain
+     * writes its reply into another type's ring (device links). */
+    gb_links_close_into(e->links, SIZE_MAX);
     for (size_t i = 0; i < e->n_types; i++) {
         if (e->types[i].rk) {
             gb_err err = gb_rk_terminate(e->types[i].rk, timeout_ms);
             if (err != GB_OK && err != GB_ERR_TERMINATED)
                 GB_WARN("grain type '%s': terminate: %s", e->types[i].name, gb_strerror(err));
-            gb_rk_destroy(&e->types[i].rk);
         }
     }
+    for (size_t i = 0; i < e->n_types; i++)
+        gb_rk_destroy(&e->types[i].rk);
+    gb_links_destroy(&e->links);
     gb_arena_free(e->mode, e->arena); /* after every kernel that used it stopped (on the first device) */
     free(e);
     *pe = NULL;

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "detect.h"
 #include "error.h"
+#include "gpubridge/device/link.h"
 #include "gpubridge/mail.h"
 #include "runtime.h"
 
@@ -45,6 +46,7 @@ typedef struct gb_engine {
     /* ring_of[t][d]: types[] index of grain type t on device d (team types:
      * the first device's for every d). */
     uint8_t ring_of[GB_MAX_GRAIN_TYPES][GB_MAX_DEVICES];
+    struct gb_links *links; /* device links between its ring kernels (links.h); NULL: none */
 } gb_engine_t;
 
 /* The device of key among n (docs/protocol.md, "Several devices"): fixed
@@ -52,16 +54,7 @@ typedef struct gb_engine {
  * every type share a device, and of the client's placement over bridges
  * (gbc_placement hashes the type with FNV-1a), so that a bridge's keys
  * spread over all its devices. splitmix64's output function. */
-static inline uint32_t gb_device_of_key(uint64_t key, uint32_t n)
-{
-    if (n <= 1)
-        return 0;
-    uint64_t z = key + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (uint32_t)(z % n);
-}
+static inline uint32_t gb_device_of_key(uint64_t key, uint32_t n) { return gb_link_device_of_key(key, n); }
 
 /* Creates and launches a ring kernel for each grain type of cfg that has a
  * handler, in mode (not AUTO) on device. On error nothing is left running. */

@@ -87,6 +87,8 @@ static const per_type_t g_per_type[] = {
     PT("gpubridge_grain_restores_total", "counter", restores, "Evicted activations brought back by a message."),
     PT("gpubridge_grain_mail_sent_total", "counter", mail_sent, "One-way messages its grains sent to grains."),
     PT("gpubridge_grain_mail_forwarded_total", "counter", mail_forwarded, "Requests its grains forwarded to grains."),
+    PT("gpubridge_grain_mail_linked_total", "counter", mail_linked,
+       "Of those, forwards that went kernel to kernel through device memory (device links)."),
     PT("gpubridge_grain_mail_held", "gauge", mail_held, "Messages from grains waiting for room in its ring (the outbox)."),
     PT("gpubridge_grain_mail_undeliverable_total", "counter", mail_undeliverable, "Messages its grains made that could not be delivered."),
     PT("gpubridge_kernel_heartbeats_total", "counter", heartbeat, "The ring kernel's heartbeat counter."),

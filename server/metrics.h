@@ -49,6 +49,7 @@ typedef struct gb_metrics_type {
     uint64_t activations, evicted, evictions, restores; /* activation table (activation.h) */
     uint64_t evicted_bytes, evicted_max_bytes;          /* its store of evicted states */
     uint64_t mail_sent, mail_forwarded, mail_held, mail_undeliverable; /* messages between grains */
+    uint64_t mail_linked; /* of mail_forwarded, by device links */
 } gb_metrics_type_t;
 
 typedef struct gb_metrics_snap {

@@ -12,6 +12,7 @@
 
 #include "authority.h"
 #include "codec.h"
+#include "links.h"
 #include "log.h"
 #include "server_metrics.h"
 #include "test_hooks.h"
@@ -214,6 +215,9 @@ static const char *slot_error(int st)
     case GB_SLOT_MAIL_FULL: return "the grain's handler made more messages, or larger ones, than its out buffer "
                                    "holds beside its reply (at most 64 a turn)";
     case GB_SLOT_FORWARDED: return "the grain's handler returned GB_SLOT_FORWARDED without forwarding the request";
+    case GB_SLOT_LINK_HELD: return "a message between grains could not be delivered: it waited in a device link "
+                                   "past messaging.hold_ms while its target grain type was deactivated";
+    case GB_SLOT_LINKED: return "the grain wrote a reply to a request it had forwarded";
     default: return "error";
     }
 }
@@ -226,6 +230,9 @@ int gbi_slot_status(int st)
     case GB_SLOT_MAIL_FULL: return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
     case GB_SLOT_FORWARDED: return GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR;
     case GB_SLOT_MAIL: return GPUBRIDGE__STATUS__STATUS_INTERNAL;
+    case GB_SLOT_LINK_HELD: return GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE;
+    case GB_SLOT_LINK_STOPPED: return GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE;
+    case GB_SLOT_LINKED: return GPUBRIDGE__STATUS__STATUS_INTERNAL;
     default: return st;
     }
 }
@@ -289,6 +296,61 @@ static void reply_evicted_full(gb_server_t *s, gbi_ring_t *r, const gbi_pending_
 
 /* Sends the replies that are ready in ring r; answers, with an error, the
  * requests a stopped kernel will never answer. Returns how many it handled. */
+/* The ring whose grain wrote reply h into ring r: r itself, or, for a
+ * forward's last grain over device links (gpubridge/device/link.h), the one
+ * its status names (NULL: not a ring of this bridge). */
+static gbi_ring_t *reply_from(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h)
+{
+    if (!(h->status & GB_SLOT_FROM))
+        return r;
+    const size_t from = (h->status & ~GB_SLOT_FROM) >> GB_SLOT_FROM_SHIFT;
+    return from < s->engine->n_types && s->rings[from].t && s->rings[from].t->rk ? &s->rings[from] : NULL;
+}
+
+/* Answers reply h (written by ring from's grain) of ring r for p. Returns
+ * its proto status. */
+static int answer(gb_server_t *s, gbi_ring_t *r, gbi_ring_t *from, const gb_slot_hdr_t *h, const gbi_pending_t *p)
+{
+    int status = h->status & GB_SLOT_STATUS_MASK; /* slot statuses use the proto's numbers */
+    gb_slot_hdr_t fh = *h;
+    fh.status = (uint16_t)status;
+    if (!from) {
+        status = GPUBRIDGE__STATUS__STATUS_INTERNAL;
+        if (!(p->one_way && p->corr == 0))
+            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status,
+                      "a grain wrote a reply that names no grain type of this bridge", 0, NULL, 0);
+    } else if (status == GB_SLOT_OK) {
+        if (!p->one_way) {
+            if (h->type == GB_MSG_DEACTIVATE_KEY)
+                gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, 0, NULL, 0);
+            else
+                gbi_reply_record(s, from, &fh, reply_rec(r, h), p);
+        }
+    } else if (status == GB_SLOT_MAIL) {
+        gbi_route_reply(s, from, &fh, reply_rec(r, h), p);
+        status = GPUBRIDGE__STATUS__STATUS_OK;
+    } else if (status == GB_SLOT_EVICTED_FULL) {
+        status = GPUBRIDGE__STATUS__STATUS_BUSY;
+        if (!(p->one_way && p->corr == 0))
+            reply_evicted_full(s, from, p);
+    } else if (status == GB_SLOT_LINK_STOPPED || status == GB_SLOT_LINK_HELD) {
+        /* a forward undeliverable on the device; `from` is its target */
+        char why[400];
+        if (status == GB_SLOT_LINK_STOPPED)
+            snprintf(why, sizeof why, "a message between grains could not be delivered: grain type '%s' is terminated",
+                     from->t->name);
+        else
+            snprintf(why, sizeof why, "a message between grains could not be delivered: grain type '%s' had no room "
+                     "for %u ms (messaging.hold_ms; it is deactivated)", from->t->name,
+                     (unsigned)(s->mail_hold_ns / 1000000ull));
+        if (!(p->one_way && p->corr == 0))
+            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE, why, 0, NULL, 0);
+    } else if (!(p->one_way && p->corr == 0)) {
+        gbi_reply_slot_error(s, from, &fh, p);
+    }
+    return gbi_slot_status(status);
+}
+
 static int drain_ring(gb_server_t *s, gbi_ring_t *r)
 {
     gb_rk_t *rk = r->t->rk;
@@ -297,25 +359,11 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     int n = 0;
     while (n < 4096 && (h = gb_rk_peek(rk))) {
         gbi_pending_t *p = &r->pending[h->corr & mask];
-        int status = h->status; /* slot statuses use the proto's numbers */
-        if (status == GB_SLOT_OK) {
-            if (!p->one_way) {
-                if (h->type == GB_MSG_DEACTIVATE_KEY)
-                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, NULL, 0, NULL, 0);
-                else
-                    gbi_reply_record(s, r, h, reply_rec(r, h), p);
-            }
-        } else if (status == GB_SLOT_MAIL) {
-            gbi_route_reply(s, r, h, p);
-            status = GPUBRIDGE__STATUS__STATUS_OK;
-        } else if (status == GB_SLOT_EVICTED_FULL) {
-            status = GPUBRIDGE__STATUS__STATUS_BUSY;
-            if (!(p->one_way && p->corr == 0))
-                reply_evicted_full(s, r, p);
-        } else if (!(p->one_way && p->corr == 0)) {
-            gbi_reply_slot_error(s, r, h, p);
+        const int status = answer(s, r, reply_from(s, r, h), h, p);
+        if (p->link) { /* a message of a linked pair that took the host path is delivered */
+            gb_links_delivered(s->engine->links, p->link - 1);
+            p->link = 0;
         }
-        status = gbi_slot_status(status);
         if (s->stats)
             gbi_stats_ring_reply(s, r, h->corr, status, h->type);
         gb_rk_consume(rk);
@@ -335,6 +383,10 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
                 gbi_pending_t *p = &r->pending[pos & mask];
                 if (!(p->one_way && p->corr == 0))
                     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, err, 0, NULL, 0);
+                if (p->link) {
+                    gb_links_delivered(s->engine->links, p->link - 1);
+                    p->link = 0;
+                }
                 if (s->stats)
                     gbi_stats_ring_reply(s, r, pos, status, 0);
                 gb_rk_consume(rk);
@@ -464,6 +516,7 @@ void gbi_check_health(gb_server_t *s)
  * clients get a last chance to go out. */
 void gbi_finish(gb_server_t *s)
 {
+    gb_links_close_into(s->engine->links, SIZE_MAX);
     for (size_t i = 0; i < s->engine->n_types; i++) {
         gbi_ring_t *r = &s->rings[i];
         if (r->t && r->t->rk) {

@@ -9,6 +9,7 @@
 #include "authority.h"
 #include "codec.h"
 #include "grain_registry.h"
+#include "links.h"
 #include "log.h"
 #include "server_internal.h"
 
@@ -145,6 +146,7 @@ static void fill_telemetry(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubri
     m->replies_undelivered = tot.replies_undelivered;
     m->mail_sent = tot.mail_sent;
     m->mail_forwarded = tot.mail_forwarded;
+    m->mail_linked = tot.mail_linked;
     m->mail_held = tot.mail_held;
     m->mail_undeliverable = tot.mail_undeliverable;
     m->mail_outbox_bytes = tot.mail_bytes;
@@ -171,6 +173,7 @@ static void reply_telemetry(const ctl_ctx_t *c, gb_engine_type_t *t)
         m.queue_depth_out += per[d].queue_depth_out;
         m.mail_sent += per[d].mail_sent;
         m.mail_forwarded += per[d].mail_forwarded;
+        m.mail_linked += per[d].mail_linked;
         m.mail_held += per[d].mail_held;
         m.mail_undeliverable += per[d].mail_undeliverable;
     }
@@ -332,6 +335,8 @@ static gb_err change_state(gb_server_t *s, const gb_engine_type_t *t, Gpubridge_
     gb_err first = GB_OK;
     for (size_t d = 0, n = gb_engine_rings(s->engine, t, rs); d < n; d++) {
         gbi_ring_take(s, &s->rings[rs[d] - s->engine->types]);
+        if (op == GPUBRIDGE__CONTROL__OP_TERMINATE)
+            gb_links_close_into(s->engine->links, (size_t)(rs[d] - s->engine->types));
         gb_err err = op == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? gb_rk_activate(rs[d]->rk, 5000)
                      : op == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? gb_rk_deactivate(rs[d]->rk, 5000)
                                                                : gb_rk_terminate(rs[d]->rk, 5000);

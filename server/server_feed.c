@@ -53,6 +53,7 @@ static int enqueue(gb_server_t *s, gbi_ring_t *r, const uint8_t *id, uint8_t id_
     gbi_pending_t *p = &r->pending[pos & (gb_rk_capacity(rk) - 1)];
     p->corr = corr;
     p->hops = 0;
+    p->link = 0;
     p->id_len = id_len;
     p->delim = delim;
     p->one_way = (uint8_t)one_way;

@@ -91,6 +91,7 @@ static inline int gbi_note_read(const uint8_t *buf, size_t len, char k, uint64_t
 typedef struct gbi_pending {
     uint64_t corr;
     uint32_t hops;   /* grains the request passed through before this one (server_route.c) */
+    uint16_t link;   /* 1 + the device link whose pair's order waits for its delivery (links.h), or 0 */
     uint8_t id_len;
     uint8_t delim;   /* the client sent an empty delimiter frame (REQ-style) */
     uint8_t one_way;
@@ -455,13 +456,16 @@ typedef struct gbi_totals {
     uint64_t conns_dropped, replies_undelivered;
     uint64_t held_bytes, out_mem, mail_bytes;
     uint64_t mail_sent, mail_forwarded, mail_held, mail_undeliverable;
+    uint64_t mail_linked; /* of mail_forwarded, by device links (links.h) */
 } gbi_totals_t;
 void gbi_totals(gb_server_t *s, size_t ring, gbi_totals_t *t);
 
-/* server_route.c: a reply that carries messages (GB_SLOT_MAIL) of ring r
- * for the request p: routes them (into their targets' rings, or the outbox)
- * and sends the handler's own reply, if any, to p. */
-void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p);
+/* server_route.c: a reply that carries messages (GB_SLOT_MAIL), its payload
+ * pl (NULL: past its slot), written by ring r's grain for the request p:
+ * routes them (into their targets' rings, or the outbox) and sends the
+ * handler's own reply, if any, to p. */
+void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const unsigned char *pl,
+                     const gbi_pending_t *p);
 /* Feeds the outbox's messages into rings with room, in order; messages past
  * their hold, or for a type that stopped, become undeliverable. Returns how
  * many it moved. */

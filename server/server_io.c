@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "links.h"
 #include "log.h"
 #include "server_metrics.h"
 
@@ -56,6 +57,11 @@ void gbi_totals(gb_server_t *s, size_t ring, gbi_totals_t *t)
         t->mail_held += GBI_LOAD(r->mail_held);
         t->mail_undeliverable += GBI_LOAD(r->mail_undeliverable);
     }
+    uint64_t taken, refused; /* forwards by device links, and those answered undeliverable on the device */
+    gb_links_counts(root->engine->links, ring, &taken, &refused);
+    t->mail_linked = taken;
+    t->mail_forwarded += taken;
+    t->mail_undeliverable += refused;
 }
 
 /* [id][delim, admin, refusing][frame]: the frame's message moves, uncopied. */

@@ -150,6 +150,7 @@ void gbi_stats_publish(gb_server_t *s)
         gbi_totals(s, i, &tot);
         t->mail_sent = tot.mail_sent;
         t->mail_forwarded = tot.mail_forwarded;
+        t->mail_linked = tot.mail_linked;
         t->mail_held = tot.mail_held;
         t->mail_undeliverable = tot.mail_undeliverable;
         if (!r->t || !r->t->rk)

@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "grain_registry.h"
+#include "links.h"
 #include "log.h"
 #include "gpubridge/mail.h"
 #include "server_internal.h"
@@ -35,6 +36,8 @@
 static void undeliverable(gb_server_t *s, gbi_ring_t *from, const gbi_pending_t *o, int forward, const char *why)
 {
     GBI_ADD(from->mail_undeliverable, 1);
+    if (o->link) /* given up: its pair's order waits for it no longer */
+        gb_links_delivered(s->engine->links, o->link - 1);
     GB_DEBUG("%s from grain type '%s' undeliverable: %s", forward ? "forward" : "send", from->t->name, why);
     if (forward && !(o->one_way && o->corr == 0)) {
         char e[400];
@@ -94,6 +97,7 @@ static int put(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pendi
     gbi_pending_t *p = &to->pending[pos & (gb_rk_capacity(rk) - 1)];
     p->corr = o->corr;
     p->hops = o->hops;
+    p->link = o->link;
     p->id_len = o->id_len;
     p->delim = o->delim;
     p->one_way = o->one_way;
@@ -141,15 +145,18 @@ static void hold(gb_server_t *s, gbi_ring_t *to, gbi_ring_t *from, const gbi_pen
     GBI_ADD(s->mail_bytes, bytes);
 }
 
-/* Routes one message of sender ring r, made while handling request p. */
-static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, const gb_mail_msg_t *m)
+/* Routes one message of sender ring r, made while handling request p after
+ * it passed `hops` grains by device links. */
+static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, uint32_t hops, const gb_mail_msg_t *m)
 {
     const unsigned char *rec = (const unsigned char *)(m + 1);
     const int forward = (m->flags & GB_MAIL_FORWARD) != 0;
     gbi_pending_t o;
     char why[200];
     memcpy(&o, p, offsetof(gbi_pending_t, id) + p->id_len);
-    o.hops = p->hops + 1;
+    o.hops = p->hops + hops + 1;
+    const int link = m->flags & GB_MAIL_HELD ? gb_links_find(s->engine->links, (size_t)(r - s->rings), m->target) : -1;
+    o.link = (uint16_t)(link + 1);
     if (!forward) { /* nobody waits for a send's reply */
         o.corr = 0;
         o.id_len = 0;
@@ -181,11 +188,9 @@ static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, con
     }
 }
 
-void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const gbi_pending_t *p)
+void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, const unsigned char *pl,
+                     const gbi_pending_t *p)
 {
-    const unsigned char *pl = gb_rk_reply_payload(r->t->rk, h);
-    if (pl == (const unsigned char *)(h + 1) && h->len > gb_rk_payload_cap(r->t->rk))
-        pl = NULL; /* a length past the slot */
     gb_mail_trailer_t t;
     const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
     int n = gb_mail_parse(pl, h->len, &t, msgs);
@@ -206,7 +211,7 @@ void gbi_route_reply(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, cons
         return;
     }
     for (int i = 0; i < n; i++)
-        route_one(s, r, p, msgs[i]);
+        route_one(s, r, p, t.hops, msgs[i]);
     gbi_publish_all(s);
     if (t.status == GB_SLOT_FORWARDED || (p->one_way && (t.status == GB_SLOT_OK || p->corr == 0)))
         return;

@@ -17,7 +17,12 @@
 /* Small rings, so that messages wait for room; a small outbox and hop
  * limit, so that cycles reach them soon (outbox_kb, hold_ms: 0 for 64 KiB
  * and 300 ms). */
-static void start_with(bridge_t *b, unsigned outbox_kb, unsigned hold_ms)
+static void start_cfg(bridge_t *b, unsigned outbox_kb, unsigned hold_ms, const char *messaging);
+
+static void start_with(bridge_t *b, unsigned outbox_kb, unsigned hold_ms) { start_cfg(b, outbox_kb, hold_ms, ""); }
+
+/* messaging: more keys of the messaging group (for example "link_slots = 2;"). */
+static void start_cfg(bridge_t *b, unsigned outbox_kb, unsigned hold_ms, const char *messaging)
 {
     const char *lib = getenv("GB_MAIL_LIB");
     assert_non_null(lib);
@@ -32,8 +37,8 @@ static void start_with(bridge_t *b, unsigned outbox_kb, unsigned hold_ms)
              "  { type = \"mt.b\"; queue_capacity = 8; slot_size = 256; },\n"
              "  { type = \"mt.a\"; queue_capacity = 8; slot_size = 2048; }\n"
              ");\n"
-             "messaging = { outbox_kb = %u; hold_ms = %u; max_hops = 24; };\n",
-             lib, outbox_kb ? outbox_kb : 64, hold_ms ? hold_ms : 300);
+             "messaging = { outbox_kb = %u; hold_ms = %u; max_hops = 24; %s };\n",
+             lib, outbox_kb ? outbox_kb : 64, hold_ms ? hold_ms : 300, messaging);
     if (bridge_start(b, cfg) != 0) {
         bridge_print_log(b);
         fail_msg("the bridge did not start");
@@ -120,6 +125,13 @@ static Gpubridge__Telemetry *telemetry(void *s, const char *type)
     return m;
 }
 
+/* Whether forwards between the test types may take device links. */
+static int linked_mode(void)
+{
+    const char *m = getenv("GB_E2E_MODE");
+    return m && strcmp(m, "persistent") == 0;
+}
+
 /* A request forwarded hop by hop comes back from the last grain with the
  * caller's correlation id; many at once, each with its own. */
 static void test_forward_keeps_correlation(void **st)
@@ -152,6 +164,12 @@ static void test_forward_keeps_correlation(void **st)
     Gpubridge__Telemetry *t = telemetry(s, "mt.a");
     assert_true(t->mail_forwarded > 0);
     assert_int_equal(t->mail_undeliverable, 0);
+    /* Persistent mode: the hops went kernel to kernel (device links), so
+     * these lone forwards never met the host; elsewhere the host routes. */
+    if (linked_mode())
+        assert_true(t->mail_linked > 0);
+    else
+        assert_int_equal(t->mail_linked, 0);
     gpubridge__telemetry__free_unpacked(t, NULL);
     zmq_close(s);
     stop(&b);
@@ -335,6 +353,49 @@ static void test_bad_input(void **st)
     stop(&b);
 }
 
+/* Numbered forwards from one grain to one grain arrive in order, each
+ * answered once, while the link between the types (2 slots) and the sink's
+ * ring (2 slots) overflow: some go by the link, some by the host, and a
+ * pair's forward never overtakes one the host still holds. */
+static void test_forward_order_across_paths(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start_cfg(&b, 4096, 60000, "link_slots = 2;");
+    void *s = client_open(b.endpoint);
+    enum { N = 3000, BATCH = 250 }; /* batches: a supervisor bounds a client's frames in its queue */
+    int *seen = calloc(N, sizeof *seen);
+    assert_non_null(seen);
+    replies_t q = {0};
+    for (uint64_t from = 0; from < N; from += BATCH) {
+        for (uint64_t i = from; i < from + BATCH; i++)
+            send_to(s, 70000 + i, "mt.a", 7, MT_FWD_SEQ, &i, 8);
+        for (int k = 0; k < BATCH; k++) {
+            Gpubridge__Reply *r = next_reply(s, &q);
+            if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
+                fail_msg("forward %llu: status %d: %s", (unsigned long long)r->correlation_id, r->status, r->error);
+            assert_true(r->correlation_id >= 70000 + from && r->correlation_id < 70000 + from + BATCH);
+            assert_int_equal(seen[r->correlation_id - 70000]++, 0);
+            assert_int_equal(r->payload.len, 16); /* the sink's reply, in the sink's record */
+        }
+    }
+    free(seen);
+    replies_free(&q);
+    uint64_t disorder = 99;
+    assert_int_equal(sink_wait(s, 7, N, &disorder), N);
+    assert_int_equal(disorder, 0);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    assert_int_equal(t->mail_forwarded, N);
+    assert_int_equal(t->mail_undeliverable, 0);
+    print_message("forwards: %llu, by device link: %llu\n", (unsigned long long)t->mail_forwarded,
+                  (unsigned long long)t->mail_linked);
+    if (linked_mode())
+        assert_true(t->mail_linked > 0);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
 /* mt.sink paused: forwards to it wait in the outbox, not in its ring (which
  * has room for two), past messaging.hold_ms, and are answered undeliverable.
  * Activated, it takes them again. */
@@ -352,7 +413,11 @@ static void test_target_paused_past_hold(void **st)
     replies_t q = {0};
     for (int k = 0; k < 6; k++) {
         Gpubridge__Reply *r = next_reply(s, &q);
-        assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE);
+        if (r->status != GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE) {
+            bridge_print_log(&b);
+            fail_msg("forward %llu to the paused sink: status %d: %s", (unsigned long long)r->correlation_id,
+                     r->status, r->error ? r->error : "");
+        }
         assert_true(r->correlation_id >= 600 && r->correlation_id < 606);
         assert_non_null(strstr(r->error, "deactivated"));
     }
@@ -418,7 +483,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sends_past_outbox_bound),   cmocka_unit_test(test_forward_larger_than_target_slot),
         cmocka_unit_test(test_cycles_end),                cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_target_paused_past_hold),   cmocka_unit_test(test_target_terminated),
-        cmocka_unit_test(test_trailer_checked),
+        cmocka_unit_test(test_trailer_checked),           cmocka_unit_test(test_forward_order_across_paths),
     };
     if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
         cmocka_set_test_filter(argv[1]);

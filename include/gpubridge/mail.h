@@ -7,9 +7,10 @@
  * marks the reply GB_SLOT_MAIL. The host's router (server/server_route.c)
  * reads them when it drains the reply ring and puts each into its target
  * type's request ring, as it does a client's request. So a kernel never waits
- * for a target's room and needs no code beyond the dispatch step; a device
- * transport between kernels on one GPU can later take a message before it
- * reaches the mail (docs/design.md, "Messages between grains").
+ * for a target's room. On a GPU in persistent mode a turn's lone forward can
+ * instead leave by a device link (device/link.h) and never reach the host;
+ * whatever a link cannot take comes here (docs/design.md, "Messages between
+ * grains").
  *
  * A GB_SLOT_MAIL reply's payload (len bytes, every part 16-byte aligned):
  *
@@ -26,9 +27,12 @@
 #include "gpubridge/ring.h"
 
 #define GB_MAIL_FORWARD 1u  /* gb_mail_msg_t.flags: the turn's request, passed on */
+/* gb_mail_msg_t.flags: its sender type has a device link to its target
+ * (device/link.h), so the host counts it delivered to keep the pair's order. */
+#define GB_MAIL_HELD 2u
 #define GB_MAIL_MAX_MSGS 64 /* messages of one turn */
 #define GB_MAIL_MAX_TARGETS 16 /* target types one grain type may declare */
-#define GB_MAIL_MAGIC 0x4C49414Du /* "MAIL" */
+#define GB_MAIL_MAGIC 0x4D4Cu /* "ML" */
 /* Message types from here up are the bridge's (gpubridge/grain.h GB_MSG_*,
  * e.g. DeactivateKey): a grain may not send them. */
 #define GB_MAIL_TYPE_RESERVED 0xFF00u
@@ -48,7 +52,8 @@ typedef struct gb_mail_trailer {
     uint32_t mail_len;  /* bytes of messages after it */
     uint16_t status;    /* the handler's reply status, or GB_SLOT_FORWARDED */
     uint16_t n;         /* messages */
-    uint32_t magic;     /* GB_MAIL_MAGIC */
+    uint16_t hops;      /* grains the turn's request passed by device links since the host counted */
+    uint16_t magic;     /* GB_MAIL_MAGIC */
 } gb_mail_trailer_t;
 
 GB_STATIC_ASSERT(sizeof(gb_mail_msg_t) == 16, "a message header is 16 bytes");
@@ -64,7 +69,7 @@ typedef struct gb_grain_mail {
     uint16_t n;
     uint16_t n_targets; /* the sender type's declared targets */
     uint16_t forwarded; /* 1 once the turn's request was forwarded */
-    uint16_t _pad;
+    uint16_t hops;      /* the trailer's hops (device links) */
 } gb_grain_mail_t;
 
 GB_HD uint32_t gb_mail_pad16(uint32_t n) { return (n + 15u) & ~15u; }
@@ -126,7 +131,7 @@ GB_HD void gb_mail_begin(gb_grain_mail_t *m, uint64_t key, unsigned char *out, u
     m->n = 0;
     m->n_targets = (uint16_t)n_targets;
     m->forwarded = 0;
-    m->_pad = 0;
+    m->hops = 0;
 }
 
 /* After the handler returned st with *out_len bytes of reply in out: with
@@ -154,6 +159,7 @@ GB_HD uint32_t gb_mail_finish(gb_grain_mail_t *m, unsigned char *out, uint32_t s
     t.mail_len = m->used;
     t.status = (uint16_t)st;
     t.n = m->n;
+    t.hops = m->hops;
     t.magic = GB_MAIL_MAGIC;
     *(gb_mail_trailer_t *)(out + off + m->used) = t;
     *out_len = off + m->used + 16u;

@@ -115,6 +115,16 @@ typedef enum gb_slot_status {
     GB_SLOT_FORWARDED = 0x112,
     /* A reply that carries the turn's messages (mail.h). Never seen by a client. */
     GB_SLOT_MAIL = 0x113,
+    /* Device links (device/link.h). A turn whose forward left by a link:
+     * no reply in its slot, the forward's last grain writes one there.
+     * Never seen by the host. */
+    GB_SLOT_LINKED = 0x114,
+    /* A forward that waited in a link past messaging.hold_ms while its
+     * target was deactivated (proto STATUS_UNDELIVERABLE). */
+    GB_SLOT_LINK_HELD = 0x115,
+    /* A forward whose target's kernel was terminated while it was in the
+     * link, or as it entered (proto STATUS_UNDELIVERABLE). */
+    GB_SLOT_LINK_STOPPED = 0x116,
 } gb_slot_status;
 
 /* A request's status: its payload is a gb_large_desc_t (detail/large_payload.h). */

@@ -65,6 +65,13 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
         const uint16_t st = gb_grain_send(ctx, MT_TO_OTHER, self, MT_FANOUT, NULL, 0);
         return st != GB_SLOT_OK ? st : gb_grain_forward(ctx, MT_TO_OTHER, self, MT_FANOUT, NULL, 0);
     }
+    case MT_FWD_SEQ: { /* a numbered note, forwarded: the sink sees whether a pair's forwards keep order */
+        uint64_t seq;
+        if (in_len != 8)
+            return GB_SLOT_HANDLER_ERROR;
+        memcpy(&seq, v, 8);
+        return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, &seq, 8);
+    }
     case MT_TO_SINK: /* the caller gets mt.sink's reply */
         return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, NULL, 0);
     case MT_BIG: /* built in out, forwarded from there */
@@ -130,7 +137,7 @@ static const gb_grain_msg_t mt_msgs[] = {{MT_HOPS, "Hops"},         {MT_SEND, "S
                                          {MT_OVERSIZED, "Oversized"}, {MT_CYCLE, "Cycle"}, {MT_FANOUT, "Fanout"},
                                          {MT_TO_SINK, "ToSink"},     {MT_BIG, "Big"},       {MT_BYTES, "Bytes"},
                                          {MT_SCRIBBLE, "Scribble"},  {MT_LOST_FWD, "LostForward"},
-                                         {MT_WALK, "Walk"}};
+                                         {MT_WALK, "Walk"},          {MT_FWD_SEQ, "ForwardNumbered"}};
 static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}};
 static const char *const a_targets[] = {"mt.b", "mt.sink"};
 static const char *const b_targets[] = {"mt.a"};

@@ -343,6 +343,7 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
      * this type's grains; held: waiting for room in this type's ring. */
     uint64_t mail_sent;
     uint64_t mail_forwarded;
+    uint64_t mail_linked; /* of mail_forwarded, by device links (persistent mode) */
     uint64_t mail_held;
     uint64_t mail_undeliverable;
     /* Several devices (0.4): the counters and depths above are then sums

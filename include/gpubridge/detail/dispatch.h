@@ -60,10 +60,12 @@ GB_HD int gbi_dispatch_post(const gb_slot_hdr_t *in, gb_slot_hdr_t *out, uint32_
     out->status = (uint16_t)st;
     out->len = st == GB_SLOT_OK || st == GB_SLOT_MAIL ? out_len : 0; /* a MAIL reply: mail.h */
     out->aux = aux;
-    return st != GB_SLOT_OK && st != GB_SLOT_MAIL;
+    return st != GB_SLOT_OK && st != GB_SLOT_MAIL && st != GB_SLOT_LINKED;
 }
 
 #if defined(__CUDACC__)
+#include "gpubridge/device/link.cuh"
+
 /* Target types a grain's traits declare (G::n_targets; 0 when it has none). */
 template <typename G, typename = void> struct gbi_n_targets {
     static constexpr uint32_t value = 0;
@@ -73,12 +75,14 @@ template <typename G> struct gbi_n_targets<G, decltype((void)G::n_targets)> {
 };
 
 /* Runs G's handler; for a type that declares targets, with this turn's mail
- * (mail.h), which leaves with the reply. A type without targets runs as
- * before: no mail, nothing added to its kernels. */
+ * (mail.h), which leaves with the reply, or, on the device with links (lt
+ * not NULL), a lone forward by its link (device/link.cuh: the turn then
+ * answers GB_SLOT_LINKED). A type without targets runs as before: no mail,
+ * nothing added to its kernels. */
 template <typename G>
 GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *state, uint16_t type,
                                const unsigned char *in, uint32_t in_len, unsigned char *out, uint32_t out_cap,
-                               uint32_t *out_len, uint32_t *aux)
+                               uint32_t *out_len, uint32_t *aux, const gb_link_turn_t *lt = NULL)
 {
     if constexpr (gbi_n_targets<G>::value == 0) {
         (void)key;
@@ -89,6 +93,18 @@ GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *st
         gb_grain_ctx_t c = *ctx;
         c.mail = &m;
         const uint32_t st = G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux);
+#if defined(__CUDA_ARCH__)
+        if (lt) {
+            if (m.n == 1 && m.forwarded && gbk_link_forward(lt, &m)) {
+                *out_len = 0;
+                return GB_SLOT_LINKED;
+            }
+            if (m.n)
+                gbk_link_hold(lt, &m);
+        }
+#else
+        (void)lt;
+#endif
         return gb_mail_finish(&m, out, st, out_len);
     }
 }
@@ -115,12 +131,13 @@ static __host__ __device__ __noinline__ gbi_large_ret_t gbi_large_run(gb_grain_c
 
 /* Handles request `in` (header + payload, already read) and writes the reply's
  * header (all but seq) into *out and its payload into out_pl (a large
- * request's: where its descriptor says). Returns 1 when the reply is an error
- * (for the errors counter). */
+ * request's: where its descriptor says). lt: the turn's device links, or
+ * NULL (a large request never has them). Returns 1 when the reply is an
+ * error (for the errors counter). */
 template <typename G>
 GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane, const gb_slot_hdr_t *in,
                            const unsigned char *in_pl, gb_slot_hdr_t *out, unsigned char *out_pl, uint32_t pl_cap,
-                           uint32_t test_flags)
+                           uint32_t test_flags, const gb_link_turn_t *lt = NULL)
 {
     uint32_t out_len = 0, aux = 0, st;
     void *state = NULL;
@@ -136,7 +153,8 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
             const gbi_large_ret_t r = gbi_large_run<G>(*ctx, in->key, state, in->type, in_pl);
             st = r.st, out_len = r.out_len, aux = r.aux;
         } else if (st == GBI_RUN_HANDLER) {
-            st = gbi_run_handler<G>(ctx, in->key, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = gbi_run_handler<G>(ctx, in->key, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux,
+                                    lt);
             *(uint4 *)state = *(const uint4 *)copy;
         }
     } else
@@ -147,7 +165,8 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
             const gbi_large_ret_t r = gbi_large_run<G>(*ctx, in->key, state, in->type, in_pl);
             st = r.st, out_len = r.out_len, aux = r.aux;
         } else if (st == GBI_RUN_HANDLER) {
-            st = gbi_run_handler<G>(ctx, in->key, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux);
+            st = gbi_run_handler<G>(ctx, in->key, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux,
+                                    lt);
         }
     }
     return gbi_dispatch_post(in, out, st, out_len, aux);

@@ -39,6 +39,7 @@
 #include "gpubridge/device/ldst.cuh"
 #include "gpubridge/device/profile.cuh"
 #include "gpubridge/device/ring_kernel.h"
+#include "gpubridge/device/ring_links.cuh"
 
 extern __shared__ uint4 gbk_smem[];
 
@@ -62,6 +63,7 @@ typedef struct gbk_progress {
     uint32_t resume_fence; /* deactivated since the last dispatch: the host may have rewritten the
                             * activation table (activation.c), so fence (dropping this SM's L1
                             * copies of it) before the next lookup */
+    unsigned long long ltail; /* warp 0, lane k: link k's next position (ring_links.cuh) */
 } gbk_progress_t;
 
 /* The launch as every thread sees it: the region's parts, the ring's
@@ -186,6 +188,33 @@ static __device__ __forceinline__ void lone_read(const gbk_view_t &V, const unsi
     __syncwarp();
 }
 
+/* The links of a turn on request h at ring position pos, in lt: for a type
+ * that sends, when the kernel has links; else NULL. A forward that leaves by
+ * a link is answered by its last grain in this request's reply slot. */
+template <typename G>
+static __device__ __forceinline__ const gb_link_turn_t *gbk_turn_links(const gb_kargs_t &a, const gbk_view_t &V,
+                                                                       const gb_slot_hdr_t *h, uint64_t pos,
+                                                                       gb_link_turn_t &lt)
+{
+    if constexpr (gbi_n_targets<G>::value == 0) {
+        return NULL;
+    } else {
+        if (a.n_devs == 0 || h->status != 0) /* no links; or large, refused, answered */
+            return NULL;
+        lt.out = a.link_out;
+        lt.origin.out_slot = (uint64_t)(uintptr_t)(V.out + (size_t)(pos & V.mask) * V.S);
+        lt.origin.pos = pos;
+        lt.origin.since_ns = 0;
+        lt.origin.hops = 0;
+        lt.origin.out_cap = V.S - GB_SLOT_HDR_SIZE;
+        lt.n_devs = a.n_devs;
+        lt.dev = a.dev;
+        lt.max_hops = a.max_hops;
+        lt.self = a.self;
+        return &lt;
+    }
+}
+
 /* Lane 0 runs the lone request: its reply into shared memory, the counters
  * onto the control line. Returns the reply's payload length. */
 template <typename G>
@@ -196,8 +225,10 @@ static __device__ __forceinline__ uint32_t lone_dispatch(gb_kargs_t &a, const gb
     const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
     gb_slot_hdr_t oh;
     const long long h0 = gbk_clock<G>();
+    gb_link_turn_t lt;
     int bad = gbi_dispatch_one<G>(&ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h, V.s_in + GB_SLOT_HDR_SIZE,
-                                  &oh, V.s_out + GB_SLOT_HDR_SIZE, V.S - GB_SLOT_HDR_SIZE, test);
+                                  &oh, V.s_out + GB_SLOT_HDR_SIZE, V.S - GB_SLOT_HDR_SIZE, test,
+                                  gbk_turn_links<G>(a, V, h, P.tail, lt));
     gbk_prof_add<G>(ks.prof_handler, (uint64_t)(gbk_clock<G>() - h0));
     oh.seq = gb_stamp(P.tail - a.geom.cap); /* "not yet" until the stamp store (lone_write) */
     *(gb_slot_hdr_t *)V.s_out = oh;
@@ -209,12 +240,16 @@ static __device__ __forceinline__ uint32_t lone_dispatch(gb_kargs_t &a, const gb
     return oh.len;
 }
 
-/* The lone request's reply into the output ring, then its stamp. */
+/* The lone request's reply into the output ring, then its stamp; none for
+ * a turn whose forward left by a link (its last grain writes the reply). */
 template <typename G>
 static __device__ __forceinline__ void lone_write(const gb_kargs_t &a, const gbk_view_t &V, const gbk_progress_t &P,
                                                   uint32_t out_len)
 {
     const uint32_t lane = threadIdx.x;
+    if constexpr (gbi_n_targets<G>::value > 0)
+        if (((const gb_slot_hdr_t *)V.s_out)->status == GB_SLOT_LINKED)
+            return;
     unsigned char *oslot = V.out + (size_t)(P.tail & V.mask) * V.S;
     const uint32_t out_chunks = min(V.C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
     if (out_chunks <= GBK_ONE_WRITER_CHUNKS && !gbk_flag<G>(a, GBK_F_FENCE_ALL)) {
@@ -282,6 +317,10 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             return GB_EXIT_TERMINATED;
         if (lane == 0)
             ack_active(V.ctl, ks, r.active);
+        /* Link messages first: the request ring's slot, already read, waits
+         * no longer than one link message a link. */
+        const bool linked = a.n_link_in && gbk_link_step<G>(a, V.s_in, V.s_out, V.S, P.ltail, r.active,
+                                                            P.resume_fence, r.test);
         const bool ready = r.active && r.seq == gb_stamp(P.tail);
         if (!r.active)
             P.resume_fence = 1;
@@ -301,6 +340,13 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             return GB_EXIT_NONE; /* more than one request: the block's window phase */
         if (a.budget)
             return GB_EXIT_INPUT_EMPTY; /* nothing (or deactivated): leave it queued */
+        if (linked) {
+            if (r.active) /* not after refusing expired messages of a paused kernel */
+                gbk_link_spin<G>(a, V.s_in, V.s_out, V.S, P.ltail, P.resume_fence, r.test);
+            P.idle_polls = 0;
+            P.sleep_ns = 0;
+            continue;
+        }
         idle_backoff(a, P);
         if (lane == 0) {
             if ((P.idle_polls & 63) == 0 && !(r.test & GB_TEST_SKIP_HEARTBEAT))
@@ -518,8 +564,10 @@ static __device__ __forceinline__ uint32_t window_run(const gb_kargs_t &a, const
         pending &= ~(1u << j);
         const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)(V.s_in + (size_t)i * V.SP);
         gb_slot_hdr_t oh;
+        gb_link_turn_t lt;
         bad += gbi_dispatch_one<G>(&ctx, &tab, V.s_lane[i], h, V.s_in + (size_t)i * V.SP + GB_SLOT_HDR_SIZE, &oh,
-                                   V.s_out + (size_t)i * V.SP + GB_SLOT_HDR_SIZE, V.S - GB_SLOT_HDR_SIZE, sh.test);
+                                   V.s_out + (size_t)i * V.SP + GB_SLOT_HDR_SIZE, V.S - GB_SLOT_HDR_SIZE, sh.test,
+                                   gbk_turn_links<G>(a, V, h, P.tail + i, lt));
         oh.seq = gb_stamp(P.tail + i - a.geom.cap); /* "not yet" until step C's stamp store */
         *(gb_slot_hdr_t *)(V.s_out + (size_t)i * V.SP) = oh;
     }
@@ -568,7 +616,9 @@ static __device__ __forceinline__ void window_dispatch(const gb_kargs_t &a, cons
 
 /* C. write replies, fence, then stamps. Telemetry goes with the replies,
  * before the fence: a host that sees a reply's stamp sees counters that
- * include it. */
+ * include it. A turn whose forward left by a link writes nothing: its last
+ * grain writes that slot. */
+template <typename G>
 static __device__ __forceinline__ void window_write(const gb_kargs_t &a, const gbk_view_t &V, const gbk_shared_t &sh,
                                                     gbk_progress_t &P, gb_kstate_t &ks, uint32_t n)
 {
@@ -583,6 +633,9 @@ static __device__ __forceinline__ void window_write(const gb_kargs_t &a, const g
     }
     for (uint32_t c = tid; c < n * V.C16; c += nthreads) {
         uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
+        if constexpr (gbi_n_targets<G>::value > 0)
+            if (((const gb_slot_hdr_t *)(V.s_out + (size_t)i * V.SP))->status == GB_SLOT_LINKED)
+                continue;
         /* Plain stores, which the memory system may combine; the system
          * fence below orders them before the stamps. */
         *(uint4 *)(V.out + (size_t)((P.tail + i) & V.mask) * V.S + off) =
@@ -593,6 +646,9 @@ static __device__ __forceinline__ void window_write(const gb_kargs_t &a, const g
         __threadfence_system();
     __syncthreads();
     for (uint32_t i = tid; i < n; i += nthreads) {
+        if constexpr (gbi_n_targets<G>::value > 0)
+            if (((const gb_slot_hdr_t *)(V.s_out + (size_t)i * V.SP))->status == GB_SLOT_LINKED)
+                continue;
         gb_slot_hdr_t *o = (gb_slot_hdr_t *)(V.out + (size_t)((P.tail + i) & V.mask) * V.S);
         st_volatile(&o->seq, gb_stamp(P.tail + i));
     }
@@ -635,7 +691,12 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
     long long bid_cycles = 0;
     window_dispatch<G>(a, V, sh, P, n, rounds, bid_cycles);
     const long long t2 = gbk_clock<G>();
-    window_write(a, V, sh, P, ks, n);
+    window_write<G>(a, V, sh, P, ks, n);
+    if (a.n_link_in) { /* links between windows, on warp 0: a busy ring does not starve them */
+        __syncthreads(); /* the window's shared copies are written out */
+        if (threadIdx.x < 32 && gbk_link_step<G>(a, V.s_in, V.s_out, V.S, P.ltail, true, P.resume_fence, sh.test))
+            gbk_link_publish(a, P.ltail);
+    }
     if (threadIdx.x == 0) {
         if (a.staging) {
             __threadfence();
@@ -686,8 +747,10 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
 
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;
-    gbk_progress_t P = {ks.tail, ks.tail, 0, 0, 0, 0, 0};
+    gbk_progress_t P = {ks.tail, ks.tail, 0, 0, 0, 0, 0, 0};
     int reason = GB_EXIT_NONE;
+    if (tid < a.n_link_in)
+        P.ltail = a.link_in[tid]->tail;
 
     for (uint32_t i = tid; i < V.nbid; i += V.nthreads)
         V.s_bid[i] = GBK_NO_BID;
@@ -712,8 +775,11 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
         if (reason != GB_EXIT_NONE)
             break;
     }
-    if (tid == 0)
+    if (tid == 0) {
+        if (reason == GB_EXIT_TERMINATED && a.n_link_in)
+            gbk_link_close(a);
         ring_exit<G>(a, V, ks, P, reason, clk0, ns0);
+    }
 }
 
 static inline size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "gpubridge/detail/grain_table.h"
+#include "gpubridge/device/link.h"
 #include "gpubridge/ring.h"
 
 #ifdef __cplusplus
@@ -82,7 +83,15 @@ typedef struct gb_kargs {
     unsigned char *arena;   /* the family's arena (device memory) */
     uint64_t arena_size;
     uint32_t flags;         /* GBK_F_*: benchmark switches, 0 in production */
-    uint32_t _pad;
+    /* Device links (link.h); none in relaunch and cpu modes, for team types,
+     * or where a ring is not in mapped memory. */
+    uint32_t n_link_in;
+    gb_link_t *link_out[GB_MAIL_MAX_TARGETS]; /* by target index; NULL: the host path */
+    gb_link_t *link_in[GB_LINK_IN_MAX];        /* the links this kernel takes from */
+    uint32_t self;          /* its ring index (gb_slot_from) */
+    uint32_t n_devs, dev;   /* its device among the bridge's: links serve that device's keys */
+    uint32_t max_hops;      /* messaging.max_hops */
+    uint64_t hold_ns;       /* messaging.hold_ms: a link message's longest wait for a deactivated kernel */
 } gb_kargs_t;
 
 /* gb_kargs_t.flags, set from GPUBRIDGE_KERNEL_FLAGS (bench_ring compares them).
