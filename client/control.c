@@ -242,6 +242,7 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
             o->launches = dt->launches;
             o->queue_depth_in = dt->queue_depth_in;
             o->queue_depth_out = dt->queue_depth_out;
+            full.devices_mail_linked[d] = dt->mail_linked;
         }
         copy_out(out, &full, GBCI_TELEMETRY_V02_SIZE, sizeof full);
     }

@@ -1,5 +1,5 @@
 /* A library that claims another grain ABI (test_grain_libs.sh): 999, or
- * GB_TEST_ABI (1: built before messaging changed the descriptor). */
+ * GB_TEST_ABI (2: built before device links changed the kernels' arguments). */
 #include <stddef.h>
 #include <stdint.h>
 

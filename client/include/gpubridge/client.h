@@ -343,7 +343,6 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
      * this type's grains; held: waiting for room in this type's ring. */
     uint64_t mail_sent;
     uint64_t mail_forwarded;
-    uint64_t mail_linked; /* of mail_forwarded, by device links (persistent mode) */
     uint64_t mail_held;
     uint64_t mail_undeliverable;
     /* Several devices (0.4): the counters and depths above are then sums
@@ -351,6 +350,11 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
     int32_t device;
     uint32_t n_devices;
     gbc_device_telemetry_t devices[GBC_MAX_DEVICES];
+    /* Device links (0.5): of mail_forwarded, the forwards that went kernel to
+     * kernel through device memory (persistent mode), in all and on each of
+     * devices[] (whose messages_processed does not count them). */
+    uint64_t mail_linked;
+    uint64_t devices_mail_linked[GBC_MAX_DEVICES];
 } gbc_telemetry_t;
 
 typedef struct gbc_type_list {      /* control.GrainTypeList; free with gbc_type_list_clear */
