@@ -20,7 +20,7 @@ expect_error() {
   shift 3
   printf '%s\n' "$body" > "$T/$name.cfg"
   local out rc
-  out=$("$BIN" --config "$T/$name.cfg" --check-config "$@" 2>&1 >/dev/null)
+  out=$("$BIN" --config "$T/$name.cfg" --check-config --mode cpu "$@" 2>&1 >/dev/null) # cpu: the test libraries have no GPU code
   rc=$?
   [ $rc -ne 0 ] || fail "$name: --check-config exited 0"
   grep -qF "$T/$name.cfg:2: grains[0].library: " <<< "$out" || fail "$name: no FILE:LINE in: $out"
