@@ -32,6 +32,7 @@
 #include "engine.h"
 #include "gpubridge.pb-c.h"
 #include "grain_libs.h"
+#include "links.h"
 #include "log.h"
 #include "server.h"
 #if GB_HAVE_CUDA
@@ -193,10 +194,15 @@ int main(int argc, char **argv)
         return 1;
     snprintf(ep, sizeof ep, "ipc://%s/bridge.sock", dir);
     /* The floor before the bridge: its kernels load while the device is idle. */
-    double floor_med = 0, floor_p99 = 0;
+    double floor_med = 0, floor_p99 = 0, clock_med = 0, cas_med = 0, unused;
 #if GB_HAVE_CUDA
-    if (strcmp(mode_name, "cpu") != 0 && gb_hop_floor(0, 1000, 400, &floor_med, &floor_p99) != 0)
-        floor_med = floor_p99 = 0;
+    if (strcmp(mode_name, "cpu") != 0 &&
+        (gb_hop_floor(0, GB_HOP_FLOOR_BARE, 1000, 400, &floor_med, &floor_p99) != 0 ||
+         gb_hop_floor(0, GB_HOP_FLOOR_CLOCK, 1000, 200, &clock_med, &unused) != 0 ||
+         gb_hop_floor(0, GB_HOP_FLOOR_CAS, 1000, 200, &cas_med, &unused) != 0))
+        floor_med = floor_p99 = clock_med = cas_med = 0;
+#else
+    (void)unused;
 #endif
     static bridge_thr_t b;
     if (start_bridge(&b, mode_name, lib, ep, links) != 0)
@@ -211,15 +217,18 @@ int main(int argc, char **argv)
     printf("bench_hop: mode %s (%s), device links %s, %d round trips per row, %ld cores\n",
            gb_mode_name(b.sel.mode), b.sel.why, links ? "on" : "off", iters, sysconf(_SC_NPROCESSORS_ONLN));
     if (floor_med > 0)
-        printf("floor: bare ping-pong between two kernels, %.3f us a hop (p99 %.3f)\n", floor_med / 1e3,
-               floor_p99 / 1e3);
+        printf("floor: bare ping-pong between two kernels, %.3f us a hop (p99 %.3f); with a clock read "
+               "%.3f, with a compare-and-swap %.3f\n",
+               floor_med / 1e3, floor_p99 / 1e3, clock_med / 1e3, cas_med / 1e3);
     printf("%8s %14s %11s %14s\n", "hops", "round trip us", "p99 us", "us per hop");
     char json[2048];
     int jl = snprintf(json, sizeof json,
                       "{\"bench\":\"hop\",\"mode\":\"%s\",\"links\":%s,\"iters\":%d,\"floor_us\":%.4f,"
-                      "\"floor_p99_us\":%.4f,\"rows\":[",
-                      gb_mode_name(b.sel.mode), links ? "true" : "false", iters, floor_med / 1e3, floor_p99 / 1e3);
+                      "\"floor_p99_us\":%.4f,\"floor_clock_us\":%.4f,\"floor_cas_us\":%.4f,\"rows\":[",
+                      gb_mode_name(b.sel.mode), links ? "true" : "false", iters, floor_med / 1e3, floor_p99 / 1e3,
+                      clock_med / 1e3, cas_med / 1e3);
     double base = 0, hop_us = 0;
+    uint64_t want_linked = 0; /* hops asked for: each a forward (warm-ups included) */
     int rc = 0, first = 1;
     for (const char *p = hops_list; *p && rc == 0; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
         const uint32_t hops = (uint32_t)strtoul(p, NULL, 10);
@@ -228,6 +237,7 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
+        want_linked += (uint64_t)hops * (uint64_t)(iters + iters / 10 + 10);
         if (hops == 0)
             base = med;
         const double per = hops ? (med - base) / hops : 0;
@@ -248,6 +258,16 @@ int main(int argc, char **argv)
     zmq_ctx_term(ctx);
     __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED); /* the server thread reads it */
     pthread_join(bt, NULL);
+    /* Once idle (kernels publish their link counts then): how many hops went kernel to kernel. */
+    uint64_t linked = 0;
+    for (size_t i = 0; i < b.engine->n_types; i++) {
+        uint64_t taken = 0, refused = 0;
+        gb_links_counts(b.engine->links, i, &taken, &refused);
+        linked += taken;
+    }
+    if (rc == 0)
+        printf("forwards by device link: %llu of %llu\n", (unsigned long long)linked,
+               (unsigned long long)want_linked);
     gb_server_destroy(&b.server);
     gb_engine_destroy(&b.engine, 2000);
     char sock[160];

@@ -27,43 +27,58 @@ static __device__ __forceinline__ unsigned long long now_ns(void)
     return t;
 }
 
+/* One side's send: the release store, after what the variant adds
+ * (GB_HOP_FLOOR_*: a clock read, a compare-and-swap claim). */
+static __device__ __forceinline__ void send(unsigned long long *mine, unsigned long long v, int variant,
+                                            unsigned long long *claim, unsigned long long *sink)
+{
+    if (variant == 1)
+        *sink += now_ns();
+    else if (variant == 2)
+        atomicCAS(claim, v - 1, v);
+    st_rel(mine, v);
+}
+
 /* ping: seq[0] (its writes), seq[1] (the other's); samples[r]: ns of n hops. */
 __global__ void hop_floor_kernel(unsigned long long *mine, unsigned long long *theirs, int ping, uint32_t n,
-                                 uint32_t rounds, unsigned long long *samples)
+                                 uint32_t rounds, unsigned long long *samples, int variant)
 {
-    unsigned long long v = 0;
+    unsigned long long v = 0, sink = 0;
+    unsigned long long *claim = mine + 8; /* a line of its own */
     for (uint32_t r = 0; r < rounds; r++) {
         const unsigned long long t0 = now_ns();
         for (uint32_t i = 0; i < n; i += 2) {
             if (ping) {
-                st_rel(mine, ++v);
+                send(mine, ++v, variant, claim, &sink);
                 while (ld_acq(theirs) != v)
                     ;
             } else {
                 while (ld_acq(theirs) != v + 1)
                     ;
-                st_rel(mine, ++v);
+                send(mine, ++v, variant, claim, &sink);
             }
         }
+        if (sink == 1) /* never: keeps the clock reads */
+            samples[0] = sink;
         if (ping)
             samples[r] = now_ns() - t0;
     }
 }
 
-extern "C" int gb_hop_floor(int device, uint32_t n, uint32_t rounds, double *median_ns, double *p99_ns)
+extern "C" int gb_hop_floor(int device, int variant, uint32_t n, uint32_t rounds, double *median_ns, double *p99_ns)
 {
     n += n & 1; /* whole round trips */
     unsigned long long *seq = nullptr, *samples = nullptr;
     cudaStream_t s[2] = {nullptr, nullptr};
     std::vector<unsigned long long> h(rounds);
-    bool ok = cudaSetDevice(device) == cudaSuccess && cudaMalloc(&seq, 256) == cudaSuccess &&
-              cudaMalloc(&samples, rounds * sizeof *samples) == cudaSuccess && cudaMemset(seq, 0, 256) == cudaSuccess &&
+    bool ok = cudaSetDevice(device) == cudaSuccess && cudaMalloc(&seq, 512) == cudaSuccess &&
+              cudaMalloc(&samples, rounds * sizeof *samples) == cudaSuccess && cudaMemset(seq, 0, 512) == cudaSuccess &&
               cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking) == cudaSuccess &&
               cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking) == cudaSuccess;
     if (ok) {
-        /* The two counters 128 bytes apart: each its own line. */
-        hop_floor_kernel<<<1, 1, 0, s[1]>>>(seq + 16, seq, 0, n, rounds, samples);
-        hop_floor_kernel<<<1, 1, 0, s[0]>>>(seq, seq + 16, 1, n, rounds, samples);
+        /* The two counters 256 bytes apart: each, and each claim word, its own line. */
+        hop_floor_kernel<<<1, 1, 0, s[1]>>>(seq + 32, seq, 0, n, rounds, samples, variant);
+        hop_floor_kernel<<<1, 1, 0, s[0]>>>(seq, seq + 32, 1, n, rounds, samples, variant);
         ok = cudaDeviceSynchronize() == cudaSuccess &&
              cudaMemcpy(h.data(), samples, rounds * sizeof *samples, cudaMemcpyDeviceToHost) == cudaSuccess;
     }

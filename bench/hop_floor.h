@@ -10,9 +10,14 @@
 extern "C" {
 #endif
 
+/* Variants, for what a hop's parts cost beside the floor. */
+#define GB_HOP_FLOOR_BARE 0
+#define GB_HOP_FLOOR_CLOCK 1 /* and a %globaltimer read before each send */
+#define GB_HOP_FLOOR_CAS 2   /* and a compare-and-swap in device memory before each send */
+
 /* Median ns a hop of `rounds` samples of n hops each on CUDA device
  * `device`, into *median_ns and *p99_ns. -1 without CUDA or on an error. */
-int gb_hop_floor(int device, uint32_t n, uint32_t rounds, double *median_ns, double *p99_ns);
+int gb_hop_floor(int device, int variant, uint32_t n, uint32_t rounds, double *median_ns, double *p99_ns);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,28 @@ static __device__ __forceinline__ uint64_t gbk_now_ns(void)
     return ns;
 }
 
-/* GPU-scope acquire and release: both ends of a link are on this GPU. */
+/* GPU scope: both ends of a link are on this GPU. ld.volatile and
+ * st.volatile are system-scope (relaxed.sys) and cost more; the link's own
+ * words and slots need only the GPU's L2 to agree. */
+static __device__ __forceinline__ unsigned long long gbk_ld_relaxed_gpu(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
+    return v;
+}
+static __device__ __forceinline__ void gbk_st_relaxed_gpu(unsigned long long *p, unsigned long long v)
+{
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
+}
+static __device__ __forceinline__ uint4 gbk_ld_relaxed_gpu_v4(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(__cvta_generic_to_global(p))
+                 : "memory");
+    return v;
+}
 static __device__ __forceinline__ unsigned long long gbk_ld_acquire_gpu(const unsigned long long *p)
 {
     unsigned long long v;
@@ -62,13 +83,14 @@ static __device__ __forceinline__ unsigned char *gbk_link_slot(const gb_link_t *
     return L->slots + (size_t)(pos & (L->cap - 1)) * L->slot_size;
 }
 
-/* Whether the host has delivered every message this pair sent by the host
+/* Whether the host has delivered every message pair t sent by the host
  * path (held of them), so that a forward may overtake none: a PCIe read,
  * only while some are outstanding. */
-static __device__ __noinline__ bool gbk_link_caught_up(gb_link_t *L, unsigned long long held)
+static __device__ __noinline__ bool gbk_link_caught_up(const gb_link_t *L, gb_link_cache_t *c, uint32_t t,
+                                                        unsigned long long held)
 {
     const unsigned long long d = ld_volatile((volatile uint64_t *)&L->host->delivered);
-    st_volatile((volatile unsigned long long *)&L->held_seen, d);
+    atomicMax(&c->seen[t], d);
     return held == d;
 }
 
@@ -89,33 +111,39 @@ static __device__ __forceinline__ void gbk_link_answer(const gb_link_origin_t &o
 }
 
 /* The turn's lone forward by its link, if the link takes it: returns true
- * when it left (the turn then answers GB_SLOT_LINKED). */
+ * when it left (the turn then answers GB_SLOT_LINKED). The claim is one
+ * compare-and-swap on head from the position the kernel expects (a failure
+ * returns the true head: another thread of the kernel claimed, or the
+ * target closed the link). */
 static __device__ __noinline__ bool gbk_link_forward(const gb_link_turn_t *lt, const gb_grain_mail_t *m)
 {
     const gb_mail_msg_t *msg = (const gb_mail_msg_t *)(m->top - m->used);
-    gb_link_t *L = lt->out[msg->target]; /* target < n_targets: gb_mail_put checked it */
-    if (!L || msg->len > L->pl_cap || lt->origin.out_cap < L->pl_cap || lt->origin.hops + 1 > lt->max_hops ||
-        gb_link_device_of_key(msg->key, lt->n_devs) != lt->dev)
+    const uint32_t t = msg->target; /* < n_targets: gb_mail_put checked it */
+    gb_link_t *L = lt->out[t];
+    if (!L || L->closed || msg->len > L->pl_cap || lt->origin.out_cap < L->pl_cap ||
+        lt->origin.hops + 1 > lt->max_hops || gb_link_device_of_key(msg->key, lt->n_devs) != lt->dev)
         return false;
-    /* One round of L2 loads, issued together. tail needs no acquire: the
-     * target stores it after its reads of the slot have returned. */
-    const unsigned long long held = ld_volatile((volatile unsigned long long *)&L->held);
-    const unsigned long long seen = ld_volatile((volatile unsigned long long *)&L->held_seen);
-    const uint32_t closed = L->closed;
-    unsigned long long pos = ld_volatile((volatile unsigned long long *)&L->head);
-    unsigned long long tail = ld_volatile((volatile unsigned long long *)&L->tail);
-    if (closed || (held != seen && !gbk_link_caught_up(L, held)))
+    gb_link_cache_t *c = lt->cache;
+    const unsigned long long held = c->held[t];
+    if (held != c->seen[t] && !gbk_link_caught_up(L, c, t, held))
         return false;
-    for (;;) { /* claim a position: several threads of a window may forward at once */
+    unsigned long long pos = c->head[t], tail = c->tail[t];
+    for (;;) { /* several threads of a window may forward at once */
         if (pos & GB_LINK_CLOSED)
             return false; /* its target stopped: the host path, which knows it */
-        if (pos - tail >= L->cap && pos - (tail = ld_volatile((volatile unsigned long long *)&L->tail)) >= L->cap)
-            return false; /* full: the host path, where the outbox waits */
+        if (pos - tail >= L->cap) {
+            /* the target's tail: it stores it once its reads of the slot have returned */
+            tail = gbk_ld_relaxed_gpu(&L->tail);
+            atomicMax(&c->tail[t], tail);
+            if (pos - tail >= L->cap)
+                return false; /* full: the host path, where the outbox waits */
+        }
         const unsigned long long was = atomicCAS(&L->head, pos, pos + 1);
         if (was == pos)
             break;
         pos = was;
     }
+    atomicMax(&c->head[t], pos + 1);
     /* Origin and header as four 16-byte stores (the stamp 0 for now), the
      * record, then the stamp with release. */
     union {
@@ -136,11 +164,11 @@ static __device__ __noinline__ bool gbk_link_forward(const gb_link_turn_t *lt, c
     head.s.h.aux = 0;
     head.s.h.seq = 0;
     uint4 *dst = (uint4 *)gbk_link_slot(L, pos);
-    for (int c = 0; c < 4; c++)
-        dst[c] = head.v[c];
+    for (int k = 0; k < 4; k++)
+        dst[k] = head.v[k];
     const uint4 *src = (const uint4 *)(msg + 1); /* records are 16-aligned in the mail */
-    for (uint32_t c = 0; c < (msg->len + 15) / 16; c++)
-        dst[4 + c] = src[c];
+    for (uint32_t k = 0; k < (msg->len + 15) / 16; k++)
+        dst[4 + k] = src[k];
     gbk_st_release_gpu32(&((gb_slot_hdr_t *)(dst + 2))->seq, gb_stamp(pos));
     return true;
 }
@@ -155,7 +183,7 @@ static __device__ __noinline__ void gbk_link_hold(const gb_link_turn_t *lt, gb_g
         gb_link_t *L = msg->target < m->n_targets ? lt->out[msg->target] : NULL;
         if (L && gb_link_device_of_key(msg->key, lt->n_devs) == lt->dev) {
             msg->flags |= GB_MAIL_HELD;
-            atomicAdd(&L->held, 1ull);
+            atomicAdd(&lt->cache->held[msg->target], 1ull);
         }
         at += 16 + gb_mail_pad16(msg->len);
     }
@@ -165,7 +193,7 @@ static __device__ __noinline__ void gbk_link_hold(const gb_link_turn_t *lt, gb_g
  * link k). Lane k keeps link k's tail in ltail. A relaxed load at GPU scope,
  * not an acquire: an acquire drops the SM's L1 (CCTL.IVALL), and every load
  * of the turn after it (the link's fields, the grain table) would go to L2.
- * The slot's own loads are strong (ld.volatile, served by L2), issued only
+ * The slot's own loads are strong (relaxed.gpu, served by L2), issued only
  * once the stamp's value is used, and the sender released the slot to L2
  * before its stamp. */
 static __device__ __forceinline__ uint32_t gbk_link_ready(const gb_kargs_t &a, unsigned long long ltail)

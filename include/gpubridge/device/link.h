@@ -20,7 +20,7 @@
  * grain writes the reply straight into that slot (GB_SLOT_FROM below), so
  * the host reads it as the caller's ring's own reply. Anything else, and a
  * full link, takes the host path (mail.h), which keeps its bounds. Once a
- * pair has messages on the host path (`held` ahead of `delivered`), its
+ * pair has messages on the host path (its `held` ahead of `delivered`), its
  * forwards stay there until the host has delivered them, so a pair's order
  * holds across both paths. */
 #ifndef GB_DEVICE_LINK_H
@@ -59,11 +59,9 @@ typedef struct gb_link_host {
 
 /* One link (device memory): sender type -> target type, one device. */
 typedef struct gb_link {
-    /* the sender's kernel */
-    unsigned long long head;      /* positions claimed (| GB_LINK_CLOSED once the target stopped) */
-    unsigned long long held;      /* the pair's messages that left by the host path */
-    unsigned long long held_seen; /* `delivered`, as last read */
-    uint64_t _pad0[GB_LINE / 8 - 3];
+    /* the sender's kernel (its own bookkeeping is in its shared memory: gb_link_cache_t) */
+    unsigned long long head; /* positions claimed (| GB_LINK_CLOSED once the target stopped) */
+    uint64_t _pad0[GB_LINE / 8 - 1];
     /* the target's kernel */
     unsigned long long tail;    /* positions taken */
     unsigned long long refused; /* messages it answered undeliverable */
@@ -85,9 +83,22 @@ GB_STATIC_ASSERT(sizeof(gb_link_origin_t) == 32, "a link origin is 32 bytes");
 GB_STATIC_ASSERT(sizeof(gb_link_host_t) == 2 * GB_LINE, "a link's host part is two lines");
 GB_STATIC_ASSERT(sizeof(gb_link_t) == 3 * GB_LINE, "a link is three lines");
 
+/* A sending kernel's view of its links, in its shared memory (one block
+ * sends into a link, so no other agent needs it): by target index, the
+ * next position to claim and the last tail read (claims start there, with
+ * no L2 load first), and the pair's messages that took the host path
+ * (held) against those the host has said delivered (seen). */
+typedef struct gb_link_cache {
+    unsigned long long head[GB_MAIL_MAX_TARGETS];
+    unsigned long long tail[GB_MAIL_MAX_TARGETS];
+    unsigned long long held[GB_MAIL_MAX_TARGETS];
+    unsigned long long seen[GB_MAIL_MAX_TARGETS];
+} gb_link_cache_t;
+
 /* What a turn on the device needs to forward by a link. */
 typedef struct gb_link_turn {
     gb_link_t *const *out;   /* by target index (the kernel's gb_kargs_t.link_out) */
+    gb_link_cache_t *cache;  /* the kernel's (shared memory) */
     gb_link_origin_t origin; /* the caller's slot */
     uint32_t n_devs, dev;    /* a link serves keys of its own device only (gb_link_device_of_key) */
     uint32_t max_hops;       /* messaging.max_hops */

@@ -84,6 +84,7 @@ typedef struct gbk_view {
     uint32_t SP;      /* a slot's stride in shared memory */
     uint32_t C16_LOG; /* chunk -> slot by a shift (slot sizes are powers of two, gb_rk_new), not a
                        * division by a run-time value (some 20 instructions a load) */
+    gb_link_cache_t *lc; /* the kernel's view of its links out (link.h) */
 } gbk_view_t;
 
 /* Words one thread reads or decides for the whole block (shared memory). */
@@ -202,6 +203,7 @@ static __device__ __forceinline__ const gb_link_turn_t *gbk_turn_links(const gb_
         if (a.n_devs == 0 || h->status != 0) /* no links; or large, refused, answered */
             return NULL;
         lt.out = a.link_out;
+        lt.cache = V.lc;
         lt.origin.out_slot = (uint64_t)(uintptr_t)(V.out + (size_t)(pos & V.mask) * V.S);
         lt.origin.pos = pos;
         lt.origin.since_ns = 0;
@@ -319,7 +321,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             ack_active(V.ctl, ks, r.active);
         /* Link messages first: the request ring's slot, already read, waits
          * no longer than one link message a link. */
-        const bool linked = a.n_link_in && gbk_link_step<G>(a, V.s_in, V.s_out, V.S, P.ltail, r.active,
+        const bool linked = a.n_link_in && gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, r.active,
                                                             P.resume_fence, r.test);
         const bool ready = r.active && r.seq == gb_stamp(P.tail);
         if (!r.active)
@@ -342,7 +344,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             return GB_EXIT_INPUT_EMPTY; /* nothing (or deactivated): leave it queued */
         if (linked) {
             if (r.active) /* not after refusing expired messages of a paused kernel */
-                gbk_link_spin<G>(a, V.s_in, V.s_out, V.S, P.ltail, P.resume_fence, r.test);
+                gbk_link_spin<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, P.resume_fence, r.test);
             P.idle_polls = 0;
             P.sleep_ns = 0;
             continue;
@@ -694,7 +696,7 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
     window_write<G>(a, V, sh, P, ks, n);
     if (a.n_link_in) { /* links between windows, on warp 0: a busy ring does not starve them */
         __syncthreads(); /* the window's shared copies are written out */
-        if (threadIdx.x < 32 && gbk_link_step<G>(a, V.s_in, V.s_out, V.S, P.ltail, true, P.resume_fence, sh.test))
+        if (threadIdx.x < 32 && gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, true, P.resume_fence, sh.test))
             gbk_link_publish(a, P.ltail);
     }
     if (threadIdx.x == 0) {
@@ -742,8 +744,12 @@ static __device__ __forceinline__ void ring_exit(const gb_kargs_t &a, const gbk_
 template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
 {
     const uint32_t tid = threadIdx.x;
-    const gbk_view_t V = gbk_view_of(a);
     __shared__ gbk_shared_t sh;
+    __shared__ gb_link_cache_t lc;
+    gbk_view_t V = gbk_view_of(a);
+    V.lc = &lc;
+    if (a.n_devs)
+        gbk_link_cache_init(a, &lc); /* before the barrier below */
 
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;

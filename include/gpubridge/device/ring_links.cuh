@@ -10,15 +10,16 @@
  * expired, refuses it) and answers its caller, unless its turn forwarded it
  * on by a link. */
 template <typename G>
-static __device__ __noinline__ void gbk_link_run(gb_kargs_t &a, unsigned char *s_in, unsigned char *s_out,
-                                                 uint32_t S, uint32_t k, unsigned long long tail, bool expire,
-                                                 uint32_t test, uint4 o0, uint4 o1)
+static __device__ __noinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
+                                                 unsigned char *s_out, uint32_t S, uint32_t k, unsigned long long tail,
+                                                 bool expire, uint32_t test, uint4 o0, uint4 o1)
 {
     gb_link_t *L = a.link_in[k];
     gb_link_turn_t lt;
     const uint4 o[2] = {o0, o1};
     memcpy(&lt.origin, o, sizeof lt.origin);
     lt.out = a.link_out;
+    lt.cache = lc;
     lt.n_devs = a.n_devs;
     lt.dev = a.dev;
     lt.max_hops = a.max_hops;
@@ -36,7 +37,7 @@ static __device__ __noinline__ void gbk_link_run(gb_kargs_t &a, unsigned char *s
         gbk_link_answer(lt.origin, a.self, oh, s_out + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE);
     /* The slot may be reused: a relaxed store, since every read of it has
      * returned (its values are in shared memory and registers). */
-    st_volatile((volatile unsigned long long *)&L->tail, tail + 1);
+    gbk_st_relaxed_gpu(&L->tail, tail + 1);
     if (expire)
         st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 1ull) + 1);
 }
@@ -47,9 +48,9 @@ static __device__ __noinline__ void gbk_link_run(gb_kargs_t &a, unsigned char *s
  * windows. Returns whether it took any. fence: the host may have rewritten
  * the activation table since the last dispatch (see lone_read). */
 template <typename G>
-static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, unsigned char *s_in, unsigned char *s_out,
-                                                     uint32_t S, unsigned long long &ltail, bool active,
-                                                     uint32_t &fence, uint32_t test)
+static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
+                                                     unsigned char *s_out, uint32_t S, unsigned long long &ltail,
+                                                     bool active, uint32_t &fence, uint32_t test)
 {
     const uint32_t lane = threadIdx.x;
     uint32_t ready = gbk_link_ready(a, ltail);
@@ -67,18 +68,18 @@ static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, unsigned cha
         const unsigned char *slot = gbk_link_slot(a.link_in[k], tail);
         bool expire = false;
         if (!active) {
-            const uint64_t since = ld_volatile(&((const volatile gb_link_origin_t *)slot)->since_ns);
+            const uint64_t since = gbk_ld_relaxed_gpu((const unsigned long long *)(slot + offsetof(gb_link_origin_t, since_ns)));
             expire = __shfl_sync(0xffffffffu, gbk_now_ns(), 0) - since > a.hold_ns; /* warp-uniform */
             if (!expire)
                 continue; /* deactivated: it waits */
         }
-        /* The whole slot in one round of loads (ld.volatile: it was written
+        /* The whole slot in one round of loads (strong, GPU scope: it was written
          * from another SM, and this SM's L1 may hold the lap before): the
          * origin into lanes 0 and 1, the request into shared memory. */
         uint4 o0 = make_uint4(0, 0, 0, 0), o1 = o0;
         const uint32_t chunks = (uint32_t)(sizeof(gb_link_origin_t) + S) / 16;
         for (uint32_t c = lane; c < chunks; c += 32) {
-            const uint4 v = ld_volatile_v4(slot + c * 16);
+            const uint4 v = gbk_ld_relaxed_gpu_v4(slot + c * 16);
             if (c < 2)
                 (c == 0 ? o0 : o1) = v;
             else
@@ -88,7 +89,7 @@ static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, unsigned cha
         o1.z = __shfl_sync(0xffffffffu, o1.z, 1), o1.w = __shfl_sync(0xffffffffu, o1.w, 1);
         __syncwarp();
         if (lane == 0)
-            gbk_link_run<G>(a, s_in, s_out, S, k, tail, expire, test, o0, o1);
+            gbk_link_run<G>(a, lc, s_in, s_out, S, k, tail, expire, test, o0, o1);
         __syncwarp();
         if (lane == k)
             ltail++;
@@ -109,24 +110,33 @@ static __device__ __forceinline__ void gbk_link_publish(const gb_kargs_t &a, uns
 /* After link messages: warp 0 polls the links alone (L2 loads, no PCIe
  * read of the request ring) while they keep bringing messages, so that a
  * message between grains waits for no PCIe round. It stops after
- * GBK_LINK_IDLE_NS without one, or GBK_LINK_SPIN_NS in all, whichever comes
- * first: a client's request then waits at most that long for its poll. */
-#define GBK_LINK_IDLE_NS 20000u
-#define GBK_LINK_SPIN_NS 100000u
+ * GBK_LINK_IDLE_POLLS polls without one (some tens of microseconds: a poll
+ * is an L2 round trip), or GBK_LINK_SPIN_POLLS in all, whichever comes
+ * first: a client's request then waits at most that long for its poll.
+ * Counted in polls, not read from a clock: no clock read on the hop's path. */
+#define GBK_LINK_IDLE_POLLS 64u
+#define GBK_LINK_SPIN_POLLS 512u
 template <typename G>
-static __device__ __forceinline__ void gbk_link_spin(gb_kargs_t &a, unsigned char *s_in, unsigned char *s_out,
-                                                     uint32_t S, unsigned long long &ltail, uint32_t &fence,
-                                                     uint32_t test)
+static __device__ __forceinline__ void gbk_link_spin(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
+                                                     unsigned char *s_out, uint32_t S, unsigned long long &ltail,
+                                                     uint32_t &fence, uint32_t test)
 {
-    const uint64_t t0 = __shfl_sync(0xffffffffu, gbk_now_ns(), 0);
-    for (uint64_t last = t0;;) {
-        const uint64_t now = __shfl_sync(0xffffffffu, gbk_now_ns(), 0); /* warp-uniform */
-        if (gbk_link_step<G>(a, s_in, s_out, S, ltail, true, fence, test))
-            last = now;
-        else if (now - last > GBK_LINK_IDLE_NS || now - t0 > GBK_LINK_SPIN_NS)
-            break;
-    }
+    for (uint32_t polls = 0, idle = 0; polls < GBK_LINK_SPIN_POLLS && idle < GBK_LINK_IDLE_POLLS; polls++)
+        idle = gbk_link_step<G>(a, lc, s_in, s_out, S, ltail, true, fence, test) ? 0 : idle + 1;
     gbk_link_publish(a, ltail);
+}
+
+/* The kernel's link cache (gb_link_cache_t), from its links as it starts. */
+static __device__ __forceinline__ void gbk_link_cache_init(const gb_kargs_t &a, gb_link_cache_t *lc)
+{
+    const uint32_t t = threadIdx.x;
+    if (t < GB_MAIL_MAX_TARGETS) {
+        const gb_link_t *L = a.n_devs ? a.link_out[t] : NULL;
+        lc->head[t] = L ? gbk_ld_relaxed_gpu(&L->head) & ~GB_LINK_CLOSED : 0;
+        lc->tail[t] = L ? gbk_ld_relaxed_gpu(&L->tail) : 0;
+        /* held counts from the host's delivered count: none outstanding */
+        lc->held[t] = lc->seen[t] = L ? ld_volatile((volatile uint64_t *)&L->host->delivered) : 0;
+    }
 }
 
 /* Lane 0, as a kernel told to stop leaves: closes its links (the atomic OR
