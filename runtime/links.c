@@ -12,6 +12,7 @@
 #include "log.h"
 
 #define GB_MAX_LINKS (GB_MAX_RINGS * GB_MAIL_MAX_TARGETS)
+_Static_assert(GB_MAX_RINGS <= 64, "a reply's status names its ring in 6 bits (gb_slot_from)");
 
 typedef struct gbi_link_pair {
     uint8_t from, target, to, dev; /* sender ring, its target index, target ring, engine device */
@@ -44,8 +45,9 @@ static void find_pairs(gb_links_t *l, gb_engine_t *e)
                 continue;
             const size_t to = e->ring_of[e->types[t->target[j]].type_idx][t->dev];
             const gb_engine_type_t *tt = &e->types[to];
-            if (!tt->rk || tt->dev != t->dev || !gbi_links_eligible(tt->rk))
-                continue;
+            const gb_grain_desc_t *td = tt->kind ? gb_grain_get(tt->kind) : NULL;
+            if (!tt->rk || tt->dev != t->dev || !gbi_links_eligible(tt->rk) || (td && td->hooks && td->hooks->reply_max))
+                continue; /* a reply_max hook may want an out-of-line reply, which only the host path makes */
             if (n_in[to] == GB_LINK_IN_MAX) {
                 GB_INFO("grain type '%s': more than %d links into it; messages from '%s' take the host path",
                         tt->name, GB_LINK_IN_MAX, t->name);
@@ -145,8 +147,8 @@ gb_err gb_links_new(gb_engine_t *e, const gb_config_t *cfg, gb_links_t **out)
     for (size_t d = 0; err == GB_OK && d < e->n_devs; d++)
         err = place_device(l, e, cfg, d);
     if (err != GB_OK) {
-        GB_ERROR("cannot allocate the device links between grain types (%s); set messaging.device_links = false "
-                 "to route every message by the host", gb_strerror(err));
+        GB_WARN("cannot allocate the device links between grain types (%s); set messaging.device_links = false "
+                 "to route every message by the host without trying", gb_strerror(err));
         gb_links_destroy(&l);
         return err;
     }
@@ -202,6 +204,14 @@ void gb_links_destroy(gb_links_t **pl)
         gbi_links_host_free(l->host);
     free(l);
     *pl = NULL;
+}
+
+int gb_links_is_target(const gb_links_t *l, size_t ring)
+{
+    for (size_t k = 0; l && k < l->n; k++)
+        if (l->pair[k].to == ring)
+            return 1;
+    return 0;
 }
 
 int gb_links_find(const gb_links_t *l, size_t from, uint32_t target)

@@ -32,6 +32,9 @@ void gb_links_check(gb_links_t *l, struct gb_engine *e);
 void gb_links_close_into(gb_links_t *l, size_t to);
 /* Frees them, once every ring kernel has stopped. Takes NULL. */
 void gb_links_destroy(gb_links_t **l);
+/* Whether ring `ring` takes messages from links (only such a ring writes
+ * replies into other rings). */
+int gb_links_is_target(const gb_links_t *l, size_t ring);
 /* The link of ring `from`'s target index i, or -1. */
 int gb_links_find(const gb_links_t *l, size_t from, uint32_t target);
 /* One more GB_MAIL_HELD message of link was delivered or given up (any thread). */

@@ -304,7 +304,10 @@ static gbi_ring_t *reply_from(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t
     if (!(h->status & GB_SLOT_FROM))
         return r;
     const size_t from = (h->status & ~GB_SLOT_FROM) >> GB_SLOT_FROM_SHIFT;
-    return from < s->engine->n_types && s->rings[from].t && s->rings[from].t->rk ? &s->rings[from] : NULL;
+    return from < s->engine->n_types && s->rings[from].t && s->rings[from].t->rk &&
+                   gb_links_is_target(s->engine->links, from)
+               ? &s->rings[from]
+               : NULL;
 }
 
 /* Answers reply h (written by ring from's grain) of ring r for p. Returns
@@ -517,13 +520,14 @@ void gbi_check_health(gb_server_t *s)
 void gbi_finish(gb_server_t *s)
 {
     gb_links_close_into(s->engine->links, SIZE_MAX);
-    for (size_t i = 0; i < s->engine->n_types; i++) {
-        gbi_ring_t *r = &s->rings[i];
-        if (r->t && r->t->rk) {
-            gb_rk_terminate(r->t->rk, 2000);
-            drain_ring(s, r);
-        }
-    }
+    /* Every kernel stops before any ring is drained: a forward's last grain
+     * may still be writing its reply into another type's ring. */
+    for (size_t i = 0; i < s->engine->n_types; i++)
+        if (s->rings[i].t && s->rings[i].t->rk)
+            gb_rk_terminate(s->rings[i].t->rk, 2000);
+    for (size_t i = 0; i < s->engine->n_types; i++)
+        if (s->rings[i].t && s->rings[i].t->rk)
+            drain_ring(s, &s->rings[i]);
     gbi_route_fini(s, 1); /* what replies routed meanwhile, or was waiting, will not be delivered */
     for (int k = 0; k < 100000 && gbi_read_one(s); k++)
         ;

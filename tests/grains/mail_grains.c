@@ -72,6 +72,8 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
         memcpy(&seq, v, 8);
         return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, &seq, 8);
     }
+    case MT_BAD_STATUS: /* the caller must get an error, and the type's later replies must flow */
+        return GB_SLOT_LINKED;
     case MT_TO_SINK: /* the caller gets mt.sink's reply */
         return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, NULL, 0);
     case MT_BIG: /* built in out, forwarded from there */
@@ -137,7 +139,8 @@ static const gb_grain_msg_t mt_msgs[] = {{MT_HOPS, "Hops"},         {MT_SEND, "S
                                          {MT_OVERSIZED, "Oversized"}, {MT_CYCLE, "Cycle"}, {MT_FANOUT, "Fanout"},
                                          {MT_TO_SINK, "ToSink"},     {MT_BIG, "Big"},       {MT_BYTES, "Bytes"},
                                          {MT_SCRIBBLE, "Scribble"},  {MT_LOST_FWD, "LostForward"},
-                                         {MT_WALK, "Walk"},          {MT_FWD_SEQ, "ForwardNumbered"}};
+                                         {MT_WALK, "Walk"},          {MT_FWD_SEQ, "ForwardNumbered"},
+                                         {MT_BAD_STATUS, "BadStatus"}};
 static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}};
 static const char *const a_targets[] = {"mt.b", "mt.sink"};
 static const char *const b_targets[] = {"mt.a"};

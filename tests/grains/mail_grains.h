@@ -16,6 +16,7 @@ enum {
     MT_LOST_FWD = 11,  /* mt.a: sends a note, its forward refused for room, returns FORWARDED anyway */
     MT_WALK = 12,      /* mt.a, mt.b: {uint32 left, uint32 made} as MT_HOPS, each hop to the next key */
     MT_FWD_SEQ = 13,   /* mt.a: {uint64 number} -> forwarded to mt.sink as that NOTE (its reply comes back) */
+    MT_BAD_STATUS = 14, /* mt.a: returns a status of the dispatch's own (GB_SLOT_LINKED): a handler's bug */
     MT_NOTE = 1,       /* mt.sink: {uint64 number} or empty -> {uint64 count, uint64 out of order} */
     MT_GET = 2,        /* mt.sink: -> {uint64 count, uint64 out of order} */
 };

@@ -49,6 +49,16 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
     return GBI_RUN_HANDLER;
 }
 
+/* What a handler returned, as the reply's status: the dispatch's own
+ * statuses (GB_SLOT_MAIL and up) and anything past them are not a handler's
+ * to return (a reply slot whose status said LINKED would never be written,
+ * and GB_SLOT_FROM statuses name another type), so they become
+ * GB_SLOT_HANDLER_ERROR. */
+GB_HD uint32_t gbi_handler_status(uint32_t st)
+{
+    return st >= GB_SLOT_MAIL ? (uint32_t)GB_SLOT_HANDLER_ERROR : st;
+}
+
 /* The reply's header, all but seq, once the handler has run (or not). Returns
  * 1 when the reply is an error (for the errors counter). */
 GB_HD int gbi_dispatch_post(const gb_slot_hdr_t *in, gb_slot_hdr_t *out, uint32_t st, uint32_t out_len,
@@ -85,22 +95,27 @@ GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *st
                                uint32_t *out_len, uint32_t *aux, const gb_link_turn_t *lt = NULL)
 {
     if constexpr (gbi_n_targets<G>::value == 0) {
-        (void)key;
-        return G::on_message(ctx, state, type, in, in_len, out, out_cap, out_len, aux);
+        (void)key, (void)lt;
+        return gbi_handler_status(G::on_message(ctx, state, type, in, in_len, out, out_cap, out_len, aux));
     } else {
         gb_grain_mail_t m;
         gb_mail_begin(&m, key, out, out_cap, gbi_n_targets<G>::value);
         gb_grain_ctx_t c = *ctx;
         c.mail = &m;
-        const uint32_t st = G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux);
+        const uint32_t st = gbi_handler_status(G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux));
 #if defined(__CUDA_ARCH__)
         if (lt) {
             if (m.n == 1 && m.forwarded && gbk_link_forward(lt, &m)) {
                 *out_len = 0;
                 return GB_SLOT_LINKED;
             }
-            if (m.n)
+            if (m.n) {
                 gbk_link_hold(lt, &m);
+                const uint32_t fin = gb_mail_finish(&m, out, st, out_len);
+                if (fin == GB_SLOT_MAIL)
+                    gbk_link_count_held(lt, out, *out_len);
+                return fin;
+            }
         }
 #else
         (void)lt;
@@ -189,13 +204,14 @@ static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, uint32_t n_targets
         if (gbi_is_large(in))
             gbi_large_resolve(in_pl, &ipl, &ilen, &opl, &ocap);
         if (n_targets == 0) {
-            st = fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux);
+            st = gbi_handler_status(fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux));
         } else {
             gb_grain_mail_t m;
             gb_mail_begin(&m, in->key, opl, ocap, n_targets);
             gb_grain_ctx_t c = *ctx;
             c.mail = &m;
-            st = gb_mail_finish(&m, opl, fn(&c, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux), &out_len);
+            st = gb_mail_finish(&m, opl, gbi_handler_status(fn(&c, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux)),
+                                &out_len);
         }
     }
     return gbi_dispatch_post(in, out, st, out_len, aux);
