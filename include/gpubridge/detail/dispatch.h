@@ -95,7 +95,7 @@ GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *st
                                uint32_t *out_len, uint32_t *aux, const gb_link_turn_t *lt = NULL)
 {
     if constexpr (gbi_n_targets<G>::value == 0) {
-        (void)key, (void)lt;
+        (void)key;
         return gbi_handler_status(G::on_message(ctx, state, type, in, in_len, out, out_cap, out_len, aux));
     } else {
         gb_grain_mail_t m;
@@ -109,13 +109,8 @@ GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *st
                 *out_len = 0;
                 return GB_SLOT_LINKED;
             }
-            if (m.n) {
+            if (m.n)
                 gbk_link_hold(lt, &m);
-                const uint32_t fin = gb_mail_finish(&m, out, st, out_len);
-                if (fin == GB_SLOT_MAIL)
-                    gbk_link_count_held(lt, out, *out_len);
-                return fin;
-            }
         }
 #else
         (void)lt;

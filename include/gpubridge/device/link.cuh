@@ -91,7 +91,7 @@ static __device__ __noinline__ bool gbk_link_caught_up(const gb_link_t *L, gb_li
 {
     const unsigned long long d = ld_volatile((volatile uint64_t *)&L->host->delivered);
     atomicMax(&c->seen[t], d);
-    return d >= held; /* more only if a handler marked a message itself */
+    return held == d;
 }
 
 /* One thread: writes reply oh (payload in pl) of ring `self` into the
@@ -125,12 +125,12 @@ static __device__ __noinline__ bool gbk_link_forward(const gb_link_turn_t *lt, c
         return false;
     gb_link_cache_t *c = lt->cache;
     const unsigned long long held = c->held[t];
-    if (held > c->seen[t] && !gbk_link_caught_up(L, c, t, held))
+    if (held != c->seen[t] && !gbk_link_caught_up(L, c, t, held))
         return false;
     unsigned long long pos = c->head[t], tail = c->tail[t];
     for (;;) { /* several threads of a window may forward at once */
-        if (pos & GB_LINK_FLAGS)
-            return false; /* its target stopped or is paused: the host path, which knows it */
+        if (pos & GB_LINK_CLOSED)
+            return false; /* its target stopped: the host path, which knows it */
         if (pos - tail >= L->cap) {
             /* the target's tail: it stores it once its reads of the slot have returned */
             tail = gbk_ld_relaxed_gpu(&L->tail);
@@ -174,31 +174,19 @@ static __device__ __noinline__ bool gbk_link_forward(const gb_link_turn_t *lt, c
 }
 
 /* The turn's messages take the host path: those of a linked pair are marked
- * held, and carry the hops made on the device. */
+ * held and counted, so the pair's later forwards wait for their delivery. */
 static __device__ __noinline__ void gbk_link_hold(const gb_link_turn_t *lt, gb_grain_mail_t *m)
 {
     m->hops = (uint16_t)min(lt->origin.hops, 0xFFFFu);
     for (uint32_t at = 0; at < m->used;) {
         gb_mail_msg_t *msg = (gb_mail_msg_t *)(m->top - m->used + at);
-        if (msg->target < m->n_targets && lt->out[msg->target] &&
-            gb_link_device_of_key(msg->key, lt->n_devs) == lt->dev)
+        gb_link_t *L = msg->target < m->n_targets ? lt->out[msg->target] : NULL;
+        if (L && gb_link_device_of_key(msg->key, lt->n_devs) == lt->dev) {
             msg->flags |= GB_MAIL_HELD;
+            atomicAdd(&lt->cache->held[msg->target], 1ull);
+        }
         at += 16 + gb_mail_pad16(msg->len);
     }
-}
-
-/* Once the turn's reply carries them (GB_SLOT_MAIL, len bytes at pl): its
- * held messages are counted, so the pair's later forwards wait for their
- * delivery. Not before: a turn that fails (GB_SLOT_MAIL_FULL) sends none. */
-static __device__ __noinline__ void gbk_link_count_held(const gb_link_turn_t *lt, const unsigned char *pl,
-                                                        uint32_t len)
-{
-    gb_mail_trailer_t t;
-    const gb_mail_msg_t *msgs[GB_MAIL_MAX_MSGS];
-    const int n = gb_mail_parse(pl, len, &t, msgs);
-    for (int i = 0; i < n; i++)
-        if ((msgs[i]->flags & GB_MAIL_HELD) && msgs[i]->target < GB_MAIL_MAX_TARGETS && lt->out[msgs[i]->target])
-            atomicAdd(&lt->cache->held[msgs[i]->target], 1ull);
 }
 
 /* Warp 0: which of the kernel's links have a message at their tail (bit k:

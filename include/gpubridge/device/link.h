@@ -36,10 +36,6 @@
  * atomic OR, so that every claim is either before it, and answered by the
  * target, or fails, and takes the host path). */
 #define GB_LINK_CLOSED (1ull << 63)
-/* ... and while the target is deactivated (set and cleared by it, the same
- * way): forwards then take the host path, where the outbox holds them. */
-#define GB_LINK_PAUSED (1ull << 62)
-#define GB_LINK_FLAGS (GB_LINK_CLOSED | GB_LINK_PAUSED)
 #define GB_LINK_IN_MAX 16
 
 /* Who gets the reply of a forward that travels by links: 32 bytes ahead of
@@ -64,7 +60,7 @@ typedef struct gb_link_host {
 /* One link (device memory): sender type -> target type, one device. */
 typedef struct gb_link {
     /* the sender's kernel (its own bookkeeping is in its shared memory: gb_link_cache_t) */
-    unsigned long long head; /* positions claimed, | GB_LINK_FLAGS */
+    unsigned long long head; /* positions claimed (| GB_LINK_CLOSED once the target stopped) */
     uint64_t _pad0[GB_LINE / 8 - 1];
     /* the target's kernel */
     unsigned long long tail;    /* positions taken */

@@ -74,8 +74,6 @@ typedef struct gbk_view {
     const unsigned char *in;
     unsigned char *out;
     unsigned char *s_in, *s_out; /* a window's requests and replies, SP bytes apart */
-    unsigned char *l_in, *l_out; /* a link turn's request and reply (ring_links.cuh): apart from the
-                                  * window's, which a drain before dispatch must keep */
     uint16_t *s_lane;            /* each request's table partition */
     uint16_t *s_bslot;           /* each request's entry in s_bid */
     /* Dispatch bids: an open-addressing table, one entry per key bidding in
@@ -111,9 +109,7 @@ static __device__ __forceinline__ gbk_view_t gbk_view_of(const gb_kargs_t &a)
     V.mask = g.cap - 1;
     V.SP = gbk_smem_pitch(V.S);
     V.C16_LOG = (uint32_t)(__ffs((int)V.C16) - 1);
-    V.l_in = (unsigned char *)gbk_smem;
-    V.l_out = V.l_in + V.SP;
-    V.s_in = V.l_out + V.SP;
+    V.s_in = (unsigned char *)gbk_smem;
     V.s_out = V.s_in + (size_t)a.window * V.SP;
     V.s_lane = (uint16_t *)(V.s_out + (size_t)a.window * V.SP);
     V.s_bslot = V.s_lane + a.window;
@@ -122,14 +118,10 @@ static __device__ __forceinline__ gbk_view_t gbk_view_of(const gb_kargs_t &a)
     return V;
 }
 
-/* Acknowledges an activation change on the control line (one thread); the
- * links into the kernel are paused or resumed first (gbk_link_pause). */
-static __device__ __forceinline__ void ack_active(const gb_kargs_t &a, gb_control_t *ctl, gb_kstate_t &ks,
-                                                  uint32_t active)
+/* Acknowledges an activation change on the control line (one thread). */
+static __device__ __forceinline__ void ack_active(gb_control_t *ctl, gb_kstate_t &ks, uint32_t active)
 {
     if ((int32_t)active != ks.active_seen) {
-        if (a.n_link_in)
-            gbk_link_pause(a, active != 0);
         ks.active_seen = (int32_t)active;
         st_volatile(&ctl->active_seen, (int32_t)active);
         __threadfence_system();
@@ -326,11 +318,11 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
         if (r.term)
             return GB_EXIT_TERMINATED;
         if (lane == 0)
-            ack_active(a, V.ctl, ks, r.active);
+            ack_active(V.ctl, ks, r.active);
         /* Link messages first: the request ring's slot, already read, waits
          * no longer than one link message a link. */
-        const bool linked = a.n_link_in && gbk_link_drain<G>(a, V.lc, V.l_in, V.l_out, V.S, P.ltail, r.active,
-                                                             P.resume_fence, r.test);
+        const bool linked = a.n_link_in && gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, r.active,
+                                                            P.resume_fence, r.test);
         const bool ready = r.active && r.seq == gb_stamp(P.tail);
         if (!r.active)
             P.resume_fence = 1;
@@ -352,14 +344,12 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             return GB_EXIT_INPUT_EMPTY; /* nothing (or deactivated): leave it queued */
         if (linked) {
             if (r.active) /* not after refusing expired messages of a paused kernel */
-                gbk_link_spin<G>(a, V.lc, V.l_in, V.l_out, V.S, P.ltail, P.resume_fence, r.test);
+                gbk_link_spin<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, P.resume_fence, r.test);
             P.idle_polls = 0;
             P.sleep_ns = 0;
             continue;
         }
         idle_backoff(a, P);
-        if ((P.idle_polls & 63) == 0 && a.n_link_in)
-            gbk_link_publish(a, P.ltail); /* idle: the link counts catch up */
         if (lane == 0) {
             if ((P.idle_polls & 63) == 0 && !(r.test & GB_TEST_SKIP_HEARTBEAT))
                 st_volatile(&V.ctl->heartbeat, ++P.beat);
@@ -684,18 +674,10 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
     if (term)
         return GB_EXIT_TERMINATED;
     if (threadIdx.x == 0)
-        ack_active(a, V.ctl, ks, active);
+        ack_active(V.ctl, ks, active);
     if (!active) {
         n = 0; /* deactivated: leave requests queued */
         P.resume_fence = 1;
-    }
-    if (a.n_link_in) {
-        /* Links, on warp 0, before dispatching what was read (ring_links.cuh
-         * says why), or, paused, their refusals past messaging.hold_ms. */
-        if (threadIdx.x < 32 && gbk_link_drain<G>(a, V.lc, V.l_in, V.l_out, V.S, P.ltail, active != 0,
-                                                  P.resume_fence, sh.test))
-            gbk_link_publish(a, P.ltail);
-        __syncthreads();
     }
     if (n == 0) {
         if (a.budget)
@@ -712,6 +694,11 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
     window_dispatch<G>(a, V, sh, P, n, rounds, bid_cycles);
     const long long t2 = gbk_clock<G>();
     window_write<G>(a, V, sh, P, ks, n);
+    if (a.n_link_in) { /* links between windows, on warp 0: a busy ring does not starve them */
+        __syncthreads(); /* the window's shared copies are written out */
+        if (threadIdx.x < 32 && gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, true, P.resume_fence, sh.test))
+            gbk_link_publish(a, P.ltail);
+    }
     if (threadIdx.x == 0) {
         if (a.staging) {
             __threadfence();
@@ -803,8 +790,7 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
 
 static inline size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)
 {
-    /* two slots for link turns, then the window's requests and replies */
-    return (size_t)(window + 1) * gbk_smem_pitch(slot_size) * 2 + (size_t)window * 2 * sizeof(uint16_t) +
+    return (size_t)window * gbk_smem_pitch(slot_size) * 2 + (size_t)window * 2 * sizeof(uint16_t) +
            (size_t)gbk_bid_slots(window) * sizeof(uint32_t);
 }
 

@@ -6,10 +6,6 @@
 #include "gpubridge/detail/dispatch.h"
 #include "gpubridge/device/link.cuh"
 
-/* Passes of gbk_link_drain: enough for a lap of a 256-slot link, one
- * message a link a pass. */
-#define GB_LINK_DRAIN_PASSES 1024u
-
 /* Lane 0: the message at link k's tail as a request: runs its handler (or,
  * expired, refuses it) and answers its caller, unless its turn forwarded it
  * on by a link. */
@@ -50,14 +46,7 @@ static __device__ __noinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache_t 
  * (active), or refuses those that waited past messaging.hold_ms (not
  * active). s_in / s_out: a slot's room each in shared memory, free between
  * windows. Returns whether it took any. fence: the host may have rewritten
- * the activation table since the last dispatch (see lone_read).
- *
- * Order across paths: a message a sender put on the host path after a
- * forward into the link reaches this kernel's request ring only after that
- * forward's stamp was visible (the sender released it before its turn's
- * reply, which the host read). So the kernel drains its links
- * (gbk_link_drain) after reading its request ring and before dispatching
- * what it read. */
+ * the activation table since the last dispatch (see lone_read). */
 template <typename G>
 static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
                                                      unsigned char *s_out, uint32_t S, unsigned long long &ltail,
@@ -79,18 +68,11 @@ static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cach
         const unsigned char *slot = gbk_link_slot(a.link_in[k], tail);
         bool expire = false;
         if (!active) {
-            /* lane 0 decides for the warp: warp-uniform by construction */
-            if (lane == 0)
-                expire = gbk_now_ns() - gbk_ld_relaxed_gpu((const unsigned long long *)(slot + offsetof(
-                                                               gb_link_origin_t, since_ns))) > a.hold_ns;
-            if (!__shfl_sync(0xffffffffu, expire, 0))
+            const uint64_t since = gbk_ld_relaxed_gpu((const unsigned long long *)(slot + offsetof(gb_link_origin_t, since_ns)));
+            expire = __shfl_sync(0xffffffffu, gbk_now_ns(), 0) - since > a.hold_ns; /* warp-uniform */
+            if (!expire)
                 continue; /* deactivated: it waits */
-            expire = true;
-        } else if (lane == 0) {
-            /* once per message taken: orders the slot's loads after its stamp (the poll was relaxed) */
-            (void)gbk_ld_acquire_gpu32(&((const gb_slot_hdr_t *)(slot + sizeof(gb_link_origin_t)))->seq);
         }
-        __syncwarp();
         /* The whole slot in one round of loads (strong, GPU scope: it was written
          * from another SM, and this SM's L1 may hold the lap before): the
          * origin into lanes 0 and 1, the request into shared memory. */
@@ -114,39 +96,6 @@ static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cach
         took = true;
     }
     return took;
-}
-
-/* Warp 0: passes over the links until none has a message ready (at most a
- * lap of each), so that nothing a ring request read before may have been
- * sent after is left behind (see gbk_link_step). Returns whether it took any. */
-template <typename G>
-static __device__ __forceinline__ bool gbk_link_drain(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
-                                                      unsigned char *s_out, uint32_t S, unsigned long long &ltail,
-                                                      bool active, uint32_t &fence, uint32_t test)
-{
-    bool took = false;
-    for (uint32_t pass = 0; pass < GB_LINK_DRAIN_PASSES; pass++) {
-        if (!gbk_link_step<G>(a, lc, s_in, s_out, S, ltail, active, fence, test))
-            break;
-        took = true;
-        if (!active)
-            break; /* refusals: one a link a pass is enough */
-    }
-    return took;
-}
-
-/* Warp 0, on an activation change (one thread): a paused kernel's links take
- * no forward (GB_LINK_PAUSED in their heads), so that its senders' forwards
- * wait in the host's outbox, not in a link, where a forward's caller slot
- * would hold back every later reply of the sender's ring. */
-static __device__ __noinline__ void gbk_link_pause(const gb_kargs_t &a, bool active)
-{
-    for (uint32_t k = 0; k < a.n_link_in; k++) {
-        if (active)
-            atomicAnd(&a.link_in[k]->head, ~GB_LINK_PAUSED);
-        else
-            atomicOr(&a.link_in[k]->head, GB_LINK_PAUSED);
-    }
 }
 
 /* Warp 0, lane k: link k's count of messages taken onto its host line, for
@@ -183,7 +132,7 @@ static __device__ __forceinline__ void gbk_link_cache_init(const gb_kargs_t &a, 
     const uint32_t t = threadIdx.x;
     if (t < GB_MAIL_MAX_TARGETS) {
         const gb_link_t *L = a.n_devs ? a.link_out[t] : NULL;
-        lc->head[t] = L ? gbk_ld_relaxed_gpu(&L->head) & ~GB_LINK_FLAGS : 0;
+        lc->head[t] = L ? gbk_ld_relaxed_gpu(&L->head) & ~GB_LINK_CLOSED : 0;
         lc->tail[t] = L ? gbk_ld_relaxed_gpu(&L->tail) : 0;
         /* held counts from the host's delivered count: none outstanding */
         lc->held[t] = lc->seen[t] = L ? ld_volatile((volatile uint64_t *)&L->host->delivered) : 0;
@@ -198,7 +147,7 @@ static __device__ __noinline__ void gbk_link_close(gb_kargs_t &a)
 {
     for (uint32_t k = 0; k < a.n_link_in; k++) {
         gb_link_t *L = a.link_in[k];
-        const unsigned long long head = atomicOr(&L->head, GB_LINK_CLOSED) & ~GB_LINK_FLAGS;
+        const unsigned long long head = atomicOr(&L->head, GB_LINK_CLOSED) & ~GB_LINK_CLOSED;
         for (unsigned long long t = L->tail; t < head; t++) {
             const unsigned char *slot = gbk_link_slot(L, t);
             const gb_slot_hdr_t *hs = (const gb_slot_hdr_t *)(slot + sizeof(gb_link_origin_t));
