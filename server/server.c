@@ -520,14 +520,13 @@ void gbi_check_health(gb_server_t *s)
 void gbi_finish(gb_server_t *s)
 {
     gb_links_close_into(s->engine->links, SIZE_MAX);
-    /* Every kernel stops before any ring is drained: a forward's last grain
-     * may still be writing its reply into another type's ring. */
-    for (size_t i = 0; i < s->engine->n_types; i++)
-        if (s->rings[i].t && s->rings[i].t->rk)
-            gb_rk_terminate(s->rings[i].t->rk, 2000);
-    for (size_t i = 0; i < s->engine->n_types; i++)
-        if (s->rings[i].t && s->rings[i].t->rk)
-            drain_ring(s, &s->rings[i]);
+    for (size_t i = 0; i < s->engine->n_types; i++) {
+        gbi_ring_t *r = &s->rings[i];
+        if (r->t && r->t->rk) {
+            gb_rk_terminate(r->t->rk, 2000);
+            drain_ring(s, r);
+        }
+    }
     gbi_route_fini(s, 1); /* what replies routed meanwhile, or was waiting, will not be delivered */
     for (int k = 0; k < 100000 && gbi_read_one(s); k++)
         ;
