@@ -8,9 +8,12 @@
 
 /* Lane 0: the message at link k's tail as a request: runs its handler (or,
  * expired, refuses it) and answers its caller, unless its turn forwarded it
- * on by a link. */
+ * on by a link. Inlined, as gbk_link_close is: a reference to the kernel's
+ * arguments handed to a function that is not makes every ring kernel, links
+ * or not, copy them to local memory (a 480-byte frame and some 200 bytes of
+ * spills in the echo kernel's loop, against none). */
 template <typename G>
-static __device__ __noinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
+static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
                                                  unsigned char *s_out, uint32_t S, uint32_t k, unsigned long long tail,
                                                  bool expire, uint32_t test, uint4 o0, uint4 o1)
 {
@@ -143,7 +146,7 @@ static __device__ __forceinline__ void gbk_link_cache_init(const gb_kargs_t &a, 
  * on head decides, for every sender's claim, whether it came before, and is
  * answered here, or after, and takes the host path) and answers every
  * message they hold as undeliverable (GB_SLOT_LINK_STOPPED). */
-static __device__ __noinline__ void gbk_link_close(gb_kargs_t &a)
+static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
 {
     for (uint32_t k = 0; k < a.n_link_in; k++) {
         gb_link_t *L = a.link_in[k];
