@@ -52,13 +52,13 @@ static gb_err launch_type(gb_engine_t *e, gb_engine_type_t *t)
     if (!t->rk)
         return GB_OK;
     const size_t d = t->dev;
+    const gb_mode mode = e->devs[d].mode;
     gb_err err = gb_rk_launch(t->rk);
     if (err != GB_OK) {
         GB_ERROR("grain type '%s': cannot start its ring kernel in %s mode on device %d: %s", t->name,
-                 gb_mode_name(e->devs[d].mode), e->devs[d].device, gb_strerror(err));
+                 gb_mode_name(mode), e->devs[d].device, gb_strerror(err));
         return err;
     }
-    const gb_mode mode = e->devs[d].mode;
     gb_rk_status_t st;
     gb_rk_status(t->rk, &st);
     char where[48] = "";

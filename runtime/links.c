@@ -60,6 +60,12 @@ static void find_pairs(gb_links_t *l, gb_engine_t *e)
     }
 }
 
+/* A slot of pair k's link: the origin, then a slot of its target's ring. */
+static uint32_t link_slot_size(const gb_links_t *l, const gb_engine_t *e, size_t k)
+{
+    return (uint32_t)sizeof(gb_link_origin_t) + gb_rk_payload_cap(e->types[l->pair[k].to].rk) + GB_SLOT_HDR_SIZE;
+}
+
 /* Device d's block: its links, then their slots. */
 static gb_err place_device(gb_links_t *l, gb_engine_t *e, const gb_config_t *cfg, size_t d)
 {
@@ -74,8 +80,7 @@ static gb_err place_device(gb_links_t *l, gb_engine_t *e, const gb_config_t *cfg
         if (l->pair[k].dev != d)
             continue;
         slots_at[k] = bytes;
-        bytes += align128((size_t)cfg->mail_link_slots * (sizeof(gb_link_origin_t) +
-                                                         (gb_rk_payload_cap(e->types[l->pair[k].to].rk) + GB_SLOT_HDR_SIZE)));
+        bytes += align128((size_t)cfg->mail_link_slots * link_slot_size(l, e, k));
     }
     gbi_links_mem_t *m = &l->mem[d];
     m->device = e->devs[d].device;
@@ -87,13 +92,12 @@ static gb_err place_device(gb_links_t *l, gb_engine_t *e, const gb_config_t *cfg
     for (size_t k = 0, i = 0; err == GB_OK && k < l->n; k++) {
         if (l->pair[k].dev != d)
             continue;
-        const uint32_t slot = (gb_rk_payload_cap(e->types[l->pair[k].to].rk) + GB_SLOT_HDR_SIZE);
         gb_link_t *L = &init[i];
         L->slots = m->dev + slots_at[k];
         L->host = &l->host_dev[k];
         L->cap = cfg->mail_link_slots;
-        L->slot_size = (uint32_t)sizeof(gb_link_origin_t) + slot;
-        L->pl_cap = slot - GB_SLOT_HDR_SIZE;
+        L->slot_size = link_slot_size(l, e, k);
+        L->pl_cap = gb_rk_payload_cap(e->types[l->pair[k].to].rk);
         l->pair[k].off = i++ * sizeof(gb_link_t);
     }
     if (err == GB_OK)
@@ -148,7 +152,7 @@ gb_err gb_links_new(gb_engine_t *e, const gb_config_t *cfg, gb_links_t **out)
         err = place_device(l, e, cfg, d);
     if (err != GB_OK) {
         GB_WARN("cannot allocate the device links between grain types (%s); set messaging.device_links = false "
-                 "to route every message by the host without trying", gb_strerror(err));
+                "to route every message by the host without trying", gb_strerror(err));
         gb_links_destroy(&l);
         return err;
     }

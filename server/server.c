@@ -294,8 +294,6 @@ static void reply_evicted_full(gb_server_t *s, gbi_ring_t *r, const gbi_pending_
     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_BUSY, why, 0, NULL, 0);
 }
 
-/* Sends the replies that are ready in ring r; answers, with an error, the
- * requests a stopped kernel will never answer. Returns how many it handled. */
 /* The ring whose grain wrote reply h into ring r: r itself, or, for a
  * forward's last grain over device links (gpubridge/device/link.h), the one
  * its status names (NULL: not a ring of this bridge). */
@@ -354,6 +352,18 @@ static int answer(gb_server_t *s, gbi_ring_t *r, gbi_ring_t *from, const gb_slot
     return gbi_slot_status(status);
 }
 
+/* p's request is answered: if it was a message of a linked pair that took
+ * the host path, the pair's order waits for it no longer (links.h). */
+static void pending_done(gb_server_t *s, gbi_pending_t *p)
+{
+    if (p->link) {
+        gb_links_delivered(s->engine->links, p->link - 1);
+        p->link = 0;
+    }
+}
+
+/* Sends the replies that are ready in ring r; answers, with an error, the
+ * requests a stopped kernel will never answer. Returns how many it handled. */
 static int drain_ring(gb_server_t *s, gbi_ring_t *r)
 {
     gb_rk_t *rk = r->t->rk;
@@ -363,10 +373,7 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     while (n < 4096 && (h = gb_rk_peek(rk))) {
         gbi_pending_t *p = &r->pending[h->corr & mask];
         const int status = answer(s, r, reply_from(s, r, h), h, p);
-        if (p->link) { /* a message of a linked pair that took the host path is delivered */
-            gb_links_delivered(s->engine->links, p->link - 1);
-            p->link = 0;
-        }
+        pending_done(s, p);
         if (s->stats)
             gbi_stats_ring_reply(s, r, h->corr, status, h->type);
         gb_rk_consume(rk);
@@ -386,10 +393,7 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
                 gbi_pending_t *p = &r->pending[pos & mask];
                 if (!(p->one_way && p->corr == 0))
                     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, err, 0, NULL, 0);
-                if (p->link) {
-                    gb_links_delivered(s->engine->links, p->link - 1);
-                    p->link = 0;
-                }
+                pending_done(s, p);
                 if (s->stats)
                     gbi_stats_ring_reply(s, r, pos, status, 0);
                 gb_rk_consume(rk);

@@ -51,12 +51,6 @@ static __device__ __forceinline__ uint4 gbk_ld_relaxed_gpu_v4(const void *p)
                  : "memory");
     return v;
 }
-static __device__ __forceinline__ unsigned long long gbk_ld_acquire_gpu(const unsigned long long *p)
-{
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
-    return v;
-}
 static __device__ __forceinline__ uint32_t gbk_ld_relaxed_gpu32(const uint32_t *p)
 {
     uint32_t v;

@@ -242,6 +242,18 @@ static __device__ __forceinline__ uint32_t lone_dispatch(gb_kargs_t &a, const gb
     return oh.len;
 }
 
+/* Whether the window's reply i is a turn whose forward left by a link (its
+ * last grain writes that slot, not this kernel); never for a type that
+ * sends nothing. */
+template <typename G>
+static __device__ __forceinline__ bool gbk_reply_linked(const gbk_view_t &V, uint32_t i)
+{
+    if constexpr (gbi_n_targets<G>::value == 0)
+        return false;
+    else
+        return ((const gb_slot_hdr_t *)(V.s_out + (size_t)i * V.SP))->status == GB_SLOT_LINKED;
+}
+
 /* The lone request's reply into the output ring, then its stamp; none for
  * a turn whose forward left by a link (its last grain writes the reply). */
 template <typename G>
@@ -249,9 +261,8 @@ static __device__ __forceinline__ void lone_write(const gb_kargs_t &a, const gbk
                                                   uint32_t out_len)
 {
     const uint32_t lane = threadIdx.x;
-    if constexpr (gbi_n_targets<G>::value > 0)
-        if (((const gb_slot_hdr_t *)V.s_out)->status == GB_SLOT_LINKED)
-            return;
+    if (gbk_reply_linked<G>(V, 0))
+        return;
     unsigned char *oslot = V.out + (size_t)(P.tail & V.mask) * V.S;
     const uint32_t out_chunks = min(V.C16, (GB_SLOT_HDR_SIZE + out_len + 15) / 16);
     if (out_chunks <= GBK_ONE_WRITER_CHUNKS && !gbk_flag<G>(a, GBK_F_FENCE_ALL)) {
@@ -635,9 +646,8 @@ static __device__ __forceinline__ void window_write(const gb_kargs_t &a, const g
     }
     for (uint32_t c = tid; c < n * V.C16; c += nthreads) {
         uint32_t i = c >> V.C16_LOG, off = (c & (V.C16 - 1)) * 16;
-        if constexpr (gbi_n_targets<G>::value > 0)
-            if (((const gb_slot_hdr_t *)(V.s_out + (size_t)i * V.SP))->status == GB_SLOT_LINKED)
-                continue;
+        if (gbk_reply_linked<G>(V, i))
+            continue;
         /* Plain stores, which the memory system may combine; the system
          * fence below orders them before the stamps. */
         *(uint4 *)(V.out + (size_t)((P.tail + i) & V.mask) * V.S + off) =
@@ -648,9 +658,8 @@ static __device__ __forceinline__ void window_write(const gb_kargs_t &a, const g
         __threadfence_system();
     __syncthreads();
     for (uint32_t i = tid; i < n; i += nthreads) {
-        if constexpr (gbi_n_targets<G>::value > 0)
-            if (((const gb_slot_hdr_t *)(V.s_out + (size_t)i * V.SP))->status == GB_SLOT_LINKED)
-                continue;
+        if (gbk_reply_linked<G>(V, i))
+            continue;
         gb_slot_hdr_t *o = (gb_slot_hdr_t *)(V.out + (size_t)((P.tail + i) & V.mask) * V.S);
         st_volatile(&o->seq, gb_stamp(P.tail + i));
     }

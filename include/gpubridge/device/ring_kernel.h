@@ -89,7 +89,8 @@ typedef struct gb_kargs {
     gb_link_t *link_out[GB_MAIL_MAX_TARGETS]; /* by target index; NULL: the host path */
     gb_link_t *link_in[GB_LINK_IN_MAX];        /* the links this kernel takes from */
     uint32_t self;          /* its ring index (gb_slot_from) */
-    uint32_t n_devs, dev;   /* its device among the bridge's: links serve that device's keys */
+    uint32_t n_devs, dev;   /* its device among the bridge's: links serve that device's keys (n_devs 0:
+                             * the kernel has no links out) */
     uint32_t max_hops;      /* messaging.max_hops */
     uint64_t hold_ns;       /* messaging.hold_ms: a link message's longest wait for a deactivated kernel */
 } gb_kargs_t;
