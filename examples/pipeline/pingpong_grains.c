@@ -13,22 +13,23 @@ GB_HD uint16_t pingpong_on_message(const gb_grain_ctx_t *ctx, void *state, uint1
                                    uint32_t *aux)
 {
     uint64_t *made = (uint64_t *)state; /* hops this grain saw: {left, made} travel in the record */
-    uint32_t rec[2] = {0, 0};
+    uint32_t left, hops = 0;
     *out_len = 0;
     if (type != PINGPONG_MSG_HOPS)
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     if ((in_len != 4 && in_len != 8) || out_cap < 8)
         return GB_SLOT_TOO_LARGE;
-    memcpy(rec, in, in_len);
+    memcpy(&left, in, 4);
+    if (in_len == 8)
+        memcpy(&hops, in + 4, 4);
     *made += 1;
-    if (rec[0] == 0) {
-        *aux = rec[1];
-        memcpy(out, &rec[1], 4);
+    if (left == 0) {
+        *aux = hops;
+        memcpy(out, &hops, 4);
         *out_len = 4;
         return GB_SLOT_OK;
     }
-    rec[0]--;
-    rec[1]++;
+    const uint32_t rec[2] = {left - 1, hops + 1};
     return gb_grain_forward(ctx, PINGPONG_TO_OTHER, gb_grain_self_key(ctx), PINGPONG_MSG_HOPS, rec, 8);
 }
 

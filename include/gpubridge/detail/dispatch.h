@@ -86,7 +86,7 @@ template <typename G> struct gbi_n_targets<G, decltype((void)G::n_targets)> {
 
 /* Runs G's handler; for a type that declares targets, with this turn's mail
  * (mail.h), which leaves with the reply, or, on the device with links (lt
- * not NULL), a lone forward by its link (device/link.cuh: the turn then
+ * and lt->out not NULL), a lone forward by its link (device/link.cuh: the turn then
  * answers GB_SLOT_LINKED). A type without targets runs as before: no mail,
  * nothing added to its kernels. */
 template <typename G>
@@ -104,13 +104,14 @@ GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *st
         c.mail = &m;
         const uint32_t st = gbi_handler_status(G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux));
 #if defined(__CUDA_ARCH__)
-        if (lt) {
+        if (lt && lt->out) {
             if (m.n == 1 && m.forwarded && gbk_link_forward(lt, &m)) {
                 *out_len = 0;
                 return GB_SLOT_LINKED;
             }
             if (m.n)
-                gbk_link_hold(lt, &m);
+                m.hops = gbk_link_hold(lt->out, lt->cache, lt->n_devs, lt->dev, lt->origin.hops, m.top, m.used,
+                                       m.n_targets);
         }
 #else
         (void)lt;

@@ -57,19 +57,30 @@ static __device__ __forceinline__ uint32_t gbk_ld_relaxed_gpu32(const uint32_t *
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
     return v;
 }
-static __device__ __forceinline__ uint32_t gbk_ld_acquire_gpu32(const uint32_t *p)
+
+/* Compare-and-swap with release at GPU scope: returns the old value. */
+static __device__ __forceinline__ uint32_t gbk_cas_release_gpu32(uint32_t *p, uint32_t expect, uint32_t v)
 {
-    uint32_t v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
-    return v;
+    uint32_t old;
+    asm volatile("atom.release.gpu.global.cas.b32 %0, [%1], %2, %3;"
+                 : "=r"(old)
+                 : "l"(__cvta_generic_to_global(p)), "r"(expect), "r"(v)
+                 : "memory");
+    return old;
 }
-static __device__ __forceinline__ void gbk_st_release_gpu(unsigned long long *p, unsigned long long v)
+
+/* What a link slot's stamp holds before position pos is written there: the
+ * stamp of the lap before, or the zero it was allocated with. */
+static __device__ __forceinline__ uint32_t gbk_link_prev(unsigned long long pos, uint32_t cap)
 {
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
+    return pos < cap ? 0u : gb_stamp(pos - cap);
 }
-static __device__ __forceinline__ void gbk_st_release_gpu32(uint32_t *p, uint32_t v)
+
+/* A slot the target closed before its sender stamped it: never a stamp
+ * (cap < 2^31). */
+static __device__ __forceinline__ uint32_t gbk_link_tomb(unsigned long long pos)
 {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(v) : "memory");
+    return gb_stamp(pos) ^ 0x80000000u;
 }
 
 static __device__ __forceinline__ unsigned char *gbk_link_slot(const gb_link_t *L, unsigned long long pos)
@@ -104,42 +115,53 @@ static __device__ __forceinline__ void gbk_link_answer(const gb_link_origin_t &o
     st_release_sys(&to->seq, gb_stamp(o.pos));
 }
 
+/* The closed hints (gb_link_t.closed) of a sending type's n links, as a
+ * mask, for gb_link_turn_t.closed: loaded as a turn begins, so that the
+ * forward at its end waits for no load. A hint, set by the host before it
+ * stops a target; the CLOSED bit of head decides. */
+static __device__ __forceinline__ uint32_t gbk_link_closed(const gb_link_cache_t *c, uint32_t n)
+{
+    uint32_t mask = 0;
+    for (uint32_t t = 0; t < n; t++)
+        if (c->out[t] && ld_volatile(&c->out[t]->closed))
+            mask |= 1u << t;
+    return mask;
+}
+
 /* The turn's lone forward by its link, if the link takes it: returns true
- * when it left (the turn then answers GB_SLOT_LINKED). The claim is one
- * compare-and-swap on head from the position the kernel expects (a failure
- * returns the true head: another thread of the kernel claimed, or the
- * target closed the link). */
-static __device__ __noinline__ bool gbk_link_forward(const gb_link_turn_t *lt, const gb_grain_mail_t *m)
+ * when it left (the turn then answers GB_SLOT_LINKED). The claim is a
+ * compare-and-swap on the kernel's own head, in shared memory (only this
+ * block sends into the link); the stamp's compare-and-swap decides against
+ * a target that closed the link meanwhile. */
+static __device__ __forceinline__ bool gbk_link_forward(const gb_link_turn_t *lt, const gb_grain_mail_t *m)
 {
     const gb_mail_msg_t *msg = (const gb_mail_msg_t *)(m->top - m->used);
     const uint32_t t = msg->target; /* < n_targets: gb_mail_put checked it */
     gb_link_t *L = lt->out[t];
-    if (!L || L->closed || msg->len > L->pl_cap || lt->origin.out_cap < L->pl_cap ||
+    gb_link_cache_t *c = lt->cache;
+    if (!L || (lt->closed >> t & 1u) || msg->len > c->pl_cap[t] || lt->origin.out_cap < c->pl_cap[t] ||
         lt->origin.hops + 1 > lt->max_hops || gb_link_device_of_key(msg->key, lt->n_devs) != lt->dev)
         return false;
-    gb_link_cache_t *c = lt->cache;
     const unsigned long long held = c->held[t];
     if (held != c->seen[t] && !gbk_link_caught_up(L, c, t, held))
         return false;
     unsigned long long pos = c->head[t], tail = c->tail[t];
-    for (;;) { /* several threads of a window may forward at once */
+    for (;;) { /* several threads of a window may forward at once: they claim in shared memory */
         if (pos & GB_LINK_CLOSED)
             return false; /* its target stopped: the host path, which knows it */
-        if (pos - tail >= L->cap) {
+        if (pos - tail >= c->cap[t]) {
             /* the target's tail: it stores it once its reads of the slot have returned */
             tail = gbk_ld_relaxed_gpu(&L->tail);
             atomicMax(&c->tail[t], tail);
-            if (pos - tail >= L->cap)
+            if (pos - tail >= c->cap[t])
                 return false; /* full: the host path, where the outbox waits */
         }
-        const unsigned long long was = atomicCAS(&L->head, pos, pos + 1);
+        const unsigned long long was = atomicCAS(&c->head[t], pos, pos + 1);
         if (was == pos)
             break;
         pos = was;
     }
-    atomicMax(&c->head[t], pos + 1);
-    /* Origin and header as four 16-byte stores (the stamp 0 for now), the
-     * record, then the stamp with release. */
+    /* Origin and header (all but the stamp), the record, then the stamp. */
     union {
         struct {
             gb_link_origin_t o;
@@ -158,29 +180,46 @@ static __device__ __noinline__ bool gbk_link_forward(const gb_link_turn_t *lt, c
     head.s.h.aux = 0;
     head.s.h.seq = 0;
     uint4 *dst = (uint4 *)gbk_link_slot(L, pos);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 3; k++)
         dst[k] = head.v[k];
+    /* the header's last 16 bytes but its stamp: a tombstone there must stay */
+    *(uint2 *)&dst[3] = make_uint2(head.v[3].x, head.v[3].y);
+    ((uint32_t *)&dst[3])[2] = head.v[3].z;
     const uint4 *src = (const uint4 *)(msg + 1); /* records are 16-aligned in the mail */
     for (uint32_t k = 0; k < (msg->len + 15) / 16; k++)
         dst[4 + k] = src[k];
-    gbk_st_release_gpu32(&((gb_slot_hdr_t *)(dst + 2))->seq, gb_stamp(pos));
+    /* The stamp, from the value the slot held one lap earlier: the target,
+     * as it stops, swaps a tombstone in first for every slot not yet
+     * stamped, so exactly one of the two wins. The target sees the stamp as
+     * it lands; only this thread waits for the answer. */
+    const uint32_t prev = gbk_link_prev(pos, c->cap[t]);
+    if (gbk_cas_release_gpu32(&((gb_slot_hdr_t *)(dst + 2))->seq, prev, gb_stamp(pos)) != prev) {
+        atomicOr(&c->head[t], GB_LINK_CLOSED); /* tombstoned: closed, for every later forward too */
+        return false;
+    }
+    atomicMax(&L->head, pos + 1); /* for a relaunch of this kernel (gbk_link_cache_init); no wait */
     return true;
 }
 
 /* The turn's messages take the host path: those of a linked pair are marked
- * held and counted, so the pair's later forwards wait for their delivery. */
-static __device__ __noinline__ void gbk_link_hold(const gb_link_turn_t *lt, gb_grain_mail_t *m)
+ * held and counted, so the pair's later forwards wait for their delivery.
+ * Returns the hops the mail's trailer carries. Its arguments are values: a
+ * pointer to the turn or the mail would keep both in local memory on every
+ * turn, this rare path or not. */
+static __device__ __noinline__ uint16_t gbk_link_hold(gb_link_t *const *out, gb_link_cache_t *c, uint32_t n_devs,
+                                                      uint32_t dev, uint32_t hops, unsigned char *top, uint32_t used,
+                                                      uint32_t n_targets)
 {
-    m->hops = (uint16_t)min(lt->origin.hops, 0xFFFFu);
-    for (uint32_t at = 0; at < m->used;) {
-        gb_mail_msg_t *msg = (gb_mail_msg_t *)(m->top - m->used + at);
-        gb_link_t *L = msg->target < m->n_targets ? lt->out[msg->target] : NULL;
-        if (L && gb_link_device_of_key(msg->key, lt->n_devs) == lt->dev) {
+    for (uint32_t at = 0; at < used;) {
+        gb_mail_msg_t *msg = (gb_mail_msg_t *)(top - used + at);
+        gb_link_t *L = msg->target < n_targets ? out[msg->target] : NULL;
+        if (L && gb_link_device_of_key(msg->key, n_devs) == dev) {
             msg->flags |= GB_MAIL_HELD;
-            atomicAdd(&lt->cache->held[msg->target], 1ull);
+            atomicAdd(&c->held[msg->target], 1ull);
         }
         at += 16 + gb_mail_pad16(msg->len);
     }
+    return (uint16_t)min(hops, 0xFFFFu);
 }
 
 /* Warp 0: which of the kernel's links have a message at their tail (bit k:

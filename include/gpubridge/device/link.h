@@ -4,11 +4,13 @@
  * which lays links out, and the kernels (link.cuh), which use them.
  *
  * What lives where, and why:
- * - gb_link_t and its slots: device memory. The sender's kernel claims a
- *   slot with a compare-and-swap on `head` (several of its threads may
- *   forward in one dispatch round), writes it and releases its stamp at GPU
- *   scope; the target's kernel is the one consumer and publishes `tail`.
- *   Atomics and polls stay in the GPU's L2: none crosses PCIe.
+ * - gb_link_t and its slots: device memory. The sender's kernel (one block)
+ *   claims a position in its shared memory (gb_link_cache_t), writes the
+ *   slot and swaps its stamp in at GPU scope, from the stamp of the lap
+ *   before: a target that stopped has swapped a tombstone in first, and the
+ *   forward takes the host path. The target's kernel is the one consumer and
+ *   publishes `tail`. Atomics and polls stay in the GPU's L2: none crosses
+ *   PCIe.
  * - gb_link_host_t: mapped pinned host memory, one writer per line. The
  *   host counts the pair's messages that took the host path and were
  *   delivered (`delivered`); the target's kernel counts what it took from
@@ -32,9 +34,8 @@
 #include "gpubridge/ring.h"
 
 /* Links into one ring kernel that it polls; senders past it use the host path. */
-/* gb_link_t.head's top bit: set by the target's kernel as it stops (with an
- * atomic OR, so that every claim is either before it, and answered by the
- * target, or fails, and takes the host path). */
+/* gb_link_t.head's top bit: set by the target's kernel as it stops, so that
+ * a sender's kernel launched later starts with the link closed. */
 #define GB_LINK_CLOSED (1ull << 63)
 #define GB_LINK_IN_MAX 16
 
@@ -60,7 +61,7 @@ typedef struct gb_link_host {
 /* One link (device memory): sender type -> target type, one device. */
 typedef struct gb_link {
     /* the sender's kernel (its own bookkeeping is in its shared memory: gb_link_cache_t) */
-    unsigned long long head; /* positions claimed (| GB_LINK_CLOSED once the target stopped) */
+    unsigned long long head; /* positions stamped, for a relaunched sender (| GB_LINK_CLOSED once the target stopped) */
     uint64_t _pad0[GB_LINE / 8 - 1];
     /* the target's kernel */
     unsigned long long tail;    /* positions taken */
@@ -89,6 +90,9 @@ GB_STATIC_ASSERT(sizeof(gb_link_t) == 3 * GB_LINE, "a link is three lines");
  * no L2 load first), and the pair's messages that took the host path
  * (held) against those the host has said delivered (seen). */
 typedef struct gb_link_cache {
+    gb_link_t *out[GB_MAIL_MAX_TARGETS]; /* the kernel's gb_kargs_t.link_out: no turn takes the arguments' address */
+    uint32_t cap[GB_MAIL_MAX_TARGETS];    /* each link's cap and pl_cap, fixed for its life */
+    uint32_t pl_cap[GB_MAIL_MAX_TARGETS];
     unsigned long long head[GB_MAIL_MAX_TARGETS];
     unsigned long long tail[GB_MAIL_MAX_TARGETS];
     unsigned long long held[GB_MAIL_MAX_TARGETS];
@@ -97,9 +101,10 @@ typedef struct gb_link_cache {
 
 /* What a turn on the device needs to forward by a link. */
 typedef struct gb_link_turn {
-    gb_link_t *const *out;   /* by target index (the kernel's gb_kargs_t.link_out) */
+    gb_link_t *const *out;   /* by target index (gb_link_cache_t.out, in shared memory) */
     gb_link_cache_t *cache;  /* the kernel's (shared memory) */
     gb_link_origin_t origin; /* the caller's slot */
+    uint32_t closed;         /* bit t: link t's closed hint, loaded as the turn began (gbk_link_closed) */
     uint32_t n_devs, dev;    /* a link serves keys of its own device only (gb_link_device_of_key) */
     uint32_t max_hops;       /* messaging.max_hops */
     uint32_t self;           /* the kernel's ring index: a foreign reply's GB_SLOT_FROM */

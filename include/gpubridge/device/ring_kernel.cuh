@@ -190,8 +190,9 @@ static __device__ __forceinline__ void lone_read(const gbk_view_t &V, const unsi
 }
 
 /* The links of a turn on request h at ring position pos, in lt: for a type
- * that sends, when the kernel has links; else NULL. A forward that leaves by
- * a link is answered by its last grain in this request's reply slot. */
+ * that sends (else NULL), with lt.out NULL when it has none to use. A
+ * forward that leaves by a link is answered by its last grain in this
+ * request's reply slot. */
 template <typename G>
 static __device__ __forceinline__ const gb_link_turn_t *gbk_turn_links(const gb_kargs_t &a, const gbk_view_t &V,
                                                                        const gb_slot_hdr_t *h, uint64_t pos,
@@ -200,10 +201,11 @@ static __device__ __forceinline__ const gb_link_turn_t *gbk_turn_links(const gb_
     if constexpr (gbi_n_targets<G>::value == 0) {
         return NULL;
     } else {
-        if (a.n_devs == 0 || h->status != 0) /* no links; or large, refused, answered */
-            return NULL;
-        lt.out = a.link_out;
+        /* Always &lt, with out NULL for none: a pointer that may be NULL or
+         * &lt would keep lt in local memory. */
+        lt.out = a.n_devs == 0 || h->status != 0 ? NULL : V.lc->out; /* no links; or large, refused, answered */
         lt.cache = V.lc;
+        lt.closed = lt.out ? gbk_link_closed(V.lc, gbi_n_targets<G>::value) : 0;
         lt.origin.out_slot = (uint64_t)(uintptr_t)(V.out + (size_t)(pos & V.mask) * V.S);
         lt.origin.pos = pos;
         lt.origin.since_ns = 0;

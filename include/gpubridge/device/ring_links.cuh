@@ -21,8 +21,9 @@ static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache
     gb_link_turn_t lt;
     const uint4 o[2] = {o0, o1};
     memcpy(&lt.origin, o, sizeof lt.origin);
-    lt.out = a.link_out;
+    lt.out = lc->out;
     lt.cache = lc;
+    lt.closed = gbk_link_closed(lc, gbi_n_targets<G>::value);
     lt.n_devs = a.n_devs;
     lt.dev = a.dev;
     lt.max_hops = a.max_hops;
@@ -134,28 +135,37 @@ static __device__ __forceinline__ void gbk_link_cache_init(const gb_kargs_t &a, 
 {
     const uint32_t t = threadIdx.x;
     if (t < GB_MAIL_MAX_TARGETS) {
-        const gb_link_t *L = a.n_devs ? a.link_out[t] : NULL;
-        lc->head[t] = L ? gbk_ld_relaxed_gpu(&L->head) & ~GB_LINK_CLOSED : 0;
+        gb_link_t *L = a.n_devs ? a.link_out[t] : NULL;
+        lc->out[t] = L;
+        lc->cap[t] = L ? L->cap : 0;
+        lc->pl_cap[t] = L ? L->pl_cap : 0;
+        lc->head[t] = L ? gbk_ld_relaxed_gpu(&L->head) : 0; /* GB_LINK_CLOSED included */
         lc->tail[t] = L ? gbk_ld_relaxed_gpu(&L->tail) : 0;
         /* held counts from the host's delivered count: none outstanding */
         lc->held[t] = lc->seen[t] = L ? ld_volatile((volatile uint64_t *)&L->host->delivered) : 0;
     }
 }
 
-/* Lane 0, as a kernel told to stop leaves: closes its links (the atomic OR
- * on head decides, for every sender's claim, whether it came before, and is
- * answered here, or after, and takes the host path) and answers every
- * message they hold as undeliverable (GB_SLOT_LINK_STOPPED). */
+/* Lane 0, as a kernel told to stop leaves: closes its links. Every slot of
+ * a link's lap ahead of its tail either gets a tombstone, and its sender
+ * (now or later) fails to stamp it and takes the host path, or holds a
+ * stamp, and its message is answered undeliverable here
+ * (GB_SLOT_LINK_STOPPED). Then the link stays full: no claim can pass the
+ * tail. */
 static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
 {
     for (uint32_t k = 0; k < a.n_link_in; k++) {
         gb_link_t *L = a.link_in[k];
-        const unsigned long long head = atomicOr(&L->head, GB_LINK_CLOSED) & ~GB_LINK_CLOSED;
-        for (unsigned long long t = L->tail; t < head; t++) {
-            const unsigned char *slot = gbk_link_slot(L, t);
-            const gb_slot_hdr_t *hs = (const gb_slot_hdr_t *)(slot + sizeof(gb_link_origin_t));
-            while (gbk_ld_acquire_gpu32(&hs->seq) != gb_stamp(t))
-                ; /* claimed: its sender is writing it now */
+        atomicOr(&L->head, GB_LINK_CLOSED); /* a relaunched sender starts closed (gbk_link_cache_init) */
+        const unsigned long long tail = L->tail;
+        unsigned long long answered = 0;
+        for (unsigned long long p = tail; p < tail + L->cap; p++) {
+            unsigned char *slot = gbk_link_slot(L, p);
+            gb_slot_hdr_t *hs = (gb_slot_hdr_t *)(slot + sizeof(gb_link_origin_t));
+            const uint32_t prev = gbk_link_prev(p, L->cap);
+            if (atomicCAS(&hs->seq, prev, gbk_link_tomb(p)) == prev)
+                continue; /* not stamped: its sender, if any, takes the host path */
+            __threadfence(); /* stamped: its sender released the slot before */
             gb_slot_hdr_t oh;
             oh.key = ld_volatile(&hs->key);
             oh.type = ld_volatile(&hs->type);
@@ -167,9 +177,9 @@ static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
             memcpy(&org, o, sizeof org);
             gbk_link_answer(org, a.self, oh, NULL, 0);
             st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 1ull) + 1);
+            answered++;
         }
-        gbk_st_release_gpu(&L->tail, head);
-        st_volatile(&L->host->taken, (uint64_t)head);
+        st_volatile(&L->host->taken, (uint64_t)(tail + answered));
     }
 }
 
