@@ -462,31 +462,45 @@ static void test_trailer_checked(void **st)
     stop(&b);
 }
 
-/* mt.sink terminated while forwards to it are in flight (in persistent
- * mode, many in its device link): every caller gets exactly one reply, a
- * result or an error, and the bridge serves on. */
+/* mt.sink terminated while forwards to it wait: it is paused first (a
+ * paused kernel takes nothing from its links; the hold is long), so in
+ * persistent mode they wait in its device link, and the kernel, as it
+ * stops, answers them; elsewhere they wait in the outbox. Every caller gets
+ * exactly one reply, and the bridge serves on. Distinct keys: several of
+ * mt.a's threads forward at once. */
 static void test_target_terminated_in_flight(void **st)
 {
     (void)st;
     bridge_t b;
-    start(&b);
+    start_with(&b, 0, 30000);
     void *s = client_open(b.endpoint), *c = client_open(b.endpoint);
-    enum { N = 250 };
+    assert_int_equal(control_simple(c, 1, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "mt.sink"), 0);
+    enum { N = 64 };
     for (uint64_t i = 0; i < N; i++)
-        send_to(s, 80000 + i, "mt.a", 9, MT_FWD_SEQ, &i, 8);
-    assert_int_equal(control_simple(c, 1, GPUBRIDGE__CONTROL__OP_TERMINATE, "mt.sink"), 0);
-    int seen[N] = {0}, ok = 0;
+        send_to(s, 80000 + i, "mt.a", 100 + i, MT_FWD_SEQ, &i, 8);
+    usleep(200 * 1000); /* the forwards reach the link or the outbox */
+    assert_int_equal(control_simple(c, 2, GPUBRIDGE__CONTROL__OP_TERMINATE, "mt.sink"), 0);
+    int seen[N] = {0};
     replies_t q = {0};
     for (int k = 0; k < N; k++) {
         Gpubridge__Reply *r = next_reply(s, &q);
         assert_true(r->correlation_id >= 80000 && r->correlation_id < 80000 + N);
         assert_int_equal(seen[r->correlation_id - 80000]++, 0);
-        ok += r->status == GPUBRIDGE__STATUS__STATUS_OK;
+        if (r->status != GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE)
+            fail_msg("forward %llu: status %d: %s", (unsigned long long)r->correlation_id, r->status,
+                     r->error ? r->error : "");
+        assert_non_null(strstr(r->error, "'mt.sink' is terminated"));
     }
     replies_free(&q);
-    print_message("forwards answered OK before the terminate: %d of %d\n", ok, N);
     Gpubridge__ServerFrame *f = recv_frame(s, 300); /* no reply twice */
     assert_null(f);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    print_message("undeliverable: %llu, of them by device link: %llu\n", (unsigned long long)t->mail_undeliverable,
+                  (unsigned long long)t->mail_linked);
+    assert_int_equal(t->mail_undeliverable, N);
+    if (linked_mode()) /* some waited in the link, answered by the stopping kernel */
+        assert_true(t->mail_linked > 0);
+    gpubridge__telemetry__free_unpacked(t, NULL);
     char err[512];
     uint32_t rec[2] = {1, 0}, made = 0;
     assert_int_equal(call(s, "mt.a", 9, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made), 0);

@@ -142,8 +142,8 @@ static __host__ __device__ __noinline__ gbi_large_ret_t gbi_large_run(gb_grain_c
 
 /* Handles request `in` (header + payload, already read) and writes the reply's
  * header (all but seq) into *out and its payload into out_pl (a large
- * request's: where its descriptor says). lt: the turn's device links, or
- * NULL (a large request never has them). Returns 1 when the reply is an
+ * request's: where its descriptor says). lt: the turn's device links
+ * (lt->out NULL: none to use, as for a large request), or NULL. Returns 1 when the reply is an
  * error (for the errors counter). */
 template <typename G>
 GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uint32_t lane, const gb_slot_hdr_t *in,

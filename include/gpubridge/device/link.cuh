@@ -76,8 +76,8 @@ static __device__ __forceinline__ uint32_t gbk_link_prev(unsigned long long pos,
     return pos < cap ? 0u : gb_stamp(pos - cap);
 }
 
-/* A slot the target closed before its sender stamped it: never a stamp
- * (cap < 2^31). */
+/* A slot the target closed before its sender stamped it: neither the stamp
+ * of pos nor that of the lap before (cap < 2^31). */
 static __device__ __forceinline__ uint32_t gbk_link_tomb(unsigned long long pos)
 {
     return gb_stamp(pos) ^ 0x80000000u;
@@ -116,14 +116,14 @@ static __device__ __forceinline__ void gbk_link_answer(const gb_link_origin_t &o
 }
 
 /* The closed hints (gb_link_t.closed) of a sending type's n links, as a
- * mask, for gb_link_turn_t.closed: loaded as a turn begins, so that the
- * forward at its end waits for no load. A hint, set by the host before it
- * stops a target; the CLOSED bit of head decides. */
+ * mask, for gb_link_turn_t.closed: loaded as a turn begins (GPU scope, from
+ * L2), so that the forward at its end waits for no load. A hint, set by the
+ * host before it stops a target; the stamp's compare-and-swap decides. */
 static __device__ __forceinline__ uint32_t gbk_link_closed(const gb_link_cache_t *c, uint32_t n)
 {
     uint32_t mask = 0;
     for (uint32_t t = 0; t < n; t++)
-        if (c->out[t] && ld_volatile(&c->out[t]->closed))
+        if (c->out[t] && gbk_ld_relaxed_gpu32((const uint32_t *)&c->out[t]->closed))
             mask |= 1u << t;
     return mask;
 }
@@ -197,7 +197,6 @@ static __device__ __forceinline__ bool gbk_link_forward(const gb_link_turn_t *lt
         atomicOr(&c->head[t], GB_LINK_CLOSED); /* tombstoned: closed, for every later forward too */
         return false;
     }
-    atomicMax(&L->head, pos + 1); /* for a relaunch of this kernel (gbk_link_cache_init); no wait */
     return true;
 }
 

@@ -35,7 +35,8 @@
 
 /* Links into one ring kernel that it polls; senders past it use the host path. */
 /* gb_link_t.head's top bit: set by the target's kernel as it stops, so that
- * a sender's kernel launched later starts with the link closed. */
+ * a sender's kernel launched after that (gbk_link_cache_init) starts with the
+ * link closed. */
 #define GB_LINK_CLOSED (1ull << 63)
 #define GB_LINK_IN_MAX 16
 
@@ -61,7 +62,7 @@ typedef struct gb_link_host {
 /* One link (device memory): sender type -> target type, one device. */
 typedef struct gb_link {
     /* the sender's kernel (its own bookkeeping is in its shared memory: gb_link_cache_t) */
-    unsigned long long head; /* positions stamped, for a relaunched sender (| GB_LINK_CLOSED once the target stopped) */
+    unsigned long long head; /* GB_LINK_CLOSED once the target stopped (claims count in the sender's shared memory) */
     uint64_t _pad0[GB_LINE / 8 - 1];
     /* the target's kernel */
     unsigned long long tail;    /* positions taken */

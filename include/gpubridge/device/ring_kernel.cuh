@@ -759,8 +759,7 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
     __shared__ gb_link_cache_t lc;
     gbk_view_t V = gbk_view_of(a);
     V.lc = &lc;
-    if (a.n_devs)
-        gbk_link_cache_init(a, &lc); /* before the barrier below */
+    gbk_link_cache_init(a, &lc); /* before the barrier below; a target with no links out has NULLs */
 
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;
@@ -792,11 +791,10 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
         if (reason != GB_EXIT_NONE)
             break;
     }
-    if (tid == 0) {
-        if (reason == GB_EXIT_TERMINATED && a.n_link_in)
-            gbk_link_close(a);
+    if (tid < 32 && reason == GB_EXIT_TERMINATED && a.n_link_in)
+        gbk_link_close(a); /* its answers before ring_exit's fence and has_terminated */
+    if (tid == 0)
         ring_exit<G>(a, V, ks, P, reason, clk0, ns0);
-    }
 }
 
 static inline size_t gbk_ring_smem(uint32_t window, uint32_t slot_size)

@@ -146,25 +146,27 @@ static __device__ __forceinline__ void gbk_link_cache_init(const gb_kargs_t &a, 
     }
 }
 
-/* Lane 0, as a kernel told to stop leaves: closes its links. Every slot of
+/* Warp 0, as a kernel told to stop leaves: closes its links. Every slot of
  * a link's lap ahead of its tail either gets a tombstone, and its sender
  * (now or later) fails to stamp it and takes the host path, or holds a
  * stamp, and its message is answered undeliverable here
- * (GB_SLOT_LINK_STOPPED). Then the link stays full: no claim can pass the
- * tail. */
+ * (GB_SLOT_LINK_STOPPED). No stamp lands after that: the claims a sender
+ * can make all fall in that lap. The lanes share the slots. */
 static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
 {
+    const uint32_t lane = threadIdx.x;
     for (uint32_t k = 0; k < a.n_link_in; k++) {
         gb_link_t *L = a.link_in[k];
-        atomicOr(&L->head, GB_LINK_CLOSED); /* a relaunched sender starts closed (gbk_link_cache_init) */
-        const unsigned long long tail = L->tail;
-        unsigned long long answered = 0;
-        for (unsigned long long p = tail; p < tail + L->cap; p++) {
+        if (lane == 0)
+            atomicOr(&L->head, GB_LINK_CLOSED); /* gbk_link_cache_init of a sender launched after */
+        /* lane 0 stored the tail (gbk_link_run) */
+        const unsigned long long tail = __shfl_sync(0xffffffffu, lane == 0 ? L->tail : 0ull, 0);
+        uint32_t answered = 0;
+        for (unsigned long long p = tail + lane; p < tail + L->cap; p += 32) {
             unsigned char *slot = gbk_link_slot(L, p);
             gb_slot_hdr_t *hs = (gb_slot_hdr_t *)(slot + sizeof(gb_link_origin_t));
-            const uint32_t prev = gbk_link_prev(p, L->cap);
-            if (atomicCAS(&hs->seq, prev, gbk_link_tomb(p)) == prev)
-                continue; /* not stamped: its sender, if any, takes the host path */
+            if (atomicCAS(&hs->seq, gbk_link_prev(p, L->cap), gbk_link_tomb(p)) != gb_stamp(p))
+                continue; /* not stamped (now tombstoned): its sender, if any, takes the host path */
             __threadfence(); /* stamped: its sender released the slot before */
             gb_slot_hdr_t oh;
             oh.key = ld_volatile(&hs->key);
@@ -176,10 +178,16 @@ static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
             gb_link_origin_t org;
             memcpy(&org, o, sizeof org);
             gbk_link_answer(org, a.self, oh, NULL, 0);
-            st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 1ull) + 1);
+            atomicAdd(&L->refused, 1ull);
             answered++;
         }
-        st_volatile(&L->host->taken, (uint64_t)(tail + answered));
+        for (uint32_t d = 16; d > 0; d /= 2)
+            answered += __shfl_xor_sync(0xffffffffu, answered, d);
+        if (lane == 0) {
+            st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 0ull));
+            st_volatile(&L->host->taken, (uint64_t)(tail + answered));
+        }
+        __syncwarp();
     }
 }
 
