@@ -34,9 +34,10 @@
 #include "gpubridge/ring.h"
 
 /* Links into one ring kernel that it polls; senders past it use the host path. */
-/* gb_link_t.head's top bit: set by the target's kernel as it stops, so that
- * a sender's kernel launched after that (gbk_link_cache_init) starts with the
- * link closed. */
+/* gb_link_t.head's top bit: set by the target's kernel as it stops. A
+ * sender's kernel is launched once, with its links (a kernel that falls back
+ * to relaunch gets none): its claims start at 0 and count in its shared
+ * memory, so head holds no position. */
 #define GB_LINK_CLOSED (1ull << 63)
 #define GB_LINK_IN_MAX 16
 

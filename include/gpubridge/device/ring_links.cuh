@@ -178,13 +178,12 @@ static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
             gb_link_origin_t org;
             memcpy(&org, o, sizeof org);
             gbk_link_answer(org, a.self, oh, NULL, 0);
-            atomicAdd(&L->refused, 1ull);
             answered++;
         }
         for (uint32_t d = 16; d > 0; d /= 2)
             answered += __shfl_xor_sync(0xffffffffu, answered, d);
         if (lane == 0) {
-            st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 0ull));
+            st_volatile(&L->host->refused, (uint64_t)(atomicAdd(&L->refused, (unsigned long long)answered) + answered));
             st_volatile(&L->host->taken, (uint64_t)(tail + answered));
         }
         __syncwarp();
