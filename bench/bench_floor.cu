@@ -234,7 +234,7 @@ __global__ void probe_dispatch_kernel(gb_grain_table_t tab, int part, int keys, 
                 asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
             while (g - g0 < (unsigned long long)gap_ns);
         }
-        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
         gb_slot_hdr_t oh;
         const long long t0 = clock64();
         if (part == GBK_PROBE_DISPATCH) {

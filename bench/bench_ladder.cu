@@ -85,7 +85,7 @@ __global__ void ladder_kernel(unsigned char *req, unsigned char *rep, const uint
             __syncwarp();
             if (lane == 0) {
                 const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)s_in;
-                const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+                const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
                 gb_slot_hdr_t oh;
                 gbi_dispatch_one<gbk_bench_vecadd>(&ctx, &tab, gb_grain_lane(h->key, tab.lanes), h,
                                  s_in + GB_SLOT_HDR_SIZE, &oh, s_out + GB_SLOT_HDR_SIZE, 32, 0);
@@ -259,7 +259,7 @@ static __device__ __forceinline__ void rl_run(const rl_args_t &p)
     const bool dispatch = p.step >= GBK_RL_DISPATCH;
     if (dispatch && lane == 0) {
         const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)p.req;
-        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
         gb_slot_hdr_t oh;
         gb_grain_table_t tab = p.tab;
         /* KIND: a switch on a run-time kind, as a kernel shared by grain types would need. */

@@ -22,6 +22,11 @@ driver's host-verified error bound.
 
 --compare-build runs the same graphs with a second build (bridge and driver), in the same run and
 on the same device: e.g. the build before the grains' sums went to double, for old-vs-new figures.
+--devices 0 0,1 runs each graph on a bridge with each devices list (its config's `devices`), rows
+labelled by list, and adds per scale the speed-up of every list over the first and the L1 between
+their ranks. A run the arena refuses (a graph too large for one device's arena_mb) is a row marked
+refused, not a failure: `--arena-mb 2048 --scales 24 --devices 0 0,1` shows one GPU refusing
+what two hold.
 --repeat N runs each build N times, alternating, so that a slow moment of a shared host does not
 fall on one build only; "bridge ms/it" is then the median run, and "steady" the median iteration
 after each run's first (which also pays for the first activation of the grains).
@@ -127,16 +132,20 @@ def main():
     ap.add_argument("--ways", nargs="+", choices=["one", "two"], default=["one"],
                     help="one: a round of messages per iteration (the driver's default); "
                          "two: --two-rounds, a senders' round too; several: each in turn, same graph")
+    ap.add_argument("--devices", nargs="+", default=[None],
+                    help="devices lists (e.g. 0 0,1): each graph runs on a bridge with each, in turn")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="gbprbench.")
     sock = f"ipc://{tmp}/bridge.sock"
     cfg = os.path.join(tmp, "bridge.cfg")
-    with open(cfg, "w") as f:
-        f.write(f'endpoints = [ "{sock}" ];\nmode = "{a.mode}";\narena_mb = {a.arena_mb};\n')
     gbctl = os.path.join(a.build, "client/gbctl")
 
-    def start_bridge(build):
+    def start_bridge(build, devices):
+        with open(cfg, "w") as f:
+            f.write(f'endpoints = [ "{sock}" ];\nmode = "{a.mode}";\narena_mb = {a.arena_mb};\n')
+            if devices:
+                f.write(f"devices = [{devices}];\n")
         log = open(os.path.join(tmp, "bridge.log"), "a")
         b = subprocess.Popen([os.path.join(build, "bridge/gpubridge"), "--config", cfg], stderr=log)
         for _ in range(300):
@@ -161,23 +170,29 @@ def main():
         rbin = os.path.join(tmp, f"k{s}.ranks")
         runs = []
         builds = [("new", a.build)] + ([("old", a.compare_build)] if a.compare_build else [])
+        builds = [(lb if devs is None else (devs if len(builds) == 1 else f"{lb}@{devs}"), b, devs)
+                  for lb, b in builds for devs in a.devices]
         if a.repeat < 1:
             sys.exit("--repeat: at least 1")
         per = {}  # (label, way) -> [(result, per-iteration ms)]
-        for _, (label, build), way in [(r, b, w) for r in range(a.repeat) for b in builds for w in a.ways]:
+        refused = []
+        for _, (label, build, devs), way in [(r, b, w) for r in range(a.repeat) for b in builds for w in a.ways]:
             cmd = [os.path.join(build, "examples/pagerank/pagerank"), "-e", sock, "--kron", str(s),
                    "--edgefactor", str(a.edgefactor), "-p", str(a.partitions), "-t", str(a.tolerance),
                    "-k", "0", "-j", "--write-csr", csr, "--ranks-bin", rbin]
             if way == "two":
                 cmd.append("--two-rounds")
             print("$", " ".join(cmd), flush=True)
-            bridge = start_bridge(build)
+            bridge = start_bridge(build, devs)
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True)
             finally:
                 stop_bridge(bridge)  # the reference runs on an idle device / idle cores
             sys.stderr.write("\n".join(l for l in p.stderr.splitlines() if not l.startswith("loading:"))[-3000:]
                              + "\n")
+            if p.returncode != 0 and "arena_mb" in p.stderr:
+                refused.append({"scale": s, "build": label, "refused": p.stderr.strip().splitlines()[-1]})
+                continue
             if p.returncode != 0:
                 print(p.stdout)
                 sys.exit(f"driver failed at scale {s}")
@@ -186,6 +201,9 @@ def main():
             if (label, way) not in per:
                 runs.append((label, way, res, np.fromfile(rbin, dtype="<f8")))
             per.setdefault((label, way), []).append((res, its))
+        rows.extend(refused)
+        if not runs:
+            continue
         n, m, in_off, in_src, outdeg = load_csr(csr)
         _, exact = reference(a.ref, n, m, in_off, in_src, outdeg, None, 0.85)
         for label, way, res, ours in runs:
@@ -206,17 +224,29 @@ def main():
                          "l1_vs_exact": float(np.abs(ours - exact).sum()),
                          "ref_l1_vs_exact": float(np.abs(ref_x - exact).sum()),
                          "l1_vs_ref": float(np.abs(ours - ref_x).sum())})
+        first = [r for r in rows if r.get("scale") == s and "refused" not in r]
+        for r, (_, _, _, ours) in zip(first[1:], runs[1:]):  # against the first list's run
+            r["speedup_vs_first"] = first[0]["bridge_ms"] / r["bridge_ms"]
+            r["l1_vs_first"] = float(np.abs(ours - runs[0][3]).sum())
         for f in (csr, rbin):
-            os.unlink(f)
+            if os.path.exists(f):
+                os.unlink(f)
     print(f"\n{'scale':>5} {'build':>5} {'vertices':>10} {'edges':>11} {'iters':>5} {'mode':>10} {'rounds':>6} "
           f"{'bridge ms/it':>12} {'steady':>7} {a.ref + ' ms/it':>12} {'ratio':>6} {'G edges/s':>9} {'L1 vs exact':>11} "
           f"{'ref L1 vs exact':>15} {'bound':>9}")
     for r in rows:
+        if "refused" in r:
+            print(f"{r['scale']:>5} {r['build']:>5} refused: {r['refused']}")
+            continue
         bound = f"{r['error_bound']:.2e}" if r["error_bound"] is not None else "-"
         print(f"{r['scale']:>5} {r['build']:>5} {r['vertices']:>10} {r['edges']:>11} {r['iterations']:>5} "
               f"{r['mode']:>10} {r['rounds']:>6} {r['bridge_ms']:>12.3f} "
               f"{r['steady_ms'] if r['steady_ms'] is not None else float('nan'):>7.3f} {r['ref_ms']:>12.3f} {r['ratio']:>6.2f} "
               f"{r['bridge_gedges']:>9.2f} {r['l1_vs_exact']:>11.2e} {r['ref_l1_vs_exact']:>15.2e} {bound:>9}")
+    for r in rows:
+        if "speedup_vs_first" in r:
+            print(f"scale {r['scale']}: {r['build']} is {r['speedup_vs_first']:.2f}x the first list's speed per "
+                  f"iteration; L1 between their ranks {r['l1_vs_first']:.2e}")
     print(json.dumps({"bench": "pagerank", "rows": rows}))
 
 

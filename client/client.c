@@ -314,6 +314,17 @@ size_t gbc_placement(const char *type, uint64_t key, size_t n)
     return (size_t)(h % n);
 }
 
+uint32_t gbc_device_of_key(uint64_t key, uint32_t n)
+{
+    if (n <= 1)
+        return 0;
+    uint64_t z = key + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (uint32_t)(z % n);
+}
+
 size_t gbc_endpoint_of(const gbc_client_t *c, const char *type, uint64_t key)
 {
     return c ? gbc_placement(type, key, c->n) : 0;

@@ -646,6 +646,16 @@ static void test_placement(void **state)
         assert_int_equal(gbc_placement("vecadd", k, 4), golden4[k]);
         assert_int_equal(gbc_placement("test", k, 2), golden2[k]);
     }
+    /* The device hash: docs/protocol.md's test vectors ("Several devices"). */
+    static const uint64_t dkeys[5] = {0, 1, 2, 42, UINT64_MAX};
+    static const uint32_t dev2[5] = {1, 1, 0, 1, 0}, dev3[5] = {1, 2, 1, 1, 2}, dev4[5] = {3, 1, 2, 1, 0};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(gbc_device_of_key(dkeys[i], 0), 0);
+        assert_int_equal(gbc_device_of_key(dkeys[i], 1), 0);
+        assert_int_equal(gbc_device_of_key(dkeys[i], 2), dev2[i]);
+        assert_int_equal(gbc_device_of_key(dkeys[i], 3), dev3[i]);
+        assert_int_equal(gbc_device_of_key(dkeys[i], 4), dev4[i]);
+    }
     fake_t *f[2] = {fake_start(NULL, NULL), fake_start(NULL, NULL)};
     gbc_client_t *c = client_for(f, 2, NULL);
     assert_int_equal(gbc_endpoint_count(c), 2);

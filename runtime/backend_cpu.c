@@ -241,7 +241,9 @@ static uint32_t cpu_window(cpu_worker_t *w)
         return 0;
     uint32_t n = 0, mine = 0;
     uint64_t bad = 0, pos = w->pos;
-    const gb_grain_ctx_t ctx = {rk->p.arena, rk->p.arena_size, 0, 1, NULL, NULL}; /* a team of one */
+    const gb_grain_ctx_t ctx = {rk->p.arena, rk->p.arena_size, 0, 1, NULL, NULL, /* a team of one */
+                                rk->p.n_peers > 1 ? rk->p.peers : NULL, rk->p.n_peers > 1 ? rk->p.n_peers : 1,
+                                rk->p.peer_self};
     const gb_grain_handler_fn handler = gb_grain_get(rk->kind)->cpu;
     const uint32_t n_targets = gb_grain_get(rk->kind)->n_targets;
     for (; n < window; n++, pos++) {

@@ -70,6 +70,7 @@ static void free_now(cuda_backend_t *b)
     free(b->tab_host);
     cudaFree(b->mirror);
     cudaFree(b->team);
+    cudaFree(b->peers);
     if (b->kstream)
         cudaStreamDestroy(b->kstream);
     if (b->cstream)
@@ -144,6 +145,33 @@ extern "C" gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char *
         return GB_ERR_CUDA;
     }
     return GB_OK;
+}
+
+extern "C" int gbi_cuda_arena_peers(const int *devices, size_t n, char *why, size_t why_len)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            if (devices[i] == devices[j])
+                continue;
+            int can = 0;
+            if (cudaDeviceCanAccessPeer(&can, devices[i], devices[j]) != cudaSuccess || !can) {
+                cudaGetLastError();
+                snprintf(why, why_len, "CUDA device %d has no peer access to device %d", devices[i], devices[j]);
+                return 0;
+            }
+            cudaError_t e = cudaSetDevice(devices[i]);
+            if (e == cudaSuccess)
+                e = cudaDeviceEnablePeerAccess(devices[j], 0);
+            if (e == cudaErrorPeerAccessAlreadyEnabled)
+                e = cudaSuccess;
+            cudaGetLastError(); /* "already enabled" is not sticky, but would stay as the last error */
+            if (e != cudaSuccess) {
+                snprintf(why, why_len, "enabling peer access from CUDA device %d to %d failed: %s", devices[i],
+                         devices[j], cudaGetErrorName(e));
+                return 0;
+            }
+        }
+    return 1;
 }
 
 extern "C" void gbi_cuda_arena_free(unsigned char *arena)
@@ -276,6 +304,11 @@ static gb_err alloc_table(gb_rk_t *rk, cuda_backend_t *b)
     if (gb_grain_is_team(rk->kind)) {
         const uint32_t rings = rk->p.ring_kernels ? rk->p.ring_kernels : ring_kernel_types();
         b->tab.lanes = b->gpu->team_workers(b->device, rk->geom.slot_size, rings);
+        /* The GPU listed N times runs N families of resident team kernels:
+         * each keeps 1/N of the blocks that fit (lanes + 1 of them, the
+         * reader included). */
+        if (rk->p.team_copies > 1)
+            b->tab.lanes = (b->tab.lanes + 1) / rk->p.team_copies > 1 ? (b->tab.lanes + 1) / rk->p.team_copies - 1 : 1;
         b->tab.per_lane = gb_grain_per_lane(rk->p.grain.max_grains, b->tab.lanes);
     } else {
         uint32_t parts = 1;
@@ -334,6 +367,12 @@ static gb_err set_args(gb_rk_t *rk, cuda_backend_t *b)
         CK(cudaMalloc((void **)&b->mirror, (size_t)rk->geom.cap * rk->geom.slot_size), "cudaMalloc(mirror)");
         CK(cudaMalloc((void **)&b->team, tsize), "cudaMalloc(team state)");
         CK(cudaMemsetAsync(b->team, 0, tsize, b->cstream), "cudaMemsetAsync(team state)");
+        if (rk->p.n_peers > 1) {
+            const size_t psize = rk->p.n_peers * sizeof *b->peers;
+            CK(cudaMalloc((void **)&b->peers, psize), "cudaMalloc(peer arenas)");
+            CK(cudaMemcpyAsync(b->peers, rk->p.peers, psize, cudaMemcpyHostToDevice, b->cstream),
+               "cudaMemcpyAsync(peer arenas)");
+        }
         CK(cudaStreamSynchronize(b->cstream), "sync after team setup");
     }
     b->args.team_workers = b->tab.lanes;
@@ -341,6 +380,9 @@ static gb_err set_args(gb_rk_t *rk, cuda_backend_t *b)
     b->args.team = b->team;
     b->args.arena = rk->p.arena;
     b->args.arena_size = rk->p.arena_size;
+    b->args.peers = b->peers;
+    b->args.n_peers = b->peers ? rk->p.n_peers : 1;
+    b->args.peer_self = b->peers ? rk->p.peer_self : 0;
     GB_INFO("ring kernel '%s': team kernel of 1 reader + %u worker blocks", rk->type_name, b->tab.lanes);
     return GB_OK;
 fail:

@@ -28,6 +28,7 @@ typedef struct cuda_backend {
     int q_held;           /* quiesced (persistent): is_active was cleared for it */
     unsigned char *mirror;  /* team grains: device copy of the input ring */
     gb_team_state_t *team;  /* team grains: the team kernel's bookkeeping */
+    unsigned char **peers;  /* team grains on several devices: the arenas (device memory; NULL: one) */
     gb_kargs_t args;
     uint64_t copied_in;   /* staging: requests copied to the device */
     uint64_t pulled_out;  /* staging: replies copied back */

@@ -7,6 +7,27 @@
 #include "links.h"
 #include "log.h"
 
+/* A team type's ring on device d: its arena, the other devices' (when
+ * teams span them), and the GPU it shares (one-block ring kernels, and the
+ * same GPU listed several times, which splits its SMs between the team
+ * kernels of each). */
+static void team_params(const gb_engine_t *e, size_t d, gb_rk_params_t *p)
+{
+    p->arena = e->arenas[d];
+    p->arena_size = e->arena_size;
+    if (e->teams_span) {
+        p->n_peers = (uint32_t)e->n_devs;
+        p->peer_self = (uint32_t)d;
+        for (size_t k = 0; k < e->n_devs; k++) {
+            p->peers[k] = e->arenas[k];
+            p->team_copies += e->devs[k].device == e->devs[d].device;
+        }
+    }
+    for (size_t j = 0; j < e->n_types; j++) /* the ring kernels it runs beside, on its GPU */
+        p->ring_kernels += e->types[j].rk && !gb_grain_is_team(e->types[j].kind) &&
+                           e->devs[e->types[j].dev].device == e->devs[d].device;
+}
+
 /* Creates the ring kernel of grain type t (config entry i) on device d of e. */
 static gb_err create_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_engine_type_t *t, size_t i)
 {
@@ -21,7 +42,7 @@ static gb_err create_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_e
                     "refused (a misspelt name?)", t->name);
         return GB_OK;
     }
-    if (gb_grain_is_team(t->kind) && !e->arena) {
+    if (gb_grain_is_team(t->kind) && !e->arenas[d]) {
         GB_INFO("grain type '%s': arena_mb is 0, so it has no memory; requests to it are refused", t->name);
         t->kind = 0;
         return GB_OK;
@@ -31,13 +52,8 @@ static gb_err create_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_e
     p.device = e->devs[d].device;
     if (gb_test_faults_enabled())
         p.test_flags |= GB_TEST_ALLOW_FAULT;
-    if (gb_grain_is_team(t->kind)) {
-        p.arena = e->arena;
-        p.arena_size = e->arena_size;
-        for (size_t j = 0; j < e->n_types; j++) /* the ring kernels it runs beside, on its GPU */
-            p.ring_kernels += e->types[j].rk && !gb_grain_is_team(e->types[j].kind) &&
-                              e->devs[e->types[j].dev].device == e->devs[d].device;
-    }
+    if (gb_grain_is_team(t->kind))
+        team_params(e, d, &p);
     if (err == GB_OK)
         err = gb_rk_new(&p, &t->rk);
     if (err != GB_OK)
@@ -89,11 +105,33 @@ static void resolve_targets(gb_engine_t *e)
 }
 
 /* The rings of grain type i: one on each device, or the first device's
- * alone (a team type, or one without a handler). */
-static int spread(const gb_config_t *cfg, size_t i)
+ * alone (one without a handler, or a team type whose devices cannot reach
+ * each other's arenas). */
+static int spread(const gb_engine_t *e, const gb_config_t *cfg, size_t i)
 {
     const int kind = gb_grain_kind_of(cfg->grains[i].type);
-    return kind != 0 && !gb_grain_is_team(kind);
+    return kind != 0 && (!gb_grain_is_team(kind) || e->teams_span);
+}
+
+/* Whether the team types run on every device: each device's kernels must
+ * write the others' arenas, so all cpu threads, or GPUs with peer access
+ * between every two. */
+static void teams_span(gb_engine_t *e, const gb_config_t *cfg)
+{
+    int teams = 0, cpu = 0;
+    for (size_t i = 0; i < cfg->n_grains; i++)
+        teams |= gb_grain_is_team(gb_grain_kind_of(cfg->grains[i].type));
+    if (e->n_devs < 2 || !teams || cfg->arena_mb == 0)
+        return;
+    int cuda[GB_MAX_DEVICES];
+    for (size_t d = 0; d < e->n_devs; d++) {
+        cpu += e->devs[d].mode == GB_MODE_CPU;
+        cuda[d] = e->devs[d].device;
+    }
+    char why[160] = "some devices run in cpu mode and others on a GPU";
+    e->teams_span = (size_t)cpu == e->n_devs || (cpu == 0 && gb_arena_peers(cuda, e->n_devs, why, sizeof why));
+    if (!e->teams_span)
+        GB_WARN("the team grain types run on the first device only: %s", why);
 }
 
 /* Lays out types[] and ring_of: the config's types on the first device, in
@@ -104,7 +142,7 @@ static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
     size_t n = cfg->n_grains;
     for (size_t d = 1; d < e->n_devs; d++)
         for (size_t i = 0; i < cfg->n_grains; i++)
-            n += spread(cfg, i) != 0;
+            n += spread(e, cfg, i) != 0;
     if (n > GB_MAX_RINGS) {
         GB_ERROR("%zu grain types on %zu devices make %zu ring kernels, more than %d: list fewer devices or "
                  "grain types", cfg->n_grains, e->n_devs, n, GB_MAX_RINGS);
@@ -114,7 +152,7 @@ static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
     e->n_types = cfg->n_grains;
     for (size_t i = 0; i < cfg->n_grains; i++) {
         for (size_t d = 0; d < e->n_devs; d++)
-            e->ring_of[i][d] = (uint8_t)(d > 0 && spread(cfg, i) ? e->n_types++ : i);
+            e->ring_of[i][d] = (uint8_t)(d > 0 && spread(e, cfg, i) ? e->n_types++ : i);
     }
     for (size_t i = 0; i < cfg->n_grains; i++)
         for (size_t d = 0; d < e->n_devs; d++) {
@@ -124,29 +162,42 @@ static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
     return GB_OK;
 }
 
-/* The arena of the team types, on the first device, before any kernel:
+/* The arena of the team types on each of their devices, before any kernel:
  * allocating device memory once kernels are resident would have to avoid
  * every implicit device synchronisation. */
 static gb_err arena_new(gb_engine_t *e, const gb_config_t *cfg)
 {
-    for (size_t i = 0; i < cfg->n_grains && !e->arena && cfg->arena_mb > 0; i++) {
-        if (!gb_grain_is_team(gb_grain_kind_of(cfg->grains[i].type)))
-            continue;
-        e->arena_size = (uint64_t)cfg->arena_mb << 20;
-        gb_err aerr = gb_arena_new(e->mode, e->device, e->arena_size, &e->arena);
+    int teams = 0;
+    for (size_t i = 0; i < cfg->n_grains; i++)
+        teams |= gb_grain_is_team(gb_grain_kind_of(cfg->grains[i].type));
+    if (!teams || cfg->arena_mb == 0)
+        return GB_OK;
+    e->arena_size = (uint64_t)cfg->arena_mb << 20;
+    const size_t n = e->teams_span ? e->n_devs : 1;
+    for (size_t d = 0; d < n; d++) {
+        gb_err aerr = gb_arena_new(e->devs[d].mode, e->devs[d].device, e->arena_size, &e->arenas[d]);
         if (aerr != GB_OK) {
-            GB_ERROR("cannot allocate the %u MiB arena of the team grains: %s (lower arena_mb)", cfg->arena_mb,
-                     gb_strerror(aerr));
+            GB_ERROR("cannot allocate the %u MiB arena of the team grains%s: %s (lower arena_mb)", cfg->arena_mb,
+                     n > 1 ? " on every device" : "", gb_strerror(aerr));
             return aerr;
         }
-        GB_INFO("team grain arena: %u MiB", cfg->arena_mb);
     }
-    for (int k = 1; e->arena && k <= gb_grain_count(); k++) {
+    if (n > 1)
+        GB_INFO("team grain arenas: %u MiB on each of %zu devices", cfg->arena_mb, n);
+    else
+        GB_INFO("team grain arena: %u MiB", cfg->arena_mb);
+    for (int k = 1; k <= gb_grain_count(); k++) {
         const gb_grain_desc_t *d = gb_grain_get(k);
         if ((d->flags & GB_GRAIN_TEAM) && d->hooks && d->hooks->set_arena)
             d->hooks->set_arena(e->arena_size);
     }
     return GB_OK;
+}
+
+static void arenas_free(gb_engine_t *e)
+{
+    for (size_t d = 0; d < e->n_devs; d++)
+        gb_arena_free(e->devs[d].mode, e->arenas[d]);
 }
 
 /* Creates (launch 0) or launches (1) every ring kernel: one-block ring
@@ -180,10 +231,12 @@ gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, s
     memcpy(e->devs, devs, n * sizeof *devs);
     e->mode = devs[0].mode;
     e->device = devs[0].device;
+    teams_span(e, cfg);
     gb_err err = lay_out(e, cfg);
     if (err == GB_OK)
         err = arena_new(e, cfg);
     if (err != GB_OK) {
+        arenas_free(e);
         free(e);
         return err;
     }
@@ -231,7 +284,7 @@ void gb_engine_destroy(gb_engine_t **pe, int timeout_ms)
     for (size_t i = 0; i < e->n_types; i++)
         gb_rk_destroy(&e->types[i].rk);
     gb_links_destroy(&e->links);
-    gb_arena_free(e->mode, e->arena); /* after every kernel that used it stopped (on the first device) */
+    arenas_free(e); /* after every kernel that used them stopped (peers' included) */
     free(e);
     *pe = NULL;
 }

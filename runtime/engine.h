@@ -6,8 +6,10 @@
  *
  * With several devices a grain type has one ring kernel per device, and a
  * key's messages always go to the same one (gb_device_of_key), so that the
- * grain's state stays put. Team types, which share one arena, run on the
- * first device only. */
+ * grain's state stays put. Team types have an arena on each device, and
+ * their handlers reach the other devices' arenas (gb_grain_ctx_t.peers);
+ * where the devices cannot reach each other's memory (no peer access) they
+ * run on the first device only. */
 #ifndef GB_ENGINE_H
 #define GB_ENGINE_H
 
@@ -38,13 +40,16 @@ typedef struct gb_engine {
     int device;   /* the first device's */
     size_t n_devs;
     gb_engine_dev_t devs[GB_MAX_DEVICES];
-    unsigned char *arena; /* shared by the team grain types, on the first device; NULL if none */
+    /* The team grain types' arena on each device they run on (arenas[0]
+     * alone unless teams_span), arena_size bytes each; NULL if none. */
+    unsigned char *arenas[GB_MAX_DEVICES];
     uint64_t arena_size;
+    bool teams_span; /* team types run on every device, each with its arena */
     size_t n_names; /* grain types: types[0..n_names) are their first device's rings, in config order */
     size_t n_types; /* rings: the first n_names, then the other devices' */
     gb_engine_type_t types[GB_MAX_RINGS];
-    /* ring_of[t][d]: types[] index of grain type t on device d (team types:
-     * the first device's for every d). */
+    /* ring_of[t][d]: types[] index of grain type t on device d (a type on
+     * the first device alone: its ring for every d). */
     uint8_t ring_of[GB_MAX_GRAIN_TYPES][GB_MAX_DEVICES];
     struct gb_links *links; /* device links between its ring kernels (links.h); NULL: none */
 } gb_engine_t;
@@ -60,7 +65,7 @@ static inline uint32_t gb_device_of_key(uint64_t key, uint32_t n) { return gb_li
  * handler, in mode (not AUTO) on device. On error nothing is left running. */
 gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine_t **out);
 /* The same on n devices (devs[i]: index and mode), each grain type on each
- * (team types on devs[0] only). GB_ERR_CONFIG when the rings would pass
+ * (team types on devs[0] only without peer access). GB_ERR_CONFIG when the rings would pass
  * GB_MAX_RINGS (logged). */
 gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, size_t n, gb_engine_t **out);
 /* The rings of t's grain type, one per device (a team type has one): n of

@@ -2,6 +2,7 @@
  * of the rings (credit, claim/publish, peek/consume) and status. */
 #include "runtime_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -92,6 +93,18 @@ void gb_arena_free(gb_mode mode, unsigned char *arena)
     }
 #ifdef GB_HAVE_CUDA
     gbi_cuda_arena_free(arena);
+#endif
+}
+
+int gb_arena_peers(const int *devices, size_t n, char *why, size_t why_len)
+{
+#ifdef GB_HAVE_CUDA
+    return gbi_cuda_arena_peers(devices, n, why, why_len);
+#else
+    (void)devices;
+    (void)n;
+    snprintf(why, why_len, "this build has no CUDA");
+    return 0;
 #endif
 }
 

@@ -43,6 +43,14 @@ typedef struct gb_rk_params {
      * (it must outlive the ring kernel). NULL for other grains. */
     unsigned char *arena;
     uint64_t arena_size;
+    /* Team grains on several devices: the family's arena on each, by device
+     * number (peers[peer_self] is arena), borrowed as arena is. On GPUs every
+     * device has peer access to every other. n_peers 0 or 1: one device. */
+    unsigned char *peers[GB_MAX_DEVICES];
+    uint32_t n_peers, peer_self;
+    /* Team grains: families of team kernels on this GPU (the same GPU listed
+     * several times in `devices`): each gets its share of the SMs. 0 or 1: one. */
+    uint32_t team_copies;
     /* Team grains on a GPU: the one-block ring kernels the team kernel leaves
      * an SM for (the engine counts its configured types); 0: every
      * registered grain type with a ring kernel. */
@@ -222,6 +230,12 @@ const char *gb_rk_type(const gb_rk_t *rk);
  * using it has stopped. */
 gb_err gb_arena_new(gb_mode mode, int device, uint64_t bytes, unsigned char **out);
 void gb_arena_free(gb_mode mode, unsigned char *arena);
+/* Whether a team grain on each of the n CUDA devices can write the arenas on
+ * all the others: enables peer access between every two distinct devices
+ * (a device listed twice needs none). 1 when every pair has it; 0 with the
+ * reason in why (a pair without peer access, or CUDA not built in). Call it
+ * before any ring kernel is launched. */
+int gb_arena_peers(const int *devices, size_t n, char *why, size_t why_len);
 
 /* Test hook (test builds only, test_hooks.h): GPUBRIDGE_TEST_FAULTS=1 lets
  * requests of message type GB_MSG_TEST_FAULT (65407) reach the kernels, where

@@ -97,6 +97,7 @@ extern const gbi_backend_ops_t gbi_backend_cuda;
 /* Device memory for gb_arena_new / gb_arena_free (backend_cuda.cu). */
 gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char **out);
 void gbi_cuda_arena_free(unsigned char *arena);
+int gbi_cuda_arena_peers(const int *devices, size_t n, char *why, size_t why_len);
 #endif
 
 /* large_payload.c: bytes of the large area for large_max; its allocator,

@@ -19,7 +19,7 @@ static gb_grain_ctx_t ctx_with(gb_grain_mail_t *m, uint32_t n_targets)
 {
     memset(out, 0xEE, sizeof out);
     gb_mail_begin(m, 77, out, CAP, n_targets);
-    gb_grain_ctx_t c = {NULL, 0, 0, 1, NULL, m};
+    gb_grain_ctx_t c = {NULL, 0, 0, 1, NULL, m, NULL, 1, 0};
     return c;
 }
 
@@ -86,7 +86,7 @@ static void test_errors(void **state)
     assert_int_equal(gb_grain_forward(&c, 0, 1, 1, NULL, CAP), GB_SLOT_MAIL_FULL);
     assert_int_equal(gb_grain_forward(&c, 0, 1, 1, NULL, 0), GB_SLOT_FORWARDED);
     assert_int_equal(gb_grain_forward(&c, 0, 1, 1, NULL, 0), GB_SLOT_HANDLER_ERROR); /* one forward a turn */
-    gb_grain_ctx_t none = {NULL, 0, 0, 1, NULL, NULL}; /* a type without targets */
+    gb_grain_ctx_t none = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0}; /* a type without targets */
     assert_int_equal(gb_grain_send(&none, 0, 1, 1, NULL, 0), GB_SLOT_BAD_TARGET);
     assert_int_equal(gb_grain_self_key(&none), 0);
     /* Room runs out: the message count, then the bytes. */
@@ -183,7 +183,7 @@ static void test_dispatch(void **state)
     static _Alignas(16) unsigned char tab_mem[16 * 32];
     gb_grain_table_t tab = {tab_mem, 1, 16, 8, gb_grain_entry_size(8), 0, 0};
     gb_slot_hdr_t in = {3, 4, 1, 0, 0, 0, 0}, o;
-    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
     assert_int_equal(gbi_dispatch_one_fn(sends_one, 1, &ctx, &tab, 0, &in, NULL, &o, out, CAP, 0), 0);
     assert_int_equal(o.status, GB_SLOT_MAIL);
     assert_int_equal(o.len, 16 + 16);

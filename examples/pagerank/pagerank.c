@@ -60,7 +60,8 @@ static const char usage_text[] =
     "  -e, --endpoint E        bridge endpoint (default tcp://127.0.0.1:5555)\n"
     "  -p, --partitions P      grains per type (0..65536), at most the vertex count (0, the\n"
     "                          default: on a GPU one per worker block of the grain type,\n"
-    "                          as its status reports (128 if it does not); 4 in cpu mode)\n"
+    "                          as its status reports (128 if it does not); 4 in cpu mode;\n"
+    "                          times the bridge's devices)\n"
     "  -d, --damping D         damping factor, 0 <= D < 1 (default 0.85)\n"
     "  -t, --tolerance T       stop when the summed L1 delta is below T, 0..1 (default 1e-6),\n"
     "                          and small enough for --max-error (d/(1-d) x delta <= E/2)\n"
@@ -275,7 +276,8 @@ static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pul
 }
 
 /* Connects to the bridge; *parts: the partitions for its grains' mode. */
-static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char mode[16], uint32_t *parts)
+static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char mode[16], uint32_t *parts,
+                          uint32_t *devs, uint32_t *lanes)
 {
     gbc_options_t copt;
     gbc_options_init(&copt);
@@ -307,7 +309,9 @@ static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char
      * per SM): a partition's message runs on one block, partition q on block
      * q mod lanes, so any other count leaves some blocks with one more
      * partition than the rest, and the round waits for them. */
-    *parts = o->partitions ? o->partitions : strcmp(mode, "cpu") == 0 ? 4 : gs.lanes ? gs.lanes : 128;
+    *devs = gs.n_devices ? gs.n_devices : 1; /* the grains span the bridge's devices (pr_client.h) */
+    *lanes = gs.lanes;
+    *parts = o->partitions ? o->partitions : *devs * (strcmp(mode, "cpu") == 0 ? 4 : gs.lanes ? gs.lanes : 128);
     if (*parts > n)
         *parts = n;
     return 0;
@@ -434,16 +438,18 @@ static int run(const pr_opts_t *o, outs_t *out)
     gb_pull_t pg;
     gbc_client_t *c = NULL;
     char mode[16] = "?";
-    uint32_t parts = 0;
+    uint32_t parts = 0, devs = 1, lanes = 0;
     uint64_t *first = NULL;
     double *ranks = NULL;
     pr_t p = {.o = o};
     int status = 1;
-    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts) != 0)
+    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts, &devs, &lanes) != 0)
         goto out;
     first = pr_partition(&pg, parts);
     ranks = calloc(pg.n, sizeof *ranks);
-    p = (pr_t){.c = c, .o = o, .next_senders = malloc(parts * sizeof *p.next_senders), .agg_parts = parts};
+    p = (pr_t){.c = c, .o = o, .next_senders = malloc(parts * sizeof *p.next_senders), .agg_parts = parts,
+               .n_devs = devs, .lanes = lanes, .key = malloc(parts * sizeof *p.key),
+               .shift = malloc(parts * sizeof *p.shift)};
     p.n_tags = 1024;
     while (p.n_tags < 2ull * parts + WINDOW)
         p.n_tags *= 2;
@@ -451,7 +457,7 @@ static int run(const pr_opts_t *o, outs_t *out)
     if (p.tag)
         for (uint64_t i = 0; i < p.n_tags; i++)
             p.tag[i].corr = NO_TAG;
-    if (!first || !ranks || !p.next_senders || !p.tag) {
+    if (!first || !ranks || !p.next_senders || !p.tag || !p.key || !p.shift) {
         fprintf(stderr, PROG ": out of memory\n");
         goto out;
     }
@@ -484,6 +490,8 @@ out:
     gbc_client_destroy(&c);
     free(p.next_senders);
     free(p.tag);
+    free(p.key);
+    free(p.shift);
     free(first);
     free(ranks);
     gb_pull_free(&pg);

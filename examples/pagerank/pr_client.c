@@ -13,7 +13,7 @@
 #include "pagerank.pb-c.h"
 
 /* The grain of partition q of this run's job. */
-static uint64_t key_of(const pr_t *p, uint32_t q) { return (uint64_t)p->job << 32 | q; }
+static uint64_t key_of(const pr_t *p, uint32_t q) { return p->key[q]; }
 
 double pr_now_s(void)
 {
@@ -153,38 +153,122 @@ static int release_key(pr_t *p, const char *type, uint32_t q)
     return e == GBC_OK || (e == GBC_ERR_STATUS && gbc_last_status() == GBC_STATUS_NO_ACTIVATION) ? 0 : -1;
 }
 
-/* GraphInit with new_job under fresh job ids until one is free (another
- * driver may hold the id drawn). */
-static int graph_init(pr_t *p, const gb_pull_t *g)
+/* This job's keys and each device's share of the edges (pr_t.key). One
+ * device: key job << 32 | q. Several: partition q goes to device
+ * d = q % n_devs, with the lowest free low half whose key the device hash
+ * sends to d and whose key modulo the worker blocks is q / n_devs modulo
+ * them, so that each device's blocks take its partitions in turn. */
+static void plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
 {
-    Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
-    gi.node_count = g->n;
-    gi.edge_count = g->m;
-    gi.new_job = true;
-    uint8_t buf[64];
-    const size_t len = gpubridge__graph_init__pack(&gi, buf);
+    const uint32_t nd = p->n_devs ? p->n_devs : 1, w = p->lanes ? p->lanes : 1;
+    uint64_t next[GBC_MAX_DEVICES] = {0};
+    for (uint32_t d = 0; d < GBC_MAX_DEVICES; d++) {
+        p->m_dev[d] = 0;
+        p->lead[d] = UINT32_MAX;
+    }
+    for (uint32_t q = 0; q < parts; q++) {
+        const uint32_t d = q % nd;
+        uint64_t key = (uint64_t)p->job << 32 | q;
+        if (nd > 1) {
+            uint64_t lo = next[d];
+            while (lo <= UINT32_MAX && (gbc_device_of_key((uint64_t)p->job << 32 | lo, nd) != d ||
+                                        ((uint64_t)p->job << 32 | lo) % w != (q / nd) % w))
+                lo++;
+            if (lo > UINT32_MAX) /* cannot happen: the hash reaches every residue long before */
+                lo = next[d];
+            next[d] = lo + 1;
+            key = (uint64_t)p->job << 32 | lo;
+        }
+        p->key[q] = key;
+        if (p->lead[d] == UINT32_MAX)
+            p->lead[d] = q;
+        p->shift[q] = (int64_t)p->m_dev[d] - (int64_t)g->in_off[first[q]];
+        p->m_dev[d] += g->in_off[first[q + 1]] - g->in_off[first[q]];
+    }
+}
+
+/* The devices that hold a partition: GraphInit and JobEnd go to each. */
+static uint32_t dev_count(const pr_t *p) { return p->n_devs ? p->n_devs : 1; }
+
+/* "E0 + E1 + ... edges" of the devices, for the progress line ("" on one). */
+static const char *devs_text(const pr_t *p)
+{
+    static char t[256];
+    t[0] = 0;
+    for (uint32_t d = 0, at = 0; dev_count(p) > 1 && d < dev_count(p) && at < sizeof t - 32; d++)
+        at += (uint32_t)snprintf(t + at, sizeof t - at, "%s%" PRIu64 "%s", d ? " + " : "", p->m_dev[d],
+                                 d + 1 == dev_count(p) ? " edges" : "");
+    return t;
+}
+
+static int job_end_on(pr_t *p, uint32_t d)
+{
+    Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT;
+    uint8_t buf[8];
+    const size_t len = gpubridge__job_end__pack(&je, buf);
+    gbc_reply_t r;
+    gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
+                         GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, buf, len, &r,
+                         p->o->timeout_ms);
+    if (e != GBC_OK)
+        fprintf(stderr, PROG ": warning: JobEnd for job %u%s: %s (its arena stays held until the bridge restarts)\n",
+                p->job, dev_count(p) > 1 ? " on one of the bridge's devices" : "",
+                e == GBC_ERR_STATUS && r.error ? r.error : gbc_strerror(e));
+    gbc_reply_clear(&r);
+    return e == GBC_OK || e == GBC_ERR_STATUS ? 0 : -1;
+}
+
+/* GraphInit with new_job on each device that holds a partition, under fresh
+ * job ids until one is free on all (another driver may hold the id drawn). */
+static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
+{
     for (int attempt = 0; attempt < 4; attempt++) {
         p->job = new_job_id();
-        gbc_reply_t r;
-        gbc_err e = gbc_call(p->c, SENDER, key_of(p, 0),
-                             GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, buf, len, &r,
-                             p->o->timeout_ms);
-        const bool in_use = e == GBC_ERR_STATUS && r.error && strstr(r.error, "in use");
-        if (e == GBC_OK) {
+        plan(p, g, first, parts);
+        bool in_use = false;
+        for (uint32_t d = 0; d < dev_count(p); d++) {
+            if (p->lead[d] == UINT32_MAX)
+                continue;
+            Gpubridge__GraphInit gi = GPUBRIDGE__GRAPH_INIT__INIT;
+            gi.node_count = g->n;
+            gi.edge_count = p->m_dev[d];
+            gi.new_job = true;
+            uint8_t buf[64];
+            const size_t len = gpubridge__graph_init__pack(&gi, buf);
+            gbc_reply_t r;
+            gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
+                                 GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, buf, len, &r,
+                                 p->o->timeout_ms);
+            in_use = e == GBC_ERR_STATUS && r.error && strstr(r.error, "in use");
+            if (e == GBC_OK) {
+                gbc_reply_clear(&r);
+                p->job_live = true;
+                p->claimed |= 1u << d;
+                continue;
+            }
+            if (!in_use) {
+                fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges%s) failed: %s%s%s\n", g->n,
+                        p->m_dev[d], dev_count(p) > 1 ? " of one device's partitions" : "",
+                        e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
+                        e == GBC_ERR_STATUS ? ": " : " ",
+                        e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
+                gbc_reply_clear(&r);
+                if (e == GBC_ERR_STATUS) { /* refused (no room, say): its sender was activated all the same */
+                    p->keys = p->lead[d] + 1;
+                    p->job_live = true; /* pr_end_job frees what the other devices claimed, and the grains */
+                }
+                return -1;
+            }
             gbc_reply_clear(&r);
-            p->job_live = true;
+            break;
+        }
+        if (!in_use)
             return 0;
-        }
-        if (!in_use) {
-            fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges) failed: %s%s%s\n", g->n, g->m,
-                    e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
-                    e == GBC_ERR_STATUS ? ": " : " ", e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
-            gbc_reply_clear(&r);
-            if (e == GBC_ERR_STATUS) /* refused (no room, say): its sender 0 was activated all the same */
-                release_key(p, SENDER, 0);
-            return -1;
-        }
-        gbc_reply_clear(&r);
+        for (uint32_t d = 0; d < dev_count(p); d++) /* in use on one device: give the others back, draw again */
+            if (p->claimed >> d & 1u)
+                job_end_on(p, d);
+        p->claimed = 0;
+        p->job_live = false;
     }
     fprintf(stderr, PROG ": every job id tried is in use on the bridge\n");
     return -1;
@@ -202,19 +286,14 @@ void pr_end_job(pr_t *p)
         gbc_reply_clear(&r);
         p->inflight--;
     }
-    Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT;
-    uint8_t buf[8];
-    const size_t len = gpubridge__job_end__pack(&je, buf);
-    gbc_reply_t r;
-    gbc_err e = gbc_call(p->c, SENDER, key_of(p, 0), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END,
-                         buf, len, &r, p->o->timeout_ms);
-    if (e != GBC_OK)
-        fprintf(stderr, PROG ": warning: JobEnd for job %u: %s (its arena stays held until the bridge restarts)\n",
-                p->job, e == GBC_ERR_STATUS && r.error ? r.error : gbc_strerror(e));
-    gbc_reply_clear(&r);
+    int answered = 0;
+    for (uint32_t d = 0; d < dev_count(p); d++)
+        if ((p->claimed >> d & 1u) && job_end_on(p, d) != 0)
+            answered = -1;
+    p->claimed = 0;
     /* The job's grains, unless the bridge stopped answering (each would wait
      * its deadline). */
-    for (uint32_t q = 0; q < p->keys && (e == GBC_OK || e == GBC_ERR_STATUS); q++)
+    for (uint32_t q = 0; q < p->keys && answered == 0; q++)
         if (release_key(p, SENDER, q) != 0 || release_key(p, AGGREGATOR, q) != 0) {
             fprintf(stderr, PROG ": warning: releasing job %u's grains: %s (the rest stay activated: for the "
                             "bridge's collection age, then evicted until it restarts)\n", p->job, gbc_last_error());
@@ -282,8 +361,13 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
     const uint32_t chunk = p->chunk_deg, ochunk = p->chunk_off, echunk = p->chunk_edge;
     double t0 = pr_now_s();
     p->first = first;
-    if (graph_init(p, g) != 0)
+    uint64_t *offs = malloc((size_t)ochunk * sizeof *offs); /* one chunk's offsets, shifted */
+    if (!offs) {
+        fprintf(stderr, PROG ": out of memory\n");
         return -1;
+    }
+    if (graph_init(p, g, first, parts) != 0)
+        goto fail;
     for (uint32_t q = 0; q < parts; q++) {
         p->keys = q + 1; /* the grains this job may have activated: released at its end */
         Gpubridge__PartitionInit pi = GPUBRIDGE__PARTITION_INIT__INIT;
@@ -293,7 +377,7 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
                      &pi.base) ||
             send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_PARTITION_INIT,
                      &pi.base))
-            return -1;
+            goto fail;
     }
     uint64_t sent_edges = 0, next_report = 0;
     const bool tty = isatty(STDERR_FILENO); /* a log gets the last line, not 50 overwritten ones */
@@ -305,28 +389,35 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
             oc.out_degrees = g->outdeg + v;
             if (send_msg(p, SENDER, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES,
                          &oc.base))
-                return -1;
+                goto fail;
         }
-        /* offsets of vertices first[q] .. first[q+1] (the last partition also sends offset n) */
-        const uint64_t oend = q + 1 == parts ? (uint64_t)g->n + 1 : first[q + 1];
+        /* offsets of vertices first[q] .. first[q+1], its end included (on
+         * its device the next vertex may belong to no partition there), as
+         * edge indexes of its device (pr_client.h) */
+        const uint64_t oend = first[q + 1] + 1;
         for (uint64_t v = first[q]; v < oend; v += ochunk) {
             Gpubridge__InOffsetChunk ic = GPUBRIDGE__IN_OFFSET_CHUNK__INIT;
             ic.first_node = v;
             ic.n_offsets = oend - v < ochunk ? oend - v : ochunk;
             ic.offsets = g->in_off + v;
+            if (p->shift[q]) {
+                for (size_t i = 0; i < ic.n_offsets; i++)
+                    offs[i] = (uint64_t)((int64_t)g->in_off[v + i] + p->shift[q]);
+                ic.offsets = offs;
+            }
             if (send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
                          &ic.base))
-                return -1;
+                goto fail;
         }
         const uint64_t e1 = g->in_off[first[q + 1]];
         for (uint64_t e = g->in_off[first[q]]; e < e1; e += echunk) {
             Gpubridge__InEdgeChunk ec = GPUBRIDGE__IN_EDGE_CHUNK__INIT;
-            ec.first_edge = e;
+            ec.first_edge = (uint64_t)((int64_t)e + p->shift[q]);
             ec.n_sources = e1 - e < echunk ? e1 - e : echunk;
             ec.sources = g->in_src + e;
             if (send_msg(p, AGGREGATOR, key_of(p, q), GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES,
                          &ec.base))
-                return -1;
+                goto fail;
             sent_edges += ec.n_sources;
         }
         if (!p->o->quiet && tty && sent_edges >= next_report) {
@@ -335,12 +426,18 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
             next_report = sent_edges + g->m / 50 + 1;
         }
     }
+    free(offs);
+    offs = NULL;
     if (drain(p))
         return -1;
     if (!p->o->quiet)
-        fprintf(stderr, "%sloading: %u vertices, %" PRIu64 " edges, %u partitions in %.2f s\n", tty ? "\r" : "",
-                g->n, g->m, parts, pr_now_s() - t0);
+        fprintf(stderr, "%sloading: %u vertices, %" PRIu64 " edges, %u partitions%s%s in %.2f s\n", tty ? "\r" : "",
+                g->n, g->m, parts, dev_count(p) > 1 ? " over the bridge's devices: " : "", devs_text(p),
+                pr_now_s() - t0);
     return 0;
+fail:
+    free(offs);
+    return -1;
 }
 
 /* ---- iterating ----------------------------------------------------------- */

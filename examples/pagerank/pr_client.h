@@ -14,7 +14,15 @@
  * By default there is no senders' round after the first: the aggregators'
  * START asks them to write the next iteration's contributions themselves
  * (next_contributions), which halves the messages per iteration;
- * --two-rounds keeps the senders' round. */
+ * --two-rounds keeps the senders' round.
+ *
+ * On a bridge with several devices (the aggregator's status lists them) the
+ * partitions alternate between the devices: partition q's grains get a key
+ * that the bridge's device hash (gbc_device_of_key) sends to device
+ * q % devices and, there, to worker block q / devices of the team kernel.
+ * Each device gets a GraphInit of its own, sized for the in-edges of its
+ * partitions, whose offsets are sent relative to that device's edges; the
+ * grains copy their contributions to the other devices themselves. */
 #ifndef GB_PR_CLIENT_H
 #define GB_PR_CLIENT_H
 
@@ -75,11 +83,24 @@ struct pr {
     uint32_t n;
     size_t got;
     /* This run's job (pagerank.proto): the upper half of every key; replies
-     * must name it. job_live: GraphInit claimed it and no JobEnd went yet. */
+     * must name it. job_live: GraphInit claimed it on some device and no
+     * JobEnd went yet; claimed: those devices (bit d: device d). */
     uint32_t job;
     bool job_live;
+    uint32_t claimed;
     uint32_t keys; /* partitions whose grains the job may have activated: released after JobEnd */
     const uint64_t *first; /* partition q holds [first[q], first[q+1]) */
+    /* The bridge's devices and the team kernel's worker blocks (its status);
+     * partition q's grains have key[q]; on its device its edges start at
+     * in_off[first[q]] + shift[q]. Device d holds m_dev[d] edges; lead[d]:
+     * its first partition (it gets the device's GraphInit and JobEnd), or
+     * UINT32_MAX when it has none. Set by pr_load. */
+    uint32_t n_devs, lanes;
+    uint64_t *key;
+    int64_t *shift;
+    uint64_t m_dev[GBC_MAX_DEVICES];
+    uint32_t lead[GBC_MAX_DEVICES];
+    uint32_t parts;
     /* Entries a message: --chunk (in-offsets: half of it), at most what the
      * bridge takes (pr_fit_chunks). */
     uint32_t chunk_deg, chunk_off, chunk_edge, chunk_query;

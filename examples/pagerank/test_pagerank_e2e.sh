@@ -32,6 +32,9 @@ endpoints = [ "$SOCK" ];
 mode = "$MODE";
 arena_mb = 256;
 CFG
+# GB_E2E_DEVICES (e.g. "[0, 1]"): the bridge spreads the grains over those
+# devices, and each job's partitions with them.
+[ -n "${GB_E2E_DEVICES:-}" ] && echo "devices = $GB_E2E_DEVICES;" >> "$T/bridge.cfg"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 "$BUILD/bridge/gpubridge" --config "$T/bridge.cfg" 2> "$T/bridge.log" &

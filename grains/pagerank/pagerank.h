@@ -24,6 +24,13 @@
  * the senders', that is the whole senders' round, so the client can skip it:
  * one round of messages per iteration instead of two.
  *
+ * On several devices (c->n_peers > 1) every device holds the job's vertex
+ * arrays whole and the in-edges of its own partitions; m is that device's
+ * edge count, and in_off its partitions' offsets into them. A START writes
+ * its vertices' contributions here and then into the job's slice on every
+ * other device (gb_pr_share), so that each aggregator pulls from local
+ * memory.
+ *
  * Sums are accumulated in double (a vertex's in-edge sum, the L1 delta, the
  * dangling and rank sums); ranks and contributions are stored as float.
  *
@@ -323,8 +330,44 @@ GB_HD void gb_pr_aggregate(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const 
 #endif
 }
 
-GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender, const unsigned char *in,
-                           uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len)
+/* With the family's arenas on several devices (c->n_peers > 1): this
+ * partition's contributions x[first, end) (x: half `half` of the job's x
+ * here) go into the job's slice on every other device that has one too, for
+ * the aggregators there, which pull from every vertex. A device without a
+ * slice of the job holds none of its partitions. Each thread copies the
+ * vertices it wrote (first + rank + k * size), so no team sync comes first;
+ * the system-scope fence puts the copies before the reply, which the client
+ * waits for before it starts an aggregator that reads them. */
+GB_HD void gb_pr_share(const gb_grain_ctx_t *fam, uint32_t job, uint64_t n, const float *x, uint32_t half,
+                       uint64_t first, uint64_t end)
+{
+    const gb_grain_ctx_t *c = fam; /* the whole arena's context: its peers are whole arenas too */
+    if (c->n_peers < 2 || !c->peers)
+        return;
+    for (uint32_t p = 0; p < c->n_peers; p++) {
+        if (p == c->self || !c->peers[p])
+            continue;
+        gb_grain_ctx_t pc = *c, pj;
+        pc.arena = c->peers[p];
+        uint64_t serial;
+        gb_pr_dir_t pd;
+        if (!gb_pr_job_find(&pc, job, &pj, &serial) || !gb_pr_dir_read(&pj, &pd) || pd.n != n)
+            continue;
+        float *px = (float *)(pj.arena + pd.off_x) + (uint64_t)half * n;
+        for (uint64_t v = first + c->rank; v < end; v += c->size)
+            px[v] = x[v];
+    }
+#if defined(__CUDA_ARCH__)
+    __threadfence_system();
+#else
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+/* START in the job's slice c; fam: the whole arena's context (gb_pr_share). */
+GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, const gb_grain_ctx_t *fam, gb_pr_part_t *st, int sender,
+                           uint32_t job, const unsigned char *in, uint32_t in_len, unsigned char *out,
+                           uint32_t out_cap, uint32_t *out_len)
 {
     gb_pr_dir_t d;
     if (in_len != GB_PR_START_LEN || out_cap < GB_PR_REPLY_LEN)
@@ -347,6 +390,7 @@ GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
     float *xn = NULL; /* aggregator with GB_PR_START_NEXT: the next iteration's contributions */
     if (sender) {
         gb_pr_send(c, &d, x, first, end, &a, &sum);
+        gb_pr_share(fam, job, n, x, iteration & 1u, first, end);
     } else {
         const double base = (1.0 - damping) / (double)n + damping * dangling / (double)n;
         if (gb_pr_u32(in + 4) & GB_PR_START_NEXT) /* into the other half */
@@ -358,6 +402,8 @@ GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, gb_pr_part_t *st, int sender
                 st->dst_gen = d.gen;
         }
         gb_pr_aggregate(c, &d, x, xn, base, damping, first, end, &a, &sum, &next_dangling);
+        if (xn)
+            gb_pr_share(fam, job, n, xn, ~iteration & 1u, first, end);
     }
     a = gb_team_sum(c, a);
     sum = gb_team_sum(c, sum);
@@ -412,7 +458,7 @@ GB_HD uint32_t gb_pr_run(const gb_grain_ctx_t *c, int sender, gb_pr_part_t *st, 
     case GB_PR_MSG_START:
         if (st->serial != serial)
             return GB_PR_E_PARTITION;
-        return gb_pr_start(&jc, st, sender, in, in_len, out, out_cap, out_len);
+        return gb_pr_start(&jc, c, st, sender, job, in, in_len, out, out_cap, out_len);
     case GB_PR_MSG_RANK_QUERY:
         return gb_pr_query(&jc, in, in_len, out, out_cap, out_len);
     default:

@@ -20,7 +20,9 @@
  *   gb_pr_dir_t | rank f32[n] | x f32[2n] | sum f64[n] | outdeg u32[n] | in_off u64[n+1]
  *   | in_src u32[m] | in_dst u32[m]
  *
- * 32 bytes a vertex and 8 an edge (gb_pr_layout says exactly).
+ * 32 bytes a vertex and 8 an edge (gb_pr_layout says exactly). On several
+ * devices each device's slice has the vertex arrays whole and its own
+ * partitions' edges: m, in_off and in_src number those (pagerank.h).
  * in_off/in_src are the in-edges in CSR form (by target). The GPU aggregator
  * also keeps in_dst (each edge's target, built from in_off at its first START
  * after in_off changed) and sum (per-vertex accumulators, double: a hub's

@@ -27,6 +27,13 @@ typedef struct gb_grain_ctx {
     /* This turn's messages to other grains (gb_grain_send, gb_grain_forward
      * in gpubridge/grain.h); NULL where the type declares no targets. */
     struct gb_grain_mail *mail;
+    /* The family's arenas on every device of the bridge, by device number
+     * (docs/design.md, "Several devices"): peers[self] is arena. A team grain
+     * whose data spans devices writes into another device's arena directly;
+     * on GPUs that is peer access, over NVLink or PCIe. n_peers is 1 (peers
+     * NULL) where the type runs on one device. */
+    unsigned char *const *peers;
+    uint32_t n_peers, self;
 } gb_grain_ctx_t;
 
 /* A grain type's handler (gpubridge/grain.h): the host's copy of the GB_HD

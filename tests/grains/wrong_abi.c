@@ -1,5 +1,5 @@
 /* A library that claims another grain ABI (test_grain_libs.sh): 999, or
- * GB_TEST_ABI (2: built before device links changed the kernels' arguments). */
+ * GB_TEST_ABI (3: built before the handler context named the arenas of other devices). */
 #include <stddef.h>
 #include <stdint.h>
 

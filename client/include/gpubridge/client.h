@@ -209,6 +209,14 @@ GBC_API const char *gbc_endpoint(const gbc_client_t *c, size_t i);
  *       (little-endian); h = splitmix64 finaliser of h; index = h % n.
  * Stable across processes, machines and library versions. */
 GBC_API size_t gbc_placement(const char *type, uint64_t key, size_t n);
+/* The device of a bridge's n devices (its config's `devices`; a grain
+ * type's gbc_grain_status_t.n_devices) that serves key, of every grain
+ * type (docs/protocol.md, "Several devices"; 0 when n <= 1):
+ *   z = key + 0x9e3779b97f4a7c15; z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9;
+ *   z = (z ^ z >> 27) * 0x94d049bb133111eb; z ^= z >> 31; index = z % n.
+ * A client that spreads one job's grains over the devices (the PageRank
+ * driver) picks its keys with it. Stable across versions. */
+GBC_API uint32_t gbc_device_of_key(uint64_t key, uint32_t n);
 /* gbc_placement over this client's endpoints. */
 GBC_API size_t gbc_endpoint_of(const gbc_client_t *c, const char *type, uint64_t key);
 

@@ -23,7 +23,7 @@ static __device__ __forceinline__ int inline_one(const gb_kargs_t &a, gb_grain_t
     int bad = 0;
     if (threadIdx.x == 0) {
         const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)in->slots;
-        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
         gb_slot_hdr_t oh;
         bad = gbi_dispatch_one<G>(&ctx, &tab, gb_grain_lane(h->key, tab.lanes), h, in->slots + GB_SLOT_HDR_SIZE, &oh,
                                   s_out + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE, test_flags);
@@ -45,7 +45,7 @@ static __device__ __forceinline__ int inline_rounds(const gb_kargs_t &a, gb_grai
                                                     unsigned char *s_out)
 {
     const uint32_t lane = threadIdx.x, S = a.geom.slot_size;
-    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
     int bad = 0;
     bool pending = lane < n;
     const uint64_t key = pending ? ((const gb_slot_hdr_t *)(s_in + lane * S))->key : 0;

@@ -226,7 +226,7 @@ static __device__ __forceinline__ uint32_t lone_dispatch(gb_kargs_t &a, const gb
                                                          gb_kstate_t &ks, uint32_t test)
 {
     const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)V.s_in;
-    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
     gb_slot_hdr_t oh;
     const long long h0 = gbk_clock<G>();
     gb_link_turn_t lt;
@@ -570,7 +570,7 @@ static __device__ __forceinline__ uint32_t window_run(const gb_kargs_t &a, const
                                                       const gbk_progress_t &P, gb_grain_table_t &tab,
                                                       uint32_t &pending, uint32_t n)
 {
-    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL}; /* one thread per message: no team grains here */
+    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0}; /* one thread per message: no team grains here */
     uint32_t bad = 0;
     for (uint32_t j = 0, i = threadIdx.x; i < n; j++, i += V.nthreads) {
         if (!(pending >> j & 1u) || V.s_bid[V.s_bslot[i]] != i)

@@ -82,6 +82,8 @@ typedef struct gb_kargs {
     gb_team_state_t *team;  /* device memory, GBK_TEAM_STATE_SIZE(team_workers), zeroed */
     unsigned char *arena;   /* the family's arena (device memory) */
     uint64_t arena_size;
+    unsigned char *const *peers; /* device memory: the family's arena on each device (gb_grain_ctx_t.peers) */
+    uint32_t n_peers, peer_self;
     uint32_t flags;         /* GBK_F_*: benchmark switches, 0 in production */
     /* Device links (link.h); none in relaunch and cpu modes, for team types,
      * or where a ring is not in mapped memory. */

@@ -33,7 +33,7 @@ static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache
     if (expire) {
         oh.key = h->key, oh.type = h->type, oh.status = GB_SLOT_LINK_HELD, oh.len = 0, oh.aux = 0;
     } else {
-        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL};
+        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
         gbi_dispatch_one<G>(&ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h, s_in + GB_SLOT_HDR_SIZE, &oh,
                             s_out + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE, test, &lt);
     }

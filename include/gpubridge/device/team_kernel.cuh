@@ -353,7 +353,7 @@ static __device__ void team_handle(const gb_kargs_t &a, uint32_t w, uint64_t pos
     __syncthreads();
     uint32_t st = s_pre, out_len = 0, aux = 0;
     if (st == GBI_RUN_HANDLER) {
-        const gb_grain_ctx_t ctx = {a.arena, a.arena_size, tid, nt, s_scratch, NULL};
+        const gb_grain_ctx_t ctx = {a.arena, a.arena_size, tid, nt, s_scratch, NULL, a.peers, a.n_peers, a.peer_self};
         const unsigned char *ipl = s_in + GB_SLOT_HDR_SIZE;
         unsigned char *opl = s_out + GB_SLOT_HDR_SIZE;
         uint32_t ilen = h->len, ocap = cap_pl;
