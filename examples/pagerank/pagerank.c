@@ -451,7 +451,8 @@ static int run(const pr_opts_t *o, outs_t *out)
                .n_devs = devs, .lanes = lanes, .key = malloc(parts * sizeof *p.key),
                .shift = malloc(parts * sizeof *p.shift)};
     p.n_tags = 1024;
-    while (p.n_tags < 2ull * parts + WINDOW)
+    p.window = pr_window(parts);
+    while (p.n_tags < 2ull * parts + p.window)
         p.n_tags *= 2;
     p.tag = malloc(p.n_tags * sizeof *p.tag);
     if (p.tag)

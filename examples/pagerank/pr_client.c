@@ -55,11 +55,11 @@ static int take_reply(pr_t *p)
     return rc;
 }
 
-/* Sends one encoded message, keeping at most WINDOW in flight. */
+/* Sends one encoded message, keeping at most p->window in flight. */
 static int send_bytes(pr_t *p, const char *type, uint64_t key, uint32_t mt, const uint8_t *buf, size_t len,
                       uint64_t *corr)
 {
-    while (p->inflight >= WINDOW)
+    while (p->inflight >= p->window)
         if (take_reply(p) != 0)
             return -1;
     gbc_err e;

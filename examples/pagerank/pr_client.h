@@ -37,7 +37,10 @@
 #define PROG "pagerank"
 #define SENDER "pagerank.sender"
 #define AGGREGATOR "pagerank.aggregator"
-#define WINDOW 256 /* requests in flight at most */
+/* Requests in flight at most: WINDOW, or the partition count when larger,
+ * so that a round's STARTs all go out at once (pr_window). Past what the
+ * rings take, the bridge holds them (backpressure). */
+#define WINDOW 256
 
 /* The largest frame the driver's client sends (its gbc_options_t.max_frame_bytes):
  * a chunk is fitted to it as well as to the bridge's limits. */
@@ -79,6 +82,7 @@ struct pr {
     uint64_t n_tags;
     double agg_l1, agg_rank, snd_dangling;
     uint32_t agg_got, snd_got, *next_senders, n_next, agg_parts; /* next_senders: agg_parts entries */
+    uint32_t window; /* requests in flight at most: pr_window(agg_parts) */
     double *ranks; /* fetch_ranks */
     uint32_t n;
     size_t got;
@@ -105,6 +109,11 @@ struct pr {
      * bridge takes (pr_fit_chunks). */
     uint32_t chunk_deg, chunk_off, chunk_edge, chunk_query;
 };
+
+/* Requests in flight at most for parts partitions: one round whole (a START
+ * held back until an earlier one is answered would add a partition's whole
+ * time to the round). */
+static inline uint32_t pr_window(uint32_t parts) { return parts > WINDOW ? parts : WINDOW; }
 
 /* Set by SIGINT / SIGTERM: the driver stops at its next reply (and ends its
  * job, freeing its arena). */
