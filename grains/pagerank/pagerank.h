@@ -354,8 +354,15 @@ GB_HD void gb_pr_share(const gb_grain_ctx_t *fam, uint32_t job, uint64_t n, cons
         if (!gb_pr_job_find(&pc, job, &pj, &serial) || !gb_pr_dir_read(&pj, &pd) || pd.n != n)
             continue;
         float *px = (float *)(pj.arena + pd.off_x) + (uint64_t)half * n;
-        for (uint64_t v = first + c->rank; v < end; v += c->size)
-            px[v] = x[v];
+        const uint64_t stride = c->size;
+        for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
+            float r[GB_PR_BATCH]; /* loads first: each is a trip to L2 */
+            for (int j = 0; j < GB_PR_BATCH; j++)
+                r[j] = v0 + j * stride < end ? x[v0 + j * stride] : 0.0f;
+            for (int j = 0; j < GB_PR_BATCH; j++)
+                if (v0 + j * stride < end)
+                    px[v0 + j * stride] = r[j];
+        }
     }
 #if defined(__CUDA_ARCH__)
     __threadfence_system();
