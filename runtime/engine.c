@@ -11,11 +11,11 @@
  * teams span them), and the GPU it shares (one-block ring kernels, and the
  * same GPU listed several times, which splits its SMs between the team
  * kernels of each). */
-static void team_params(const gb_engine_t *e, size_t d, gb_rk_params_t *p)
+static void team_params(const gb_engine_t *e, size_t d, int kind, gb_rk_params_t *p)
 {
     p->arena = e->arenas[d];
     p->arena_size = e->arena_size;
-    if (e->teams_span) {
+    if (e->teams_span && gb_grain_spans_devices(kind)) {
         p->n_peers = (uint32_t)e->n_devs;
         p->peer_self = (uint32_t)d;
         for (size_t k = 0; k < e->n_devs; k++) {
@@ -53,7 +53,7 @@ static gb_err create_type(gb_engine_t *e, const gb_config_t *cfg, size_t d, gb_e
     if (gb_test_faults_enabled())
         p.test_flags |= GB_TEST_ALLOW_FAULT;
     if (gb_grain_is_team(t->kind))
-        team_params(e, d, &p);
+        team_params(e, d, t->kind, &p);
     if (err == GB_OK)
         err = gb_rk_new(&p, &t->rk);
     if (err != GB_OK)
@@ -105,23 +105,35 @@ static void resolve_targets(gb_engine_t *e)
 }
 
 /* The rings of grain type i: one on each device, or the first device's
- * alone (one without a handler, or a team type whose devices cannot reach
- * each other's arenas). */
+ * alone (one without a handler, or a team type that does not span the
+ * devices). */
 static int spread(const gb_engine_t *e, const gb_config_t *cfg, size_t i)
 {
     const int kind = gb_grain_kind_of(cfg->grains[i].type);
-    return kind != 0 && (!gb_grain_is_team(kind) || e->teams_span);
+    return kind != 0 && (!gb_grain_is_team(kind) || (e->teams_span && gb_grain_spans_devices(kind)));
 }
 
-/* Whether the team types run on every device: each device's kernels must
- * write the others' arenas, so all cpu threads, or GPUs with peer access
- * between every two. */
+/* Ring kernels of cfg's types on e's devices. */
+static size_t ring_count(const gb_engine_t *e, const gb_config_t *cfg)
+{
+    size_t n = cfg->n_grains;
+    for (size_t d = 1; d < e->n_devs; d++)
+        for (size_t i = 0; i < cfg->n_grains; i++)
+            n += spread(e, cfg, i) != 0;
+    return n;
+}
+
+/* Whether the team types that may span devices (GB_GRAIN_DEVICES) run on
+ * every device: each device's kernels must write the others' arenas, so all
+ * cpu threads, or GPUs with peer access between every two; and their rings
+ * must fit GB_MAX_RINGS. Otherwise they stay on the first device, as before
+ * they could span, and the log says why. */
 static void teams_span(gb_engine_t *e, const gb_config_t *cfg)
 {
-    int teams = 0, cpu = 0;
+    int spans = 0, cpu = 0;
     for (size_t i = 0; i < cfg->n_grains; i++)
-        teams |= gb_grain_is_team(gb_grain_kind_of(cfg->grains[i].type));
-    if (e->n_devs < 2 || !teams || cfg->arena_mb == 0)
+        spans |= gb_grain_spans_devices(gb_grain_kind_of(cfg->grains[i].type));
+    if (e->n_devs < 2 || !spans || cfg->arena_mb == 0)
         return;
     int cuda[GB_MAX_DEVICES];
     for (size_t d = 0; d < e->n_devs; d++) {
@@ -130,6 +142,12 @@ static void teams_span(gb_engine_t *e, const gb_config_t *cfg)
     }
     char why[160] = "some devices run in cpu mode and others on a GPU";
     e->teams_span = (size_t)cpu == e->n_devs || (cpu == 0 && gb_arena_peers(cuda, e->n_devs, why, sizeof why));
+    const size_t rings = e->teams_span ? ring_count(e, cfg) : 0;
+    if (rings > GB_MAX_RINGS) {
+        snprintf(why, sizeof why, "on every device they would make %zu ring kernels, more than %d", rings,
+                 GB_MAX_RINGS);
+        e->teams_span = false;
+    }
     if (!e->teams_span)
         GB_WARN("the team grain types run on the first device only: %s", why);
 }
@@ -139,10 +157,7 @@ static void teams_span(gb_engine_t *e, const gb_config_t *cfg)
  * devices. */
 static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
 {
-    size_t n = cfg->n_grains;
-    for (size_t d = 1; d < e->n_devs; d++)
-        for (size_t i = 0; i < cfg->n_grains; i++)
-            n += spread(e, cfg, i) != 0;
+    const size_t n = ring_count(e, cfg);
     if (n > GB_MAX_RINGS) {
         GB_ERROR("%zu grain types on %zu devices make %zu ring kernels, more than %d: list fewer devices or "
                  "grain types", cfg->n_grains, e->n_devs, n, GB_MAX_RINGS);
@@ -164,7 +179,8 @@ static gb_err lay_out(gb_engine_t *e, const gb_config_t *cfg)
 
 /* The arena of the team types on each of their devices, before any kernel:
  * allocating device memory once kernels are resident would have to avoid
- * every implicit device synchronisation. */
+ * every implicit device synchronisation. A device past the first that
+ * cannot hold one keeps the team types on the first device (logged). */
 static gb_err arena_new(gb_engine_t *e, const gb_config_t *cfg)
 {
     int teams = 0;
@@ -176,13 +192,23 @@ static gb_err arena_new(gb_engine_t *e, const gb_config_t *cfg)
     const size_t n = e->teams_span ? e->n_devs : 1;
     for (size_t d = 0; d < n; d++) {
         gb_err aerr = gb_arena_new(e->devs[d].mode, e->devs[d].device, e->arena_size, &e->arenas[d]);
+        if (aerr != GB_OK && d > 0) {
+            GB_WARN("the team grain types run on the first device only: device #%zu cannot hold a %u MiB arena "
+                    "too (%s; lower arena_mb)", d, cfg->arena_mb, gb_strerror(aerr));
+            for (size_t k = 1; k < d; k++) {
+                gb_arena_free(e->devs[k].mode, e->arenas[k]);
+                e->arenas[k] = NULL;
+            }
+            e->teams_span = false;
+            break;
+        }
         if (aerr != GB_OK) {
-            GB_ERROR("cannot allocate the %u MiB arena of the team grains%s: %s (lower arena_mb)", cfg->arena_mb,
-                     n > 1 ? " on every device" : "", gb_strerror(aerr));
+            GB_ERROR("cannot allocate the %u MiB arena of the team grains: %s (lower arena_mb)", cfg->arena_mb,
+                     gb_strerror(aerr));
             return aerr;
         }
     }
-    if (n > 1)
+    if (e->teams_span)
         GB_INFO("team grain arenas: %u MiB on each of %zu devices", cfg->arena_mb, n);
     else
         GB_INFO("team grain arena: %u MiB", cfg->arena_mb);
@@ -232,9 +258,9 @@ gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, s
     e->mode = devs[0].mode;
     e->device = devs[0].device;
     teams_span(e, cfg);
-    gb_err err = lay_out(e, cfg);
+    gb_err err = arena_new(e, cfg); /* first: it may keep the team types on the first device */
     if (err == GB_OK)
-        err = arena_new(e, cfg);
+        err = lay_out(e, cfg);
     if (err != GB_OK) {
         arenas_free(e);
         free(e);

@@ -145,6 +145,12 @@ int gb_grain_is_team(int kind)
     return d && (d->flags & GB_GRAIN_TEAM);
 }
 
+int gb_grain_spans_devices(int kind)
+{
+    const gb_grain_desc_t *d = gb_grain_get(kind);
+    return d && (d->flags & GB_GRAIN_TEAM) && (d->flags & GB_GRAIN_DEVICES);
+}
+
 uint32_t gb_grain_state_size(int kind)
 {
     const gb_grain_desc_t *d = gb_grain_get(kind);

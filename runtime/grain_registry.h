@@ -36,6 +36,8 @@ const char *gb_grain_unknown_target(int kind);
 int gb_grain_count(void);
 /* Whether kind is a team grain type; its state bytes (a multiple of 8). */
 int gb_grain_is_team(int kind);
+/* A team type that runs on every device (GB_GRAIN_DEVICES). */
+int gb_grain_spans_devices(int kind);
 uint32_t gb_grain_state_size(int kind);
 
 /* The built-in grain types (builtin_grains.c). */

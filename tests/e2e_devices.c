@@ -357,9 +357,10 @@ static void test_forward_across_devices(void **state)
 }
 
 /* More rings than a bridge keeps (GB_MAX_RINGS, 32): the bridge refuses to
- * start (exit 2), and its log says why: 7 grain types (the two PageRank types
- * among them) on 7 devices make 49. Without an arena the PageRank types stay
- * on the first device: 5 types on 6 devices and those two make 32, accepted. */
+ * start (exit 2), and its log says why: 5 grain types on 7 devices, and the
+ * two PageRank types on the first, make 37 (on every device they would make
+ * 49, so they stay on the first). 6 devices make 32: accepted, the PageRank
+ * types on the first device, as the log says. */
 static void test_too_many_rings(void **state)
 {
     (void)state;
@@ -371,7 +372,7 @@ static void test_too_many_rings(void **state)
              "grains = ( { library = \"%s\"; }, { type = \"vecadd\"; }, { type = \"echo\"; } );\n", mail);
     bridge_t b;
     assert_int_equal(bridge_start(&b, cfg), 2); /* a usage error */
-    if (!log_contains(&b, "7 grain types on 7 devices make 49 ring kernels, more than 32")) {
+    if (!log_contains(&b, "7 grain types on 7 devices make 37 ring kernels, more than 32")) {
         bridge_print_log(&b);
         fail_msg("no sentence about the rings in the log");
     }
@@ -381,11 +382,16 @@ static void test_too_many_rings(void **state)
     if (strcmp(e2e_mode(), "persistent") == 0)
         return;
     snprintf(cfg, sizeof cfg,
-             "devices = [0, 0, 0, 0, 0, 0];\narena_mb = 0;\n"
+             "devices = [0, 0, 0, 0, 0, 0];\n"
              "grains = ( { library = \"%s\"; }, { type = \"vecadd\"; }, { type = \"echo\"; } );\n", mail);
     if (bridge_start(&b, cfg) != 0) {
         bridge_print_log(&b);
         fail_msg("32 ring kernels refused");
+    }
+    if (!log_contains(&b, "the team grain types run on the first device only: on every device they would make 42 "
+                          "ring kernels, more than 32")) {
+        bridge_print_log(&b);
+        fail_msg("no sentence about the team types staying on the first device");
     }
     assert_int_equal(bridge_stop(&b, SIGTERM, 20000 * E2E_SLOW), 0);
 }

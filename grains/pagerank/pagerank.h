@@ -421,6 +421,48 @@ GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, const gb_grain_ctx_t *fam, g
     return 0;
 }
 
+/* Whether job has a slice on another device than c's (fam: the whole
+ * arena's context). */
+GB_HD int gb_pr_job_elsewhere(const gb_grain_ctx_t *fam, uint32_t job)
+{
+    for (uint32_t p = 0; fam->peers && p < fam->n_peers; p++) {
+        gb_grain_ctx_t pc = *fam, pj = *fam;
+        pc.arena = fam->peers[p];
+        uint64_t serial;
+        if (p != fam->self && pc.arena && gb_pr_job_find(&pc, job, &pj, &serial))
+            return 1;
+    }
+    return 0;
+}
+
+/* A job spread over several devices has each device fill only its own
+ * partitions' share of the vertex arrays, so a chunk or a rank query must lie
+ * in the partition of the grain it is sent to (after its PARTITION_INIT):
+ * sent elsewhere it would fill or read a device's copy that nothing uses.
+ * Offsets include the one that ends the partition; edges lie between its
+ * first and end offsets. 0, or a gb_pr_err. */
+GB_HD uint32_t gb_pr_own(const gb_grain_ctx_t *jc, const gb_pr_part_t *st, uint64_t serial, uint16_t type,
+                         const unsigned char *in, uint32_t in_len)
+{
+    if (in_len < GB_PR_CHUNK_HDR)
+        return GB_PR_E_RECORD;
+    if (st->serial != serial)
+        return GB_PR_E_PARTITION;
+    const uint64_t first = gb_pr_u64(in), count = gb_pr_u32(in + 8);
+    uint64_t lo = st->first, hi = st->first + st->count + (type == GB_PR_MSG_IN_OFFSETS);
+    if (type == GB_PR_MSG_IN_EDGES) {
+        gb_pr_dir_t d;
+        if (!gb_pr_dir_read(jc, &d))
+            return GB_PR_E_NO_GRAPH;
+        if (st->first > d.n || st->count > d.n - st->first)
+            return GB_PR_E_PARTITION;
+        const uint64_t *in_off = (const uint64_t *)(jc->arena + d.off_in_off);
+        lo = GB_LOAD_SHARED(&in_off[st->first]);
+        hi = GB_LOAD_SHARED(&in_off[st->first + st->count]);
+    }
+    return hi >= lo && first >= lo && first - lo <= hi - lo && count <= hi - first ? 0 : GB_PR_E_NOT_MINE;
+}
+
 /* Which types each role takes (1 sender, 0 aggregator). */
 GB_HD int gb_pr_takes(int sender, uint16_t type)
 {
@@ -459,6 +501,12 @@ GB_HD uint32_t gb_pr_run(const gb_grain_ctx_t *c, int sender, gb_pr_part_t *st, 
     uint64_t serial;
     if (!gb_pr_job_find(c, job, &jc, &serial))
         return GB_PR_E_NO_GRAPH;
+    if (c->n_peers > 1 && type != GB_PR_MSG_PARTITION_INIT && type != GB_PR_MSG_START &&
+        gb_pr_job_elsewhere(c, job)) {
+        const uint32_t own = gb_pr_own(&jc, st, serial, type, in, in_len);
+        if (own)
+            return own;
+    }
     switch (type) {
     case GB_PR_MSG_PARTITION_INIT:
         return gb_pr_partition_init(&jc, st, sender, serial, in, in_len);

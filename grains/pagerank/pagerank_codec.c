@@ -242,8 +242,9 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
         snprintf(buf, cap, "%s: malformed record (job %u)", who, job);
         break;
     case GB_PR_E_NO_GRAPH:
-        snprintf(buf, cap, "%s: job %u has no graph (send GraphInit first; or the job was ended, or another "
-                           "driver's GraphInit for the same job id replaced it)", who, job);
+        snprintf(buf, cap, "%s: job %u has no graph (send GraphInit first; on a bridge with several devices, "
+                           "to a sender on each device that holds the job's partitions; or the job was ended, or "
+                           "another driver's GraphInit for the same job id replaced it)", who, job);
         break;
     case GB_PR_E_RANGE:
         snprintf(buf, cap, "%s: job %u: a vertex or edge index past the graph's node_count or edge_count", who,
@@ -269,6 +270,11 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
     case GB_PR_E_PARTITION:
         snprintf(buf, cap, "%s: partition %u of job %u has no PartitionInit for the job's current graph, or its "
                            "range is past the graph", who, (uint32_t)hdr->key, job);
+        break;
+    case GB_PR_E_NOT_MINE:
+        snprintf(buf, cap, "%s: partition %u of job %u: the range is not this partition's (on a bridge with "
+                           "several devices each partition's chunks and rank queries go to its own grains: "
+                           "docs/pagerank.md, \"Several devices\")", who, (uint32_t)hdr->key, job);
         break;
     case GB_PR_E_NODE_COUNT:
         snprintf(buf, cap, "%s: job %u: node_count is not the GraphInit's", who, job);

@@ -39,7 +39,7 @@ static const gb_grain_hooks_t sender_hooks = {&gbi_codec_pr_sender, gbi_codec_pr
 static const gb_grain_hooks_t aggregator_hooks = {&gbi_codec_pr_aggregator, gbi_codec_pr_aggregator_error,
                                                   gbi_pr_reply_max, gbi_codec_pr_set_arena};
 
-GB_DEFINE_GRAIN(pagerank_sender, "pagerank.sender", GB_PR_STATE_SIZE, GB_GRAIN_TEAM, gb_pr_sender_handler,
-                sender_msgs, &sender_hooks)
-GB_DEFINE_GRAIN(pagerank_aggregator, "pagerank.aggregator", GB_PR_STATE_SIZE, GB_GRAIN_TEAM,
+GB_DEFINE_GRAIN(pagerank_sender, "pagerank.sender", GB_PR_STATE_SIZE, GB_GRAIN_TEAM | GB_GRAIN_DEVICES,
+                gb_pr_sender_handler, sender_msgs, &sender_hooks)
+GB_DEFINE_GRAIN(pagerank_aggregator, "pagerank.aggregator", GB_PR_STATE_SIZE, GB_GRAIN_TEAM | GB_GRAIN_DEVICES,
                 gb_pr_aggregator_handler, aggregator_msgs, &aggregator_hooks)

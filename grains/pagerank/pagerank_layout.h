@@ -86,6 +86,7 @@ enum gb_pr_err {
     GB_PR_E_NODE_COUNT = 9,  /* START's n is not the GRAPH_INIT's */
     GB_PR_E_OFFSETS = 10,    /* in_off decreases inside the partition */
     GB_PR_E_PARAM = 11,      /* damping or dangling rank out of range */
+    GB_PR_E_NOT_MINE = 12,   /* several devices: a chunk or query outside the grain's own partition */
 };
 
 enum { GB_PR_INIT_NEW = 1u };
@@ -163,7 +164,15 @@ GB_HD int gb_pr_dir_read(const gb_grain_ctx_t *c, gb_pr_dir_t *d)
 #else
         o[i] = __atomic_load_n(&s[i], __ATOMIC_ACQUIRE); /* host: gen moves by atomic add */
 #endif
-    return d->magic == GB_PR_MAGIC && d->end <= c->arena_size;
+    if (d->magic != GB_PR_MAGIC || d->n == 0 || d->n > 0xffffffffull || d->m > (1ull << 40))
+        return 0;
+    /* Every offset as n and m lay them out: a directory read while another
+     * record rewrote it (or another device's) never sends a write astray. */
+    gb_pr_dir_t w;
+    gb_pr_layout(&w, d->n, d->m);
+    return d->off_rank == w.off_rank && d->off_x == w.off_x && d->off_sum == w.off_sum &&
+           d->off_outdeg == w.off_outdeg && d->off_in_off == w.off_in_off && d->off_in_src == w.off_in_src &&
+           d->off_in_dst == w.off_in_dst && d->end == w.end && d->end <= c->arena_size;
 }
 
 /* Advances the directory's generation (one thread of the team, after a team

@@ -8,17 +8,26 @@
  * copies its contributions into the job's slice on every other device that
  * holds the job with the same vertex count, wherever that slice lies there,
  * and touches nothing else: not another job's slice, not a device where the
- * job has another vertex count, not one without the job. */
+ * job has another vertex count, not one without the job. And on several
+ * devices a grain takes chunks and queries of its own partition only. */
 #define SH_ARENA (1u << 20)
 #define SH_DEVS 4
+
+static uint32_t sh_aux;
+
+static uint16_t sh_role(const gb_grain_ctx_t *c, int sender, void *st, uint16_t type, unsigned char *rec,
+                        uint32_t len, uint32_t job)
+{
+    unsigned char out[256];
+    uint32_t out_len = 0;
+    gb_pr_rec_set_job(rec, type, job);
+    return gb_pr_on_message(c, sender, st, type, rec, len, out, sizeof out, &out_len, &sh_aux);
+}
 
 static uint16_t sh_run(const gb_grain_ctx_t *c, void *st, uint16_t type, unsigned char *rec, uint32_t len,
                        uint32_t job)
 {
-    unsigned char out[256];
-    uint32_t out_len = 0, aux = 0;
-    gb_pr_rec_set_job(rec, type, job);
-    return gb_pr_on_message(c, 1, st, type, rec, len, out, sizeof out, &out_len, &aux);
+    return sh_role(c, 1, st, type, rec, len, job);
 }
 
 static void sh_graph(const gb_grain_ctx_t *c, uint32_t job, uint64_t n, uint64_t m)
@@ -72,6 +81,41 @@ static void test_pr_share_peers(void **state)
         assert_true(x7[v] == 0.0f); /* job 7's untouched */
         assert_true(x2[v] == 0.0f); /* another vertex count: not copied */
     }
+    /* On several devices a chunk or query outside the grain's partition is
+     * refused (it would fill or read a copy nothing uses); on one it is not. */
+    len = gb_pr_rec_chunk(rec, 4, 2, deg, 4);
+    assert_int_equal(sh_run(&c[0], &st, GB_PR_MSG_OUT_DEGREES, rec, len, 5), GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(sh_aux & 0xff, GB_PR_E_NOT_MINE);
+    len = gb_pr_rec_chunk(rec, 3, 2, deg, 4); /* straddles its end */
+    assert_int_equal(sh_run(&c[0], &st, GB_PR_MSG_OUT_DEGREES, rec, len, 5), GB_SLOT_HANDLER_ERROR);
+    gb_pr_part_t agg = {0};
+    len = gb_pr_rec_pair(rec, 0, 4);
+    assert_int_equal(sh_role(&c[0], 0, &agg, GB_PR_MSG_PARTITION_INIT, rec, len, 5), GB_SLOT_OK);
+    const uint64_t offs[5] = {0, 1, 2, 2, 4};
+    len = gb_pr_rec_chunk(rec, 0, 5, offs, 8); /* its end offset included */
+    assert_int_equal(sh_role(&c[0], 0, &agg, GB_PR_MSG_IN_OFFSETS, rec, len, 5), GB_SLOT_OK);
+    const uint32_t srcs[4] = {1, 2, 3, 0};
+    len = gb_pr_rec_chunk(rec, 0, 4, srcs, 4);
+    assert_int_equal(sh_role(&c[0], 0, &agg, GB_PR_MSG_IN_EDGES, rec, len, 5), GB_SLOT_OK);
+    len = gb_pr_rec_chunk(rec, 2, 3, srcs, 4); /* past the partition's last edge */
+    assert_int_equal(sh_role(&c[0], 0, &agg, GB_PR_MSG_IN_EDGES, rec, len, 5), GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(sh_aux & 0xff, GB_PR_E_NOT_MINE);
+    len = gb_pr_rec_chunk(rec, 4, 1, NULL, 0);
+    assert_int_equal(sh_role(&c[0], 0, &agg, GB_PR_MSG_RANK_QUERY, rec, len, 5), GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(sh_aux & 0xff, GB_PR_E_NOT_MINE);
+    gb_pr_part_t fresh = {0}; /* no PartitionInit: refused before any range */
+    len = gb_pr_rec_chunk(rec, 0, 1, NULL, 0);
+    assert_int_equal(sh_role(&c[0], 0, &fresh, GB_PR_MSG_RANK_QUERY, rec, len, 5), GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(sh_aux & 0xff, GB_PR_E_PARTITION);
+    gb_grain_ctx_t one = c[0];
+    one.peers = NULL;
+    one.n_peers = 1;
+    len = gb_pr_rec_chunk(rec, 4, 1, NULL, 0);
+    assert_int_equal(sh_role(&one, 0, &agg, GB_PR_MSG_RANK_QUERY, rec, len, 5), GB_SLOT_OK);
+    /* Nor for a job on this device alone (a client that keeps one key). */
+    sh_graph(&c[3], 9, 8, 4);
+    len = gb_pr_rec_chunk(rec, 4, 1, NULL, 0);
+    assert_int_equal(sh_role(&c[3], 0, &fresh, GB_PR_MSG_RANK_QUERY, rec, len, 9), GB_SLOT_OK);
     for (int i = 0; i < SH_DEVS; i++)
         free(a[i]);
 }

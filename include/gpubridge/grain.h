@@ -51,6 +51,11 @@ extern "C" {
 
 /* gb_grain_desc_t.flags */
 #define GB_GRAIN_TEAM 1u /* each message runs on a team of threads (a GPU block); see team.h */
+/* A team type that runs on every device of a bridge with several, each
+ * device with its own arena, its handler reaching the others' through
+ * gb_grain_ctx_t.peers (PageRank). Without it a team type runs on the first
+ * device only, where all its keys share one arena. */
+#define GB_GRAIN_DEVICES 2u
 
 /* One request message type a grain accepts, and its name (for the Limits
  * control reply and error texts). */
@@ -127,7 +132,7 @@ typedef struct gb_grain_desc {
     uint32_t size; /* sizeof(gb_grain_desc_t) */
     const char *name; /* letters, digits, '.', '_', '-'; at most 63 */
     uint32_t state_size; /* bytes per activation: 1..65536, rounded up to 8 */
-    uint32_t flags;      /* GB_GRAIN_TEAM */
+    uint32_t flags;      /* GB_GRAIN_TEAM, GB_GRAIN_DEVICES */
     const gb_grain_msg_t *msgs;
     uint32_t n_msgs;
     uint32_t _pad;
