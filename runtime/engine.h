@@ -6,10 +6,12 @@
  *
  * With several devices a grain type has one ring kernel per device, and a
  * key's messages always go to the same one (gb_device_of_key), so that the
- * grain's state stays put. Team types have an arena on each device, and
- * their handlers reach the other devices' arenas (gb_grain_ctx_t.peers);
- * where the devices cannot reach each other's memory (no peer access) they
- * run on the first device only. */
+ * grain's state stays put. Team types that may span devices
+ * (GB_GRAIN_DEVICES) have an arena on each device, and their handlers reach
+ * the other devices' arenas (gb_grain_ctx_t.peers); where the devices cannot
+ * reach each other's memory (no peer access), a device cannot hold an arena,
+ * or their rings would pass GB_MAX_RINGS, they run on the first device only,
+ * as other team types always do. */
 #ifndef GB_ENGINE_H
 #define GB_ENGINE_H
 
@@ -68,8 +70,8 @@ gb_err gb_engine_new(const gb_config_t *cfg, gb_mode mode, int device, gb_engine
  * (team types on devs[0] only without peer access). GB_ERR_CONFIG when the rings would pass
  * GB_MAX_RINGS (logged). */
 gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, size_t n, gb_engine_t **out);
-/* The rings of t's grain type, one per device (a team type has one): n of
- * them in out, the first device's first. */
+/* The rings of t's grain type, one per device (a type on the first device
+ * alone has one): n of them in out, the first device's first. */
 size_t gb_engine_rings(const gb_engine_t *e, const gb_engine_type_t *t, gb_engine_type_t *out[GB_MAX_DEVICES]);
 /* The ring of t's grain type that serves key. */
 static inline gb_engine_type_t *gb_engine_at(gb_engine_t *e, const gb_engine_type_t *t, uint64_t key)

@@ -155,27 +155,31 @@ static int release_key(pr_t *p, const char *type, uint32_t q)
 
 /* This job's keys and each device's share of the edges (pr_t.key). One
  * device: key job << 32 | q. Several: partition q goes to device
- * d = q % n_devs, with the lowest free low half whose key the device hash
- * sends to d and whose key modulo the worker blocks is q / n_devs modulo
- * them, so that each device's blocks take its partitions in turn. */
-static void plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
+ * d = q % used (used: every device, or the first alone), with the lowest
+ * free low half whose key the device hash sends to d and whose key modulo
+ * the worker blocks is q / used modulo them, so that each device's blocks
+ * take its partitions in turn. 0, or -1 (said) when no low half fits. */
+static int plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
 {
     const uint32_t nd = p->n_devs ? p->n_devs : 1, w = p->lanes ? p->lanes : 1;
+    const uint32_t used = p->o->first_device ? 1 : nd;
     uint64_t next[GBC_MAX_DEVICES] = {0};
     for (uint32_t d = 0; d < GBC_MAX_DEVICES; d++) {
         p->m_dev[d] = 0;
         p->lead[d] = UINT32_MAX;
     }
     for (uint32_t q = 0; q < parts; q++) {
-        const uint32_t d = q % nd;
+        const uint32_t d = q % used;
         uint64_t key = (uint64_t)p->job << 32 | q;
         if (nd > 1) {
             uint64_t lo = next[d];
             while (lo <= UINT32_MAX && (gbc_device_of_key((uint64_t)p->job << 32 | lo, nd) != d ||
-                                        ((uint64_t)p->job << 32 | lo) % w != (q / nd) % w))
+                                        ((uint64_t)p->job << 32 | lo) % w != (q / used) % w))
                 lo++;
-            if (lo > UINT32_MAX) /* cannot happen: the hash reaches every residue long before */
-                lo = next[d];
+            if (lo > UINT32_MAX) { /* the hash reaches every residue long before: a broken hash */
+                fprintf(stderr, PROG ": no key of job %u lands partition %u on device %u\n", p->job, q, d);
+                return -1;
+            }
             next[d] = lo + 1;
             key = (uint64_t)p->job << 32 | lo;
         }
@@ -185,6 +189,7 @@ static void plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t pa
         p->shift[q] = (int64_t)p->m_dev[d] - (int64_t)g->in_off[first[q]];
         p->m_dev[d] += g->in_off[first[q + 1]] - g->in_off[first[q]];
     }
+    return 0;
 }
 
 /* The devices that hold a partition: GraphInit and JobEnd go to each. */
@@ -224,7 +229,8 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
 {
     for (int attempt = 0; attempt < 4; attempt++) {
         p->job = new_job_id();
-        plan(p, g, first, parts);
+        if (plan(p, g, first, parts) != 0)
+            return -1;
         bool in_use = false;
         for (uint32_t d = 0; d < dev_count(p); d++) {
             if (p->lead[d] == UINT32_MAX)
@@ -247,6 +253,9 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
                 continue;
             }
             if (!in_use) {
+                for (uint32_t k = 0; k < dev_count(p); k++) /* the devices claimed have their lead activated */
+                    if ((p->claimed >> k & 1u) && p->lead[k] + 1 > p->keys)
+                        p->keys = p->lead[k] + 1;
                 fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges%s) failed: %s%s%s\n", g->n,
                         p->m_dev[d], dev_count(p) > 1 ? " of one device's partitions" : "",
                         e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
@@ -254,7 +263,7 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
                         e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
                 gbc_reply_clear(&r);
                 if (e == GBC_ERR_STATUS) { /* refused (no room, say): its sender was activated all the same */
-                    p->keys = p->lead[d] + 1;
+                    p->keys = p->lead[d] + 1 > p->keys ? p->lead[d] + 1 : p->keys;
                     p->job_live = true; /* pr_end_job frees what the other devices claimed, and the grains */
                 }
                 return -1;
@@ -265,8 +274,10 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
         if (!in_use)
             return 0;
         for (uint32_t d = 0; d < dev_count(p); d++) /* in use on one device: give the others back, draw again */
-            if (p->claimed >> d & 1u)
+            if (p->claimed >> d & 1u) {
                 job_end_on(p, d);
+                release_key(p, SENDER, p->lead[d]);
+            }
         p->claimed = 0;
         p->job_live = false;
     }
@@ -432,7 +443,8 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
         return -1;
     if (!p->o->quiet)
         fprintf(stderr, "%sloading: %u vertices, %" PRIu64 " edges, %u partitions%s%s in %.2f s\n", tty ? "\r" : "",
-                g->n, g->m, parts, dev_count(p) > 1 ? " over the bridge's devices: " : "", devs_text(p),
+                g->n, g->m, parts, dev_count(p) > 1 && !p->o->first_device ? " over the bridge's devices: " : "",
+                p->o->first_device ? "" : devs_text(p),
                 pr_now_s() - t0);
     return 0;
 fail:

@@ -17,7 +17,8 @@
  * --two-rounds keeps the senders' round.
  *
  * On a bridge with several devices (the aggregator's status lists them) the
- * partitions alternate between the devices: partition q's grains get a key
+ * partitions alternate between the devices (--first-device: all on the
+ * first, still with keys the hash sends there): partition q's grains get a key
  * that the bridge's device hash (gbc_device_of_key) sends to device
  * q % devices and, there, to worker block q / devices of the team kernel.
  * Each device gets a GraphInit of its own, sized for the in-edges of its
@@ -53,7 +54,7 @@ typedef struct pr_opts {
     uint32_t partitions, chunk, max_iter, top;
     double damping, tolerance, max_error;
     int timeout_ms;
-    bool quiet, json, allow_unconverged, two_rounds;
+    bool quiet, json, allow_unconverged, two_rounds, first_device;
 } pr_opts_t;
 
 #define NO_TAG UINT64_MAX
@@ -104,7 +105,6 @@ struct pr {
     int64_t *shift;
     uint64_t m_dev[GBC_MAX_DEVICES];
     uint32_t lead[GBC_MAX_DEVICES];
-    uint32_t parts;
     /* Entries a message: --chunk (in-offsets: half of it), at most what the
      * bridge takes (pr_fit_chunks). */
     uint32_t chunk_deg, chunk_off, chunk_edge, chunk_query;

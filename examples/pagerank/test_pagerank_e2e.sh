@@ -66,6 +66,7 @@ run_check karate -g "$SRC/examples/pagerank/data/karate.txt"
 run_check kron12 --kron 12 --edgefactor 16 --seed 3
 run_check kron12_few -g "$T/kron12.edges" -p 5   # the same graph through the edge-list reader, 5 partitions
 run_check kron12_two -g "$T/kron12.edges" --two-rounds   # a senders' round every iteration
+run_check kron12_first -g "$T/kron12.edges" --first-device   # several devices: every partition on the first
 
 # Drivers at once on one bridge, different graphs: each is a job of its own,
 # and every one must match networkx. A runs a larger graph while B runs three

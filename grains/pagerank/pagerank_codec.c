@@ -102,8 +102,8 @@ static uint64_t g_arena_bytes; /* the engine's arena (for messages) */
 void gbi_codec_pr_set_arena(uint64_t bytes)
 {
     if (bytes != g_arena_bytes) /* two hooks (sender, aggregator), one arena: said once */
-        GB_INFO("PageRank: a graph takes 32 bytes a vertex + 8 an edge of the %llu MiB arena; concurrent jobs "
-                "share it", (unsigned long long)(bytes >> 20));
+        GB_INFO("PageRank: a graph takes 32 bytes a vertex + 8 an edge of the %llu MiB arena (of each device's, "
+                "with several); concurrent jobs share it", (unsigned long long)(bytes >> 20));
     g_arena_bytes = bytes;
 }
 
