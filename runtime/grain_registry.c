@@ -50,6 +50,10 @@ static const char *check(const gb_grain_desc_t *d, char *err, size_t errlen)
         snprintf(err, errlen, "grain type '%s': %u targets (at most %d)", d->name, d->n_targets, GB_MAIL_MAX_TARGETS);
         return err;
     }
+    if ((d->flags & GB_GRAIN_DEVICES) && !(d->flags & GB_GRAIN_TEAM)) {
+        snprintf(err, errlen, "grain type '%s': GB_GRAIN_DEVICES is for team grain types (GB_GRAIN_TEAM)", d->name);
+        return err;
+    }
     if (d->n_targets && (d->flags & GB_GRAIN_TEAM)) {
         snprintf(err, errlen, "grain type '%s': a team grain type cannot message other grains (no targets)", d->name);
         return err;

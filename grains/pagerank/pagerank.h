@@ -498,12 +498,18 @@ GB_HD uint32_t gb_pr_run(const gb_grain_ctx_t *c, int sender, gb_pr_part_t *st, 
         return 0;
     }
     gb_grain_ctx_t jc;
-    uint64_t serial;
-    if (!gb_pr_job_find(c, job, &jc, &serial))
+    uint64_t serial = 0;
+    /* Every thread must take the same way (the records below meet at team
+     * syncs): what memory other blocks or devices may be changing decides is
+     * agreed on by the team. */
+    const int found = gb_pr_job_find(c, job, &jc, &serial);
+    if (gb_team_sum(c, found ? 1.0 : 0.0) < (double)c->size)
         return GB_PR_E_NO_GRAPH;
-    if (c->n_peers > 1 && type != GB_PR_MSG_PARTITION_INIT && type != GB_PR_MSG_START &&
-        gb_pr_job_elsewhere(c, job)) {
-        const uint32_t own = gb_pr_own(&jc, st, serial, type, in, in_len);
+    if (c->n_peers > 1 && type != GB_PR_MSG_PARTITION_INIT && type != GB_PR_MSG_START) {
+        uint32_t own = 0; /* the team's first thread asks, the team hears its answer */
+        if (c->rank == 0 && gb_pr_job_elsewhere(c, job))
+            own = gb_pr_own(&jc, st, serial, type, in, in_len);
+        own = (uint32_t)gb_team_sum(c, (double)own);
         if (own)
             return own;
     }

@@ -272,8 +272,9 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
                            "range is past the graph", who, (uint32_t)hdr->key, job);
         break;
     case GB_PR_E_NOT_MINE:
-        snprintf(buf, cap, "%s: partition %u of job %u: the range is not this partition's (on a bridge with "
-                           "several devices each partition's chunks and rank queries go to its own grains: "
+        snprintf(buf, cap, "%s: grain %u of job %u: the range is not its partition's, or the partition's "
+                           "offsets are not all loaded yet (a job spread over several devices takes each "
+                           "partition's chunks and rank queries at its own grains, offsets before edges: "
                            "docs/pagerank.md, \"Several devices\")", who, (uint32_t)hdr->key, job);
         break;
     case GB_PR_E_NODE_COUNT:

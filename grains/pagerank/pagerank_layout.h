@@ -299,7 +299,7 @@ GB_HD uint32_t gb_pr_job_claim(const gb_grain_ctx_t *c, uint32_t job, uint32_t f
     volatile gb_pr_table_t *t = (volatile gb_pr_table_t *)c->arena;
     uint32_t err = 0;
     *fresh = 0;
-    if (c->arena_size <= GB_PR_TABLE_BYTES || need > c->arena_size - GB_PR_TABLE_BYTES)
+    if (c->arena_size <= GB_PR_TABLE_BYTES)
         return GB_PR_E_ARENA_SMALL;
     gb_pr_table_lock((gb_pr_table_t *)c->arena);
     int have = -1, free_slot = -1;
@@ -310,7 +310,9 @@ GB_HD uint32_t gb_pr_job_claim(const gb_grain_ctx_t *c, uint32_t job, uint32_t f
             free_slot = i;
     }
     if (have >= 0 && (flags & GB_PR_INIT_NEW)) {
-        err = GB_PR_E_JOB_EXISTS;
+        err = GB_PR_E_JOB_EXISTS; /* before any size: a driver that drew a job id in use learns it */
+    } else if (need > c->arena_size - GB_PR_TABLE_BYTES) {
+        err = GB_PR_E_ARENA_SMALL;
     } else if (have < 0 || t->jobs[have].size < need) {
         if (have >= 0) { /* too small: give it up, take a larger one */
             gb_pr_job_free(t, have);
