@@ -121,6 +121,29 @@ static void test_pr_share_peers(void **state)
 }
 
 
+/* GraphInit with new_job for a job id in use says so, even for a graph too
+ * large for the arena: the driver draws another id, and does not take the
+ * refusal as its own (releasing grains the other driver's keys share). */
+static void test_pr_claim_in_use(void **state)
+{
+    (void)state;
+    unsigned char *a = calloc(1, SH_ARENA);
+    const gb_grain_ctx_t c = {a, SH_ARENA, 0, 1, NULL, NULL, NULL, 1, 0};
+    sh_graph(&c, 5, 8, 4);
+    unsigned char rec[64];
+    gb_pr_part_t st = {0};
+    uint32_t len = gb_pr_rec_pair(rec, 1u << 20, 1u << 20); /* 40 MiB: past the 1 MiB arena */
+    memset(rec + 20, 0, 4);
+    rec[20] = GB_PR_INIT_NEW;
+    assert_int_equal(sh_run(&c, &st, GB_PR_MSG_GRAPH_INIT, rec, len, 5), GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(sh_aux & 0xff, GB_PR_E_JOB_EXISTS);
+    len = gb_pr_rec_pair(rec, 1u << 20, 1u << 20); /* another id: too large, said so */
+    rec[20] = GB_PR_INIT_NEW;
+    assert_int_equal(sh_run(&c, &st, GB_PR_MSG_GRAPH_INIT, rec, len, 6), GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(sh_aux & 0xff, GB_PR_E_ARENA_SMALL);
+    free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {GB_PAGERANK_CASES};
@@ -129,7 +152,7 @@ int main(void)
     int failed = cmocka_run_group_tests_name("pagerank grains, cpu inline", tests, NULL, NULL);
     g_lanes = 3;
     failed += cmocka_run_group_tests_name("pagerank grains, cpu 3 workers", tests, NULL, NULL);
-    const struct CMUnitTest direct[] = {cmocka_unit_test(test_pr_share_peers)};
+    const struct CMUnitTest direct[] = {cmocka_unit_test(test_pr_share_peers), cmocka_unit_test(test_pr_claim_in_use)};
     failed += cmocka_run_group_tests_name("pagerank grains, arenas of several devices", direct, NULL, NULL);
     return failed ? 1 : 0;
 }
