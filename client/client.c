@@ -314,6 +314,8 @@ size_t gbc_placement(const char *type, uint64_t key, size_t n)
     return (size_t)(h % n);
 }
 
+/* The bridge's own function (gb_link_device_of_key), written again here: the
+ * client library stands alone, and the hash is fixed by protocol.md. */
 uint32_t gbc_device_of_key(uint64_t key, uint32_t n)
 {
     if (n <= 1)
