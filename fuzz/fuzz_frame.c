@@ -2,7 +2,9 @@
  * request path: size check, ClientFrame decode, envelope validation, grain
  * codecs, ring slots, cpu dispatch (inline), reply encoding, holding frames
  * for full rings, control messages. Every input must be answered or
- * processed without a crash, a leak or undefined behaviour. */
+ * processed without a crash, a leak or undefined behaviour. The engine runs
+ * two cpu devices, so keys spread over them and a PageRank job may span
+ * both (its grains then write into the other device's arena). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +20,8 @@ static gb_server_t *g_server;
 static void start(void)
 {
     char err[256];
-    if (gb_engine_new(&g_cfg, GB_MODE_CPU, 0, &g_engine) != GB_OK ||
+    static const gb_engine_dev_t devs[2] = {{0, GB_MODE_CPU}, {1, GB_MODE_CPU}};
+    if (gb_engine_new_devs(&g_cfg, devs, 2, &g_engine) != GB_OK ||
         gb_server_new(&g_cfg, g_engine, NULL, NULL, &g_server, err, sizeof err) != GB_OK) {
         fprintf(stderr, "fuzz_frame: cannot start: %s\n", err);
         __builtin_trap();

@@ -49,3 +49,28 @@ start.iteration, start.next_contributions = 1, True  # one round: the aggregator
 b.add().CopyFrom(env(48, A, 0, 1, start.SerializeToString()))
 b.add().CopyFrom(env(47, A, 0, 14, pr.RankQuery(first_node=0, count=4).SerializeToString()))
 write("pagerank.bin", f)
+
+# PageRank spread over two devices (fuzz_frame runs two cpu devices): job 0's
+# partition [0, 2) on key 2 (device 0 of 2), [2, 4) on key 0 (device 1);
+# each device its own GraphInit and edges, offsets relative to them; the
+# contributions cross between the devices' arenas. Then a chunk outside a
+# partition (refused: not its own) and a query of the whole range.
+f = gb.ClientFrame(); b = f.batch.envelopes
+parts = [(2, 0, 2, [0, 1, 3], [3, 0, 2], [2, 1]), (0, 2, 2, [0, 1, 2], [0, 1], [1, 1])]
+for key, first, count, offs, srcs, degs in parts:
+    b.add().CopyFrom(env(60 + key, S, key, 9, pr.GraphInit(node_count=4, edge_count=len(srcs)).SerializeToString()))
+for key, first, count, offs, srcs, degs in parts:
+    for typ in (S, A):
+        b.add().CopyFrom(env(62, typ, key, 10, pr.PartitionInit(first_node=first, node_count=count).SerializeToString()))
+    b.add().CopyFrom(env(63, S, key, 11, pr.OutDegreeChunk(first_node=first, out_degrees=degs).SerializeToString()))
+    b.add().CopyFrom(env(64, A, key, 12, pr.InOffsetChunk(first_node=first, offsets=offs).SerializeToString()))
+    b.add().CopyFrom(env(65, A, key, 13, pr.InEdgeChunk(first_edge=0, sources=srcs).SerializeToString()))
+start = pr.StartIterationCommand(iteration=0, damping=0.85, node_count=4)
+for key in (2, 0):
+    b.add().CopyFrom(env(66, S, key, 1, start.SerializeToString()))
+start.next_contributions = True
+for key in (2, 0):
+    b.add().CopyFrom(env(67, A, key, 1, start.SerializeToString()))
+b.add().CopyFrom(env(68, S, 2, 11, pr.OutDegreeChunk(first_node=2, out_degrees=[1]).SerializeToString()))
+b.add().CopyFrom(env(69, A, 0, 14, pr.RankQuery(first_node=0, count=4).SerializeToString()))
+write("pagerank_devices.bin", f)
