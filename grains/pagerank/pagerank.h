@@ -497,7 +497,7 @@ GB_HD uint32_t gb_pr_run(const gb_grain_ctx_t *c, int sender, gb_pr_part_t *st, 
         gb_team_sync(c);
         return 0;
     }
-    gb_grain_ctx_t jc;
+    gb_grain_ctx_t jc = *c;
     uint64_t serial = 0;
     /* Every thread must take the same way (the records below meet at team
      * syncs): what memory other blocks or devices may be changing decides is
