@@ -123,8 +123,9 @@ extern "C" gb_err gbi_cuda_arena_new(int device, uint64_t bytes, unsigned char *
     if (cudaSetDevice(device) != cudaSuccess || cudaMalloc((void **)out, (size_t)bytes) != cudaSuccess) {
         cudaGetLastError();
         *out = NULL;
-        GB_ERROR("arena: cannot allocate %llu MiB of device memory on device %d (lower arena_mb)",
-                 (unsigned long long)(bytes >> 20), device);
+        /* a warning: past the first device the engine carries on without it */
+        GB_WARN("arena: cannot allocate %llu MiB of device memory on CUDA device %d",
+                (unsigned long long)(bytes >> 20), device);
         return GB_ERR_NOMEM;
     }
     /* Only the directory must start zeroed (no graph laid out yet). On a
