@@ -153,13 +153,8 @@ static int release_key(pr_t *p, const char *type, uint32_t q)
     return e == GBC_OK || (e == GBC_ERR_STATUS && gbc_last_status() == GBC_STATUS_NO_ACTIVATION) ? 0 : -1;
 }
 
-/* This job's keys and each device's share of the edges (pr_t.key). One
- * device: key job << 32 | q. Several: partition q goes to device
- * d = q % used (used: every device, or the first alone), with the lowest
- * free low half whose key the device hash sends to d and whose key modulo
- * the worker blocks is q / used modulo them, so that each device's blocks
- * take its partitions in turn. 0, or -1 (said) when no low half fits. */
-static int plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
+/* pr_client.h. */
+int pr_plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
 {
     const uint32_t nd = p->n_devs ? p->n_devs : 1, w = p->lanes ? p->lanes : 1;
     const uint32_t used = p->o->first_device ? 1 : nd;
@@ -229,7 +224,7 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
 {
     for (int attempt = 0; attempt < 4; attempt++) {
         p->job = new_job_id();
-        if (plan(p, g, first, parts) != 0)
+        if (pr_plan(p, g, first, parts) != 0)
             return -1;
         bool in_use = false;
         for (uint32_t d = 0; d < dev_count(p); d++) {

@@ -131,6 +131,15 @@ uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
  * a message the bridge refuses. 0, or -1 when the bridge did not answer. */
 int pr_fit_chunks(pr_t *p);
 
+/* This job's keys and each device's share of the edges (p->key, shift,
+ * m_dev, lead), from p->job, n_devs, lanes and o->first_device. One device:
+ * key job << 32 | q. Several: partition q goes to device d = q % used
+ * (used: every device, or the first alone), with the lowest free low half
+ * whose key the device hash sends to d and whose key modulo the worker
+ * blocks is q / used modulo them, so that each device's blocks take its
+ * partitions in turn. 0, or -1 (said) when no low half fits. */
+int pr_plan(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts);
+
 /* Lays the graph out in the grains under a new job id (a few tries when the
  * id is in use) and loads it, with progress on stderr unless quiet. 0, or -1
  * with the reason on stderr (as every call below). */
