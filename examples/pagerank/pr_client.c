@@ -201,15 +201,20 @@ static const char *devs_text(const pr_t *p)
     return t;
 }
 
+/* One ProtobufC message m of type mt to device d's lead sender, waiting for
+ * its reply (*r, to be cleared). */
+static gbc_err lead_call(pr_t *p, uint32_t d, uint32_t mt, const ProtobufCMessage *m, gbc_reply_t *r)
+{
+    uint8_t buf[64]; /* GraphInit and JobEnd: a few varints */
+    const size_t len = protobuf_c_message_pack(m, buf);
+    return gbc_call(p->c, SENDER, key_of(p, p->lead[d]), mt, buf, len, r, p->o->timeout_ms);
+}
+
 static int job_end_on(pr_t *p, uint32_t d)
 {
     Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT;
-    uint8_t buf[8];
-    const size_t len = gpubridge__job_end__pack(&je, buf);
     gbc_reply_t r;
-    gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
-                         GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, buf, len, &r,
-                         p->o->timeout_ms);
+    gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, &je.base, &r);
     if (e != GBC_OK)
         fprintf(stderr, PROG ": warning: JobEnd for job %u%s: %s (its arena stays held until the bridge restarts)\n",
                 p->job, dev_count(p) > 1 ? " on one of the bridge's devices" : "",
@@ -234,12 +239,8 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
             gi.node_count = g->n;
             gi.edge_count = p->m_dev[d];
             gi.new_job = true;
-            uint8_t buf[64];
-            const size_t len = gpubridge__graph_init__pack(&gi, buf);
             gbc_reply_t r;
-            gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
-                                 GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, buf, len, &r,
-                                 p->o->timeout_ms);
+            gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, &gi.base, &r);
             in_use = e == GBC_ERR_STATUS && r.error && strstr(r.error, "in use");
             if (e == GBC_OK) {
                 gbc_reply_clear(&r);

@@ -330,6 +330,20 @@ GB_HD void gb_pr_aggregate(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const 
 #endif
 }
 
+/* Job's slice on device p, another than fam's (fam: the whole arena's
+ * context, whose peers are whole arenas too): 1 and *pj, or 0 when p is this
+ * device, has no arena or holds no slice of the job. */
+GB_HD int gb_pr_peer_job(const gb_grain_ctx_t *fam, uint32_t p, uint32_t job, gb_grain_ctx_t *pj)
+{
+    if (!fam->peers || p == fam->self || !fam->peers[p])
+        return 0;
+    gb_grain_ctx_t pc = *fam;
+    pc.arena = fam->peers[p];
+    uint64_t serial;
+    *pj = pc;
+    return gb_pr_job_find(&pc, job, pj, &serial);
+}
+
 /* With the family's arenas on several devices (c->n_peers > 1): this
  * partition's contributions x[first, end) (x: half `half` of the job's x
  * here) go into the job's slice on every other device that has one too, for
@@ -341,21 +355,16 @@ GB_HD void gb_pr_aggregate(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const 
 GB_HD void gb_pr_share(const gb_grain_ctx_t *fam, uint32_t job, uint64_t n, const float *x, uint32_t half,
                        uint64_t first, uint64_t end)
 {
-    const gb_grain_ctx_t *c = fam; /* the whole arena's context: its peers are whole arenas too */
-    if (c->n_peers < 2 || !c->peers)
+    if (fam->n_peers < 2 || !fam->peers)
         return;
-    for (uint32_t p = 0; p < c->n_peers; p++) {
-        if (p == c->self || !c->peers[p])
-            continue;
-        gb_grain_ctx_t pc = *c, pj;
-        pc.arena = c->peers[p];
-        uint64_t serial;
+    for (uint32_t p = 0; p < fam->n_peers; p++) {
+        gb_grain_ctx_t pj;
         gb_pr_dir_t pd;
-        if (!gb_pr_job_find(&pc, job, &pj, &serial) || !gb_pr_dir_read(&pj, &pd) || pd.n != n)
+        if (!gb_pr_peer_job(fam, p, job, &pj) || !gb_pr_dir_read(&pj, &pd) || pd.n != n)
             continue;
         float *px = (float *)(pj.arena + pd.off_x) + (uint64_t)half * n;
-        const uint64_t stride = c->size;
-        for (uint64_t v0 = first + c->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
+        const uint64_t stride = fam->size;
+        for (uint64_t v0 = first + fam->rank; v0 < end; v0 += GB_PR_BATCH * stride) {
             float r[GB_PR_BATCH]; /* loads first: each is a trip to L2 */
             for (int j = 0; j < GB_PR_BATCH; j++)
                 r[j] = v0 + j * stride < end ? x[v0 + j * stride] : 0.0f;
@@ -425,13 +434,10 @@ GB_HD uint32_t gb_pr_start(const gb_grain_ctx_t *c, const gb_grain_ctx_t *fam, g
  * arena's context). */
 GB_HD int gb_pr_job_elsewhere(const gb_grain_ctx_t *fam, uint32_t job)
 {
-    for (uint32_t p = 0; fam->peers && p < fam->n_peers; p++) {
-        gb_grain_ctx_t pc = *fam, pj = *fam;
-        pc.arena = fam->peers[p];
-        uint64_t serial;
-        if (p != fam->self && pc.arena && gb_pr_job_find(&pc, job, &pj, &serial))
+    gb_grain_ctx_t pj;
+    for (uint32_t p = 0; p < fam->n_peers; p++)
+        if (gb_pr_peer_job(fam, p, job, &pj))
             return 1;
-    }
     return 0;
 }
 
