@@ -81,8 +81,11 @@ static __device__ int gb_pr_prepare(const gb_grain_ctx_t *c, const gb_pr_dir_t *
  * the tolerance.
  * L2's rate for random 4-byte gathers sets the pace (docs/performance.md),
  * not the instruction count or DRAM, so the loop stays a plain one: a warp
- * per 32 edges with a segmented scan, L2 eviction hints or gathers through
- * L1 leave that rate as it is. */
+ * per 32 edges with a segmented scan or gathers through L1 leave that rate
+ * as it is. The edge arrays are read once a round and stream through L2
+ * evict-first (__ldcs), so that x and the sums, which the gathers and
+ * atomics hit again and again, keep their place there once the graph
+ * outgrows L2. */
 #define GB_PR_EDGES 8
 static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir_t *d, const float *x,
                                         uint64_t first, uint64_t end)
@@ -96,8 +99,8 @@ static __device__ void gb_pr_pull_edges(const gb_grain_ctx_t *c, const gb_pr_dir
     const uint32_t lo = (uint32_t)first, count = (uint32_t)(end - first); /* n < 2^32 */
     const uint64_t step = (uint64_t)c->size * GB_PR_EDGES;
     for (uint64_t e0 = (p0 & ~(uint64_t)(GB_PR_EDGES - 1)) + (uint64_t)c->rank * GB_PR_EDGES; e0 < p1; e0 += step) {
-        const uint4 s0 = __ldcg((const uint4 *)&src[e0]), s1 = __ldcg((const uint4 *)&src[e0 + 4]);
-        const uint4 d0 = __ldcg((const uint4 *)&dst[e0]), d1 = __ldcg((const uint4 *)&dst[e0 + 4]);
+        const uint4 s0 = __ldcs((const uint4 *)&src[e0]), s1 = __ldcs((const uint4 *)&src[e0 + 4]);
+        const uint4 d0 = __ldcs((const uint4 *)&dst[e0]), d1 = __ldcs((const uint4 *)&dst[e0 + 4]);
         const uint32_t u[GB_PR_EDGES] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
         uint32_t r[GB_PR_EDGES] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
         double val[GB_PR_EDGES];
