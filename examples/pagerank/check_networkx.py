@@ -17,8 +17,9 @@ import sys
 def read_pairs(path, what):
     rows = []
     # As the driver reads it: a byte order mark skipped, comments in any
-    # encoding (a byte that is not UTF-8 in an id still fails int()).
-    with open(path, encoding="utf-8-sig", errors="replace") as f:
+    # encoding (a byte that is not UTF-8 in an id still fails int()), lines
+    # split at \n only (a lone \r inside a comment stays in the comment).
+    with open(path, encoding="utf-8-sig", errors="replace", newline="\n") as f:
         for no, line in enumerate(f, 1):
             s = line.strip()
             if not s or s.startswith(("#", "%")):

@@ -163,7 +163,7 @@ static int parse_edge(const char *s, const char *eol, uint64_t *a, uint64_t *b, 
     while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
         e--;
     if (e > s && memchr(s, '\r', (size_t)(e - s))) {
-        snprintf(why, cap, "a carriage return inside the line (lines end with \\n or \\r\\n)");
+        snprintf(why, cap, "a carriage return before or between the ids (lines end with \\n or \\r\\n)");
         return -1;
     }
     for (const char *p = s; p < e; nf++) {
@@ -229,12 +229,14 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
         if (!eol)
             eol = end;
         line++;
-        const char *s = p;
-        while (s < eol && (*s == ' ' || *s == '\t' || *s == '\r'))
+        const char *s = p, *t;
+        while (s < eol && (*s == ' ' || *s == '\t'))
             s++;
+        for (t = s; t < eol && (*t == ' ' || *t == '\t' || *t == '\r');)
+            t++; /* a blank line of a \r\n file; a \r before the ids is parse_edge's error */
         uint64_t a = 0, b = 0;
         char why[256], shown[4 * 40 + 8];
-        if (s == eol || *s == '#' || *s == '%') { /* '%': KONECT and Matrix Market comments */
+        if (t == eol || *s == '#' || *s == '%') { /* '%': KONECT and Matrix Market comments */
         } else if (parse_edge(s, eol, &a, &b, why, sizeof why) != 0) {
             const char *nul = memchr(p, '\0', (size_t)(eol - p));
             excerpt(shown, sizeof shown, p, eol);

@@ -51,7 +51,7 @@ static void test_valid(void **state)
     assert_null(g);
     gb_graph_destroy(&g);
     /* A UTF-8 byte order mark (editors on Windows write one) is not part of the first id. */
-    g = parse_ok("\xef\xbb\xbf" "7 8\r\n8 7\r\n");
+    g = parse_ok("\xef\xbb\xbf" "7 8\r\n\r\n \t\r\n8 7\r\n"); /* blank \r\n lines too */
     assert_int_equal(g->n, 2);
     assert_int_equal(g->m, 2);
     assert_int_equal(g->orig_id[0], 7);
@@ -75,7 +75,9 @@ static void test_malformed(void **state)
     parse_err("1,2\n", "t.txt:1: expected two vertex ids 'source target' separated by blanks, found 1 field");
     parse_err("18446744073709551616 1\n", "t.txt:1: vertex id '18446744073709551616' is out of range (at most "
                                           "18446744073709551615)");
-    parse_err("1 2\r3 4\r5 6\r", "t.txt:1: a carriage return inside the line");
+    parse_err("1 2\r3 4\r5 6\r", "t.txt:1: a carriage return before or between the ids");
+    parse_err("\r1 2\n2 1\n", "t.txt:1: a carriage return before or between the ids");
+    parse_err("1 2\n \t\r3 4\n", "t.txt:2: a carriage return before or between the ids");
     parse_err("# only comments\n\n", "t.txt: no edges");
     parse_err("", "t.txt: no edges");
     gb_graph_t *g = NULL;
