@@ -59,11 +59,31 @@ static char *take_tmp(pr_out_t *o)
     return t;
 }
 
+/* The stream of stdout or stderr when path names the file it writes (such
+ * as /dev/stdout with stdout redirected to a file): opened again, the path
+ * would be truncated and written from its start, under what the stream
+ * writes. NULL otherwise. */
+static FILE *std_stream_of(const char *path)
+{
+    struct stat ps, fs;
+    if (stat(path, &ps) != 0)
+        return NULL;
+    if (fstat(STDOUT_FILENO, &fs) == 0 && fs.st_dev == ps.st_dev && fs.st_ino == ps.st_ino)
+        return stdout;
+    if (fstat(STDERR_FILENO, &fs) == 0 && fs.st_dev == ps.st_dev && fs.st_ino == ps.st_ino)
+        return stderr;
+    return NULL;
+}
+
 int pr_out_open(pr_out_t *o, const char *path, bool binary)
 {
     *o = (pr_out_t){.path = path};
     if (!path)
         return 0;
+    if ((o->f = std_stream_of(path))) {
+        o->shared = true;
+        return 0;
+    }
     struct stat sb;
     int e = 0;
     if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
@@ -109,7 +129,9 @@ void pr_out_unlink_tmp(const pr_out_t *o)
 
 void pr_out_drop(pr_out_t *o)
 {
-    if (o->f) {
+    if (o->f && o->shared) {
+        fflush(o->f);
+    } else if (o->f) {
         fclose(o->f);
         if (o->tmp)
             unlink(o->tmp);
@@ -125,7 +147,7 @@ int pr_out_commit(pr_out_t *o, bool ok)
     int e = ok ? 0 : errno;
     if (ok && fflush(o->f) != 0)
         e = errno;
-    if (fclose(o->f) != 0 && !e)
+    if (!o->shared && fclose(o->f) != 0 && !e)
         e = errno;
     o->f = NULL;
     if (!e && o->tmp && rename(o->tmp, o->path) != 0)

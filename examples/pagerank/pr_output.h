@@ -21,6 +21,7 @@ typedef struct pr_out {
     const char *path; /* NULL: not asked for */
     char *tmp;        /* the temporary file, NULL when written in place */
     FILE *f;          /* open until committed or dropped */
+    bool shared;      /* f is stdout or stderr (the path names the file one of them writes) */
 } pr_out_t;
 
 /* Opens the output for path (NULL: nothing to do, 0); binary: "wb". */
