@@ -517,6 +517,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* its terminal closed: end the job all the same */
     /* A file past the size limit (ulimit -f) fails its write, said, rather
      * than killing the driver with its job still held. */
     signal(SIGXFSZ, SIG_IGN);

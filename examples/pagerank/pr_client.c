@@ -438,10 +438,10 @@ int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)
     if (drain(p))
         return -1;
     if (!p->o->quiet)
-        fprintf(stderr, "%sloading: %u vertices, %" PRIu64 " edges, %u partitions%s%s in %.2f s\n", tty ? "\r" : "",
-                g->n, g->m, parts, dev_count(p) > 1 && !p->o->first_device ? " over the bridge's devices: " : "",
-                p->o->first_device ? "" : devs_text(p),
-                pr_now_s() - t0);
+        fprintf(stderr, "%sloading: %u vertices, %" PRIu64 " edges, %u partitions%s%s in %.2f s (job %u)\n",
+                tty ? "\r" : "", g->n, g->m, parts,
+                dev_count(p) > 1 && !p->o->first_device ? " over the bridge's devices: " : "",
+                p->o->first_device ? "" : devs_text(p), pr_now_s() - t0, p->job);
     return 0;
 fail:
     free(offs);

@@ -115,10 +115,11 @@ printf '0 10000000\n' > "$T/sparse.txt"              # sparse ids
 printf '18446744073709551615 9223372036854775808\n4294967296 18446744073709551615\n' > "$T/bigids.txt"
 printf '\xef\xbb\xbf# Universit\xe9 (Latin-1)\r\n\r\n10\t20\r\n  20   30 \t\r\n%% c\n30 10 \n\t40 10\n' > "$T/fmt.txt"
 printf '0 1\n1 0\n2 3\n3 4\n5 5\n6 7\n6 7\n' > "$T/parts.txt"   # components, a loop, a duplicate
+printf '# exported\r5 6\n1 2\n2 3\n3 1\n' > "$T/crnote.txt"    # a lone \r inside a comment: still the comment
 awk 'BEGIN { for (i = 1; i <= 100000; i++) print i, 0; print 0, 1 }' > "$T/hub.txt"   # 100k in-edges
 awk 'BEGIN { for (i = 0; i < 3000; i++) print i, i + 1 }' > "$T/chain.txt"
 awk 'BEGIN { for (i = 1; i <= 500; i++) print 0, i }' > "$T/star.txt"
-for f in one two sparse bigids fmt parts hub chain star; do
+for f in one two sparse bigids fmt parts crnote hub chain star; do
   run_file "$f" "$T/$f.txt" -p 3
 done
 run_file one1 "$T/one.txt"        # more partitions asked than vertices
@@ -168,6 +169,23 @@ rc=${PIPESTATUS[0]}
 out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/chain.txt" -m 2 -o "$T/nc.ranks" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "not converged within 2 iterations" <<<"$out" && [ ! -e "$T/nc.ranks" ] \
   || fail "not converged: rc $rc, '$out'"
+# --ranks naming the file stdout writes: the ranks follow the summary there
+# (opened again, the path was truncated and the summary written over them).
+"$PR" -e "$SOCK" -q -k 0 -g "$T/parts.txt" -o /dev/stdout > "$T/so.txt" 2> "$T/so.err"; rc=$?
+[ $rc = 0 ] && grep -q "^pagerank: 8 vertices" "$T/so.txt" \
+  && [ "$(sed -n '/^# vertex pagerank$/,$p' "$T/so.txt" | grep -c '^[0-9]* [0-9.e-]*$')" = 8 ] \
+  || { cat "$T/so.txt" "$T/so.err"; fail "--ranks /dev/stdout into a file: rc $rc"; }
+# SIGHUP (the driver's terminal closed) ends the job as SIGTERM does: exit 1,
+# no ranks file nor temporary file, and the job's slice freed on the bridge.
+"$PR" -e "$SOCK" -k 0 -g "$T/chain.txt" -d 0.999 -t 1e-15 -m 1000000 -o "$T/hup.ranks" > "$T/hup.out" 2> "$T/hup.err" &
+ph=$!
+for i in $(seq 600); do grep -q "(job [0-9]*)" "$T/hup.err" && break; sleep 0.05; done
+kill -HUP $ph
+wait $ph; rc=$?
+job=$(sed -n 's/.*(job \([0-9]*\)).*/\1/p' "$T/hup.err")
+out=$("$BUILD/client/gbctl" --endpoint "$SOCK" send pagerank.aggregator "$("$PY" -c "print(${job:-0} << 32)")" 14 1001 2>&1)
+[ $rc = 1 ] && [ -n "$job" ] && grep -q "interrupted" "$T/hup.err" && ! ls "$T"/hup.ranks* >/dev/null 2>&1 \
+  && grep -q "job $job has no graph" <<<"$out" || { cat "$T/hup.err"; fail "SIGHUP: rc $rc, job '$job', '$out'"; }
 
 # A damping near 1 on a star: float32 ranks reach their rounding floor above
 # the goal and the step stops shrinking. The run stops there, not at
@@ -208,7 +226,7 @@ bad_line onecol '1 2\n\n7\n' ":3: expected two vertex ids 'source target' separa
 bad_line weighted '1 2 0.5\n' ":1: expected two vertex ids 'source target' separated by blanks, found 3 fields"
 bad_line over64 '1 18446744073709551616\n' ":1: vertex id '18446744073709551616' is out of range"
 bad_line letters 'a b\n' ":1: 'a' is not a vertex id"
-bad_line cr '1 2\r3 4\r' ":1: a carriage return inside the line"
+bad_line cr '1 2\r3 4\r' ":1: a carriage return before or between the ids"
 bad_line empty '' ": no edges"
 bad_line onlycomments '# nothing\n\n' ": no edges"
 out=$("$PR" -e "$SOCK" -q -g "$T" 2>&1); rc=$?
