@@ -19,6 +19,7 @@
 #include "grain_libs.h"
 #include "grain_registry.h"
 #include "server.h"
+#include "sup_state.h"
 #include "supervisor.h"
 #include "error.h"
 #include "log.h"
@@ -307,6 +308,21 @@ static void raise_nofile(void)
                 (unsigned long long)rl.rlim_max);
 }
 
+/* A supervised worker, before it serves: the grain types its supervisor
+ * says the last worker kept deactivated or terminated start so
+ * (sup_state.h). The file lies beside the worker's socket. */
+static void apply_kept_state(const char *worker_ep, gb_engine_t *engine)
+{
+    if (strncmp(worker_ep, "ipc://", 6) != 0)
+        return;
+    char path[GB_PATH_LEN + 64];
+    const char *dir = worker_ep + 6, *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    snprintf(path, sizeof path, "%.*s/" GBI_SUP_STATE_FILE, (int)(slash - dir), dir);
+    gbi_worker_state_apply(path, engine);
+}
+
 /* A supervised worker serves only the endpoint its supervisor made: an ipc
  * socket in a private directory (0700, ours), open to the supervisor's pid
  * only; CURVE is the supervisor's business. Returns -1 when ep is not such
@@ -409,6 +425,8 @@ static int run_bridge(const gb_config_t *cfg_in, const gb_mode *mode_override, c
                 gb_strerror(e));
         return e == GB_ERR_CONFIG ? GBI_EXIT_USAGE : GBI_EXIT_FAIL;
     }
+    if (worker)
+        apply_kept_state(worker_ep, engine);
     gb_server_t *server = NULL;
     e = gb_server_new(cfg, engine, &facts, &sel, &server, err, sizeof err);
     if (e != GB_OK) {

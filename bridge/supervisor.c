@@ -17,8 +17,9 @@
  * the environment.
  *
  * A worker that stops answering (stopped, or stuck in a driver call) is a
- * failure too: a heartbeat (a ListGrainTypes control request on a DEALER of
- * its own) goes out every second, and a worker with no answer for
+ * failure too: a heartbeat (ListGrainTypes and a StatusRequest per type, on a
+ * DEALER of its own; the answers also say which types a new worker keeps
+ * deactivated or terminated, sup_state.h) goes out every second, and a worker with no answer for
  * GB_SUP_HEARTBEAT_TIMEOUT_MS is killed, its requests answered and a new
  * one started.
  *
@@ -62,6 +63,7 @@
 #include "pb_reply.h"
 #include "server_internal.h"
 #include "sup_ids.h"
+#include "sup_state.h"
 #include "test_hooks.h"
 
 #define MAX_PEERS 1024
@@ -123,6 +125,7 @@ typedef struct gbi_sup {
      * sent and the last answer seen (0: none yet, the worker is starting). */
     void *hb;
     uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
+    gbi_sup_state_t tstate; /* the types' control state, kept across workers (sup_state.h) */
     uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
     uint64_t hb_timeout_ms; /* GB_SUP_HEARTBEAT_TIMEOUT_MS (shorter with a test hook) */
     bool hung; /* the worker was killed for not answering */
@@ -469,6 +472,12 @@ static int spawn_worker(gbi_sup_t *s)
 {
     if (refresh_worker_side(s) != 0)
         return -1;
+    /* What the last worker's heartbeat said it kept deactivated or
+     * terminated: the new one starts so. */
+    char state[GB_PATH_LEN + 32];
+    snprintf(state, sizeof state, "%s/" GBI_SUP_STATE_FILE, s->dir);
+    if (gbi_sup_state_write(&s->tstate, state) != 0)
+        GB_WARN("supervisor: %s: %s; the new worker starts every grain type active", state, strerror(errno));
     const pid_t parent = getpid();
     /* Blocked from before the fork through the exec until the worker's
      * handlers are set (main.c): a SIGTERM, SIGHUP or SIGUSR1 passed on
@@ -1252,7 +1261,8 @@ static void remove_worker_side(gbi_sup_t *s)
 
 int gb_sup_remove_dir(const char *dir)
 {
-    static const char *const left[] = {WORKER_SOCK, WORKER_CONFIG, WORKER_CONFIG ".new"};
+    static const char *const left[] = {WORKER_SOCK, WORKER_CONFIG, WORKER_CONFIG ".new", GBI_SUP_STATE_FILE,
+                                       GBI_SUP_STATE_FILE ".new"};
     char path[GB_PATH_LEN + 32];
     for (size_t i = 0; i < sizeof left / sizeof left[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, left[i]);
@@ -1287,23 +1297,16 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
         }
         s->hb = d;
     }
-    Gpubridge__ListGrainTypes lt = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
-    Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
-    ctl.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
-    ctl.list_grain_types = &lt;
-    Gpubridge__Envelope env = GPUBRIDGE__ENVELOPE__INIT;
-    env.kind = GPUBRIDGE__KIND__KIND_CONTROL;
-    env.correlation_id = ++s->hb_seq;
-    env.control = &ctl;
-    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
-    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
-    f.envelope = &env;
-    uint8_t buf[64];
-    size_t len = gpubridge__client_frame__get_packed_size(&f);
-    if (len <= sizeof buf) {
-        gpubridge__client_frame__pack(&f, buf);
+    /* The types and each one's state: the heartbeat's answer also tells
+     * what a new worker must keep (sup_state.h). */
+    static uint8_t buf[65536];
+    static const gbi_sup_state_t none;
+    size_t len = gbi_sup_state_request(&s->tstate, s->hb_seq + 1, buf, sizeof buf);
+    if (!len) /* names past the buffer: the list alone */
+        len = gbi_sup_state_request(&none, s->hb_seq + 1, buf, sizeof buf);
+    s->hb_seq += 1 + s->tstate.n;
+    if (len)
         zmq_send(s->hb, buf, len, ZMQ_DONTWAIT); /* a full pipe: the worker is not reading anyway */
-    }
     s->hb_sent_ns = now;
     too_large_count(s);
     dropped_count(s);
@@ -1315,6 +1318,7 @@ static void hb_recv(gbi_sup_t *s)
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
+        gbi_sup_state_reply(&s->tstate, zmq_msg_data(&m), zmq_msg_size(&m));
         if (!s->hb_ok_ns)
             GB_INFO("supervisor: worker %d answers its heartbeat", (int)s->worker);
         s->hb_ok_ns = s->alive_ns = gb_now_ns();
@@ -1648,6 +1652,7 @@ static void close_all(gbi_sup_t *s)
         ;
     gb_ipc_files_remove(&s->ipc_files);
     remove_worker_side(s);
+    gbi_sup_state_clear(&s->tstate);
 }
 
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,

@@ -75,6 +75,25 @@ for _ in $(seq 300); do [ -n "$(worker)" ] && [ "$(worker)" != "$W4" ] && up && 
   { cat "$T/after.out"; fail "no service after the stopped worker was replaced"; }
 echo "stopped worker $W4 replaced by $(worker)"
 
+# Control state across a restart: a type a client deactivated stays
+# deactivated in the next worker, a terminated one stays terminated (as the
+# heartbeat last saw them); Activate brings the first back.
+"$BUILD/client/gbctl" --endpoint "$EP" deactivate echo > /dev/null || fail "deactivate echo"
+"$BUILD/client/gbctl" --endpoint "$EP" terminate vecadd > /dev/null || fail "terminate vecadd"
+sleep 2.5   # two heartbeats
+W5=$(worker)
+kill -KILL "$W5"
+for _ in $(seq 300); do [ -n "$(worker)" ] && [ "$(worker)" != "$W5" ] && up && break; sleep 0.05; done
+st=$("$BUILD/client/gbctl" --endpoint "$EP" status echo 2>&1)
+grep -q "^echo: inactive" <<<"$st" || fail "echo not kept deactivated across the restart: $st"
+st=$("$BUILD/client/gbctl" --endpoint "$EP" status vecadd 2>&1)
+grep -q "^vecadd: terminated" <<<"$st" || fail "vecadd not kept terminated across the restart: $st"
+grep -q "grain type 'echo' starts deactivated, as it was before the restart" "$T/sup.log" ||
+  fail "the new worker did not say it keeps echo deactivated"
+"$BUILD/client/gbctl" --endpoint "$EP" activate echo > /dev/null || fail "activate echo after the restart"
+"$BUILD/client/gbctl" --endpoint "$EP" send echo 7 hello > "$T/echo.out" 2>&1 || { cat "$T/echo.out"; fail "echo after activate"; }
+echo "worker $W5 replaced by $(worker): echo kept deactivated, vecadd terminated"
+
 # SIGHUP to the supervisor: passed on to the worker, which reloads its file.
 printf 'endpoints = [ "%s" ];\nmode = "%s";\nlog_level = "diag";\n' "$EP" "$MODE" > "$T/bridge.cfg"
 kill -HUP $SUP
