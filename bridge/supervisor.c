@@ -61,6 +61,7 @@
 #include "gpubridge.pb-c.h"
 #include "log.h"
 #include "pb_reply.h"
+#include "router_ids.h"
 #include "server_internal.h"
 #include "sup_ids.h"
 #include "sup_state.h"
@@ -568,12 +569,19 @@ static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
     return closed_dropped;
 }
 
+/* Ids that start with the byte 0 and "gb-" are the supervisor's own (its
+ * heartbeat's towards the worker, where clients' ids arrive as they are). */
+static bool reserved_id(const uint8_t *id, size_t len)
+{
+    return len >= 4 && memcmp(id, "\0gb-", 4) == 0;
+}
+
 static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
 {
     for (size_t i = 0; i < s->n_peers; i++)
         if (s->peers[i].id_len == len && memcmp(s->peers[i].id, id, len) == 0)
             return &s->peers[i];
-    if (len > ID_MAX || (len == sizeof HB_ID - 1 && memcmp(id, HB_ID, len) == 0))
+    if (len > ID_MAX || reserved_id(id, len))
         return NULL;
     if (s->n_peers == MAX_PEERS) {
         gb_connwatch_poll(&s->cw); /* closes reported so far count before evicting */
@@ -1082,7 +1090,13 @@ static int from_client(gbi_sup_t *s)
     }
     if (!p) {
         tmp.delim = delim;
-        if (tmp.id_len) {
+        if (tmp.id_len && reserved_id(tmp.id, tmp.id_len)) {
+            s->replies_own++;
+            refuse_frame(s, &tmp, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                         "routing ids that start with a zero byte and 'gb-' are the supervisor's own: set "
+                         "another ZMQ_ROUTING_ID, or none");
+            free(tmp.own_head);
+        } else if (tmp.id_len) {
             s->replies_own++;
             const char *why = "the supervisor serves too many clients at once";
             refuse_frame(s, &tmp, refusal_status(s, &why), why);
@@ -1411,6 +1425,7 @@ static gb_err open_front(gbi_sup_t *s)
     s->zctx = zmq_ctx_new();
     if (s->zctx)
         zmq_ctx_set(s->zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
+    gbi_router_ids_seed();
     s->router = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
     if (!s->router) {
         GB_ERROR("supervisor: cannot create its socket: %s", zmq_strerror(zmq_errno()));

@@ -1,6 +1,7 @@
 /* The server loop: reading frames, draining rings, waiting, start-up and
  * shutdown. Feeding rings is in server_feed.c, replies in server_reply.c,
  * control messages in server_control.c. See server.h. */
+#include "router_ids.h"
 #include "server_internal.h"
 
 #include <errno.h>
@@ -761,6 +762,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
         return e;
     }
     s->zctx = zmq_ctx_new();
+    gbi_router_ids_seed();
     s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
     if (!s->sock) {
         snprintf(err, errlen, "cannot create the ZeroMQ socket: %s", zmq_strerror(errno));

@@ -681,6 +681,76 @@ static void test_sigterm_under_load(void **state)
     zmq_close(c);
 }
 
+/* Under --supervise, routing ids that start with a zero byte and "gb-" are
+ * the supervisor's own (its heartbeat's among them): a client's frame with
+ * one is refused, saying so, and the others are served. */
+static void test_reserved_ids(void **state)
+{
+    (void)state;
+    const char *sup = getenv("GB_E2E_SUPERVISE");
+    if (!sup || *sup != '1') {
+        print_message("not supervised: nothing reserved\n");
+        return;
+    }
+    static const char *const ids[] = {"\0gb-supervisor-heartbeat", "\0gb-", "\0gb-x"};
+    static const size_t lens[] = {24, 4, 5};
+    float a[3] = {1, 2, 3};
+    uint8_t buf[128];
+    const size_t len = pack_vecadd(buf, 0, a, a, 3);
+    for (size_t i = 0; i < 3; i++) {
+        void *c = zmq_socket(g_zctx, ZMQ_DEALER);
+        int linger = 0;
+        zmq_setsockopt(c, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_setsockopt(c, ZMQ_ROUTING_ID, ids[i], lens[i]);
+        assert_int_equal(zmq_connect(c, g_b.endpoint), 0);
+        send_env(c, make_env(99, "vecadd", 1, 1, buf, len));
+        Gpubridge__ServerFrame *f = recv_frame(c, 10000);
+        assert_non_null(f);
+        size_t n = 0;
+        Gpubridge__Reply **rs = frame_replies(f, &n);
+        assert_int_equal(n, 1);
+        if (rs[0]->status != GPUBRIDGE__STATUS__STATUS_MALFORMED || !strstr(rs[0]->error, "the supervisor's own"))
+            fail_msg("id %zu: status %d, '%s'", i, rs[0]->status, rs[0]->error);
+        gpubridge__server_frame__free_unpacked(f, NULL);
+        zmq_close(c);
+    }
+    still_serves(g_s);
+}
+
+/* Clients that take, as their own routing ids, the ids the bridge's ROUTER
+ * would make for later clients that set none (0x00 and a counter that
+ * started at glibc's first rand(), 0x6b8b4567, in every process): a later
+ * plain client then crashed libzmq (an assertion on the duplicate id). The
+ * counter now starts where rand() seeded from the kernel puts it
+ * (router_ids.h). */
+static void test_routing_id_squatters(void **state)
+{
+    (void)state;
+    enum { SQUAT = 256 };
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, SMALL_RINGS), 0);
+    void *sq[SQUAT];
+    for (int k = 0; k < SQUAT; k++) {
+        const uint32_t n = 0x6b8b4567u + (uint32_t)k;
+        const uint8_t id[5] = {0, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+        sq[k] = zmq_socket(g_zctx, ZMQ_DEALER);
+        int linger = 0;
+        zmq_setsockopt(sq[k], ZMQ_LINGER, &linger, sizeof linger);
+        zmq_setsockopt(sq[k], ZMQ_ROUTING_ID, id, sizeof id);
+        assert_int_equal(zmq_connect(sq[k], b.endpoint), 0);
+    }
+    still_serves(sq[SQUAT - 1]); /* connected, and served */
+    for (int k = 0; k < 8; k++) { /* plain clients after them */
+        void *c = client_open(b.endpoint);
+        still_serves(c);
+        zmq_close(c);
+    }
+    assert_int_equal(kill(b.pid, 0), 0);
+    for (int k = 0; k < SQUAT; k++)
+        zmq_close(sq[k]);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+}
+
 /* CURVE: an allow-listed client is served; another key and a plain client
  * get nothing; a world-readable secret key file is refused at start. */
 static void test_curve(void **state)
@@ -959,9 +1029,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_terminated_grain_type),
+        cmocka_unit_test(test_reserved_ids),
     };
     const struct CMUnitTest standalone[] = {
         cmocka_unit_test(test_sigterm_under_load),
+        cmocka_unit_test(test_routing_id_squatters),
         cmocka_unit_test(test_curve),
         cmocka_unit_test(test_activation_collection),
         cmocka_unit_test(test_evicted_store_bound),
