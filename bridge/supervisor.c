@@ -62,6 +62,7 @@
 #include "log.h"
 #include "pb_reply.h"
 #include "router_ids.h"
+#include "zq_bytes.h"
 #include "server_internal.h"
 #include "sup_ids.h"
 #include "sup_state.h"
@@ -127,6 +128,7 @@ typedef struct gbi_sup {
     void *hb;
     uint64_t hb_sent_ns, hb_ok_ns, hb_seq;
     gbi_sup_state_t tstate; /* the types' control state, kept across workers (sup_state.h) */
+    gbi_zq_t *zq;           /* large reply frames queued in ZeroMQ per client (zq_bytes.h) */
     uint64_t run_ns, ran_ns; /* the worker's main thread's CPU time, and when it last grew */
     uint64_t hb_timeout_ms; /* GB_SUP_HEARTBEAT_TIMEOUT_MS (shorter with a test hook) */
     bool hung; /* the worker was killed for not answering */
@@ -352,18 +354,13 @@ static void dropped_count(gbi_sup_t *s)
  * vanished client (counted); -1: the client's queue is full (ROUTER_MANDATORY). */
 static int to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
 {
-    if (zmq_send(s->router, p->id, p->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        if (zmq_errno() == EAGAIN)
-            return -1;
+    const int r = gbi_zq_send(s->zq, s->router, p->id, p->id_len, p->delim, buf, len);
+    if (r == 1) {
         const size_t n = gbi_reply_count(buf, len);
         s->replies_undelivered += n;
         s->undelivered_uncounted += n;
-        return 0;
     }
-    if (p->delim)
-        zmq_send(s->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(s->router, buf, len, ZMQ_DONTWAIT);
-    return 0;
+    return r < 0 ? -1 : 0;
 }
 
 /* The supervisor's own reply frame: sent, or kept (in order) until the
@@ -1427,7 +1424,8 @@ static gb_err open_front(gbi_sup_t *s)
         zmq_ctx_set(s->zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
     gbi_router_ids_seed();
     s->router = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
-    if (!s->router) {
+    s->zq = gbi_zq_new();
+    if (!s->router || !s->zq) {
         GB_ERROR("supervisor: cannot create its socket: %s", zmq_strerror(zmq_errno()));
         return GB_ERR_IO;
     }
@@ -1668,6 +1666,7 @@ static void close_all(gbi_sup_t *s)
     gb_ipc_files_remove(&s->ipc_files);
     remove_worker_side(s);
     gbi_sup_state_clear(&s->tstate);
+    gbi_zq_destroy(&s->zq);
 }
 
 gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atomic_t *stop,

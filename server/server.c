@@ -2,6 +2,7 @@
  * shutdown. Feeding rings is in server_feed.c, replies in server_reply.c,
  * control messages in server_control.c. See server.h. */
 #include "router_ids.h"
+#include "zq_bytes.h"
 #include "server_internal.h"
 
 #include <errno.h>
@@ -764,7 +765,8 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->zctx = zmq_ctx_new();
     gbi_router_ids_seed();
     s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
-    if (!s->sock) {
+    s->zq = gbi_zq_new();
+    if (!s->sock || !s->zq) {
         snprintf(err, errlen, "cannot create the ZeroMQ socket: %s", zmq_strerror(errno));
         gb_server_destroy(&s);
         return GB_ERR_IO;
@@ -831,6 +833,7 @@ void gb_server_destroy(gb_server_t **ps)
     free(s->owed_hash);
     gbi_frame_fini(&s->scratch);
     gbi_stats_free(s);
+    gbi_zq_destroy(&s->zq);
     free(s);
     *ps = NULL;
 }

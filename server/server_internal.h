@@ -210,6 +210,7 @@ struct gb_server {
     const gb_selection_t *sel;
     void *zctx;
     void *sock;
+    struct gbi_zq *zq; /* large reply frames queued in ZeroMQ per client (zq_bytes.h); NULL in a shard */
     pthread_t zap_thread;
     void *zap_sock;
     int zap_running;

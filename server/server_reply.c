@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pb_reply.h"
 #include "server_internal.h"
+#include "zq_bytes.h"
 #include "server_metrics.h"
 
 /* ServerFrame.reply and ReplyBatch.replies (both field 1), ServerFrame.batch. */
@@ -176,21 +177,13 @@ static int send_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t
         zmq_send(s->sock, frame, len, 0);
         return 0;
     }
-    if (zmq_send(s->sock, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        if (zmq_errno() == EAGAIN)
-            return -1;
+    const int r = gbi_zq_send(s->zq, s->sock, id, id_len, delim, frame, len);
+    if (r == 1 && !s->tagged)
         /* Its connection is gone: the replies are discarded, and counted
          * (a supervised worker's peer is the supervisor, which counts the
          * clients' own and sends its counts over). */
-        if (!s->tagged)
-            GBI_ADD(s->replies_undelivered, gbi_reply_count(frame, len));
-        return 0;
-    }
-    /* The first part took a place in the queue: the others follow it. */
-    if (delim)
-        zmq_send(s->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(s->sock, frame, len, ZMQ_DONTWAIT);
-    return 0;
+        GBI_ADD(s->replies_undelivered, gbi_reply_count(frame, len));
+    return r < 0 ? -1 : 0;
 }
 
 /* Keeps a frame the client's queue would not take, after its earlier ones. */

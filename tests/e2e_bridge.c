@@ -681,6 +681,77 @@ static void test_sigterm_under_load(void **state)
     zmq_close(c);
 }
 
+static long rss_kib_of(pid_t pid)
+{
+    char path[64], line[256];
+    long v = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+            break;
+    fclose(f);
+    return v;
+}
+
+/* Clients that never read, asking for replies of 1 MiB: ZeroMQ's queue for
+ * each counts frames (32), so it held 32 MiB a client outside every bound
+ * (12 clients: the bridge grew by some 400 MiB). Now its large frames hold
+ * 2 MiB a client at most there (zq_bytes.h), and the rest waits within the
+ * bridge's own bounds, refused past them. */
+static void test_unread_large_replies(void **state)
+{
+    (void)state;
+    enum { CLIENTS = 12, EACH = 40, DATA = 1 << 20 };
+    bridge_t b;
+    assert_int_equal(bridge_start(&b, "max_message_size = 2097152;\nreply_backlog_mb = 8;\n"), 0);
+    uint8_t *data = calloc(1, DATA), *pl = malloc(DATA + 64);
+    assert_non_null(data);
+    assert_non_null(pl);
+    Gpubridge__EchoRequest er = GPUBRIDGE__ECHO_REQUEST__INIT;
+    er.data.data = data;
+    er.data.len = DATA - 256;
+    const size_t pl_len = gpubridge__echo_request__pack(&er, pl);
+    void *probe = client_open(b.endpoint);
+    still_serves(probe);
+    const long rss0 = rss_kib_of(b.pid);
+    void *hog[CLIENTS];
+    for (int c = 0; c < CLIENTS; c++) {
+        /* Its own queue and socket buffer small: what it does not read
+         * stays on the bridge's side. */
+        int one = 1, small = 4096, linger = 0;
+        hog[c] = zmq_socket(g_zctx, ZMQ_DEALER);
+        zmq_setsockopt(hog[c], ZMQ_RCVHWM, &one, sizeof one);
+        zmq_setsockopt(hog[c], ZMQ_RCVBUF, &small, sizeof small);
+        zmq_setsockopt(hog[c], ZMQ_LINGER, &linger, sizeof linger);
+        assert_int_equal(zmq_connect(hog[c], b.endpoint), 0);
+        for (int k = 0; k < EACH; k++)
+            send_env(hog[c], make_env((uint64_t)k + 1, "echo", (uint64_t)c, 1, pl, pl_len));
+    }
+    long peak = rss0;
+    for (int t = 0; t < 30; t++) { /* 3 s: the bridge answers what it will */
+        usleep(100000);
+        const long r = rss_kib_of(b.pid);
+        peak = r > peak ? r : peak;
+    }
+    still_serves(probe);
+    print_message("bridge RSS %ld KiB before %d clients that do not read 1 MiB replies, %ld KiB at most after\n",
+                  rss0, CLIENTS, peak);
+    /* Supervised, the supervisor also takes up to 32 frames a client from
+     * the worker (its connection's receive queue) while that client does
+     * not read. */
+    const char *sup = getenv("GB_E2E_SUPERVISE");
+    const long per = sup && *sup == '1' ? 16 * 1024 : 8 * 1024;
+    assert_true(peak - rss0 < RSS_BOUND_KIB(CLIENTS * per));
+    for (int c = 0; c < CLIENTS; c++)
+        zmq_close(hog[c]);
+    zmq_close(probe);
+    free(data);
+    free(pl);
+    assert_int_equal(bridge_stop(&b, SIGTERM, 20000), 0);
+}
+
 /* Under --supervise, routing ids that start with a zero byte and "gb-" are
  * the supervisor's own (its heartbeat's among them): a client's frame with
  * one is refused, saying so, and the others are served. */
@@ -1034,6 +1105,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest standalone[] = {
         cmocka_unit_test(test_sigterm_under_load),
         cmocka_unit_test(test_routing_id_squatters),
+        cmocka_unit_test(test_unread_large_replies),
         cmocka_unit_test(test_curve),
         cmocka_unit_test(test_activation_collection),
         cmocka_unit_test(test_evicted_store_bound),
