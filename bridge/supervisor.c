@@ -69,6 +69,9 @@
 #include "test_hooks.h"
 
 #define MAX_PEERS 1024
+/* Places past MAX_PEERS for clients whose frame holds control requests alone
+ * (peer_of). */
+#define CONTROL_PEERS 16
 /* In the worker's private directory: its socket, and the config every
  * worker loads (the supervisor's; see gb_supervise). */
 #define WORKER_SOCK "worker.sock"
@@ -164,6 +167,7 @@ typedef struct gbi_sup {
     gb_ipc_files_t ipc_files; /* socket files of its ipc endpoints, removed at close */
     uint64_t nodealer_logged_ns, nodealer_unlogged; /* frames refused for want of a DEALER: logged once a second */
     size_t drop_bytes; /* test hook: frames of this size fail to pass, as if the worker's connection closed */
+    size_t max_peers;  /* MAX_PEERS (fewer with a test hook) */
     /* Client connections that closed with replies owed, and replies
      * discarded for clients gone: in all, and not yet noted to the worker
      * (GBI_NOTE_DROPPED, for its Telemetry); the log's rate limit. */
@@ -566,6 +570,22 @@ static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
     return closed_dropped;
 }
 
+/* Whether frame m holds control requests and nothing else. */
+static bool control_only(zmq_msg_t *m)
+{
+    Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, zmq_msg_size(m), zmq_msg_data(m));
+    bool only = false;
+    if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE)
+        only = f->envelope && f->envelope->kind == GPUBRIDGE__KIND__KIND_CONTROL;
+    else if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch && f->batch->n_envelopes) {
+        only = true;
+        for (size_t i = 0; i < f->batch->n_envelopes; i++)
+            only = only && f->batch->envelopes[i]->kind == GPUBRIDGE__KIND__KIND_CONTROL;
+    }
+    gpubridge__client_frame__free_unpacked(f, NULL);
+    return only;
+}
+
 /* Ids that start with the byte 0 and "gb-" are the supervisor's own (its
  * heartbeat's towards the worker, where clients' ids arrive as they are). */
 static bool reserved_id(const uint8_t *id, size_t len)
@@ -573,21 +593,48 @@ static bool reserved_id(const uint8_t *id, size_t len)
     return len >= 4 && memcmp(id, "\0gb-", 4) == 0;
 }
 
-static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len)
+static peer_t *peer_find(gbi_sup_t *s, const uint8_t *id, size_t len)
 {
     for (size_t i = 0; i < s->n_peers; i++)
         if (s->peers[i].id_len == len && memcmp(s->peers[i].id, id, len) == 0)
             return &s->peers[i];
+    return NULL;
+}
+
+/* A place for a frame of control requests alone, the table full: a client
+ * with nothing in flight gives its place, however recently it was served
+ * (only one that waits for replies keeps it). Whether one did. */
+static bool make_room_for_control(gbi_sup_t *s)
+{
+    for (size_t i = 0; i < s->n_peers; i++) {
+        const peer_t *p = &s->peers[i];
+        if (p != s->stall_peer && p->ids.n == 0 && !p->zero_owed && !peer_stalled(p)) {
+            peer_drop(s, i);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The client's place in the table, found or made. control: its frame holds
+ * control requests alone; then CONTROL_PEERS places past MAX_PEERS are
+ * open to it too, so that the client that resumes a paused type is served
+ * even while every other place waits for that type. */
+static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool control)
+{
+    peer_t *found = peer_find(s, id, len);
+    if (found)
+        return found;
     if (len > ID_MAX || reserved_id(id, len))
         return NULL;
-    if (s->n_peers == MAX_PEERS) {
+    if (s->n_peers >= s->max_peers) {
         gb_connwatch_poll(&s->cw); /* closes reported so far count before evicting */
         const size_t gone = peers_evict(s, gb_now_ns() + PEER_IDLE_NS, true); /* any idle one will do */
         if (gone)
             GB_WARN("supervisor: %zu client(s) whose connections closed with replies owed gave their places to "
-                    "new clients (at most %d at once); their replies are discarded", gone, MAX_PEERS);
+                    "new clients (at most %zu at once); their replies are discarded", gone, s->max_peers);
     }
-    if (s->n_peers == MAX_PEERS)
+    if (s->n_peers >= s->max_peers + (control ? CONTROL_PEERS : 0) && !(control && make_room_for_control(s)))
         return NULL;
     peer_t *p = &s->peers[s->n_peers++];
     memset(p, 0, sizeof *p);
@@ -1049,11 +1096,12 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&idm);
         return 0;
     }
-    peer_t *p = peer_of(s, zmq_msg_data(&idm), zmq_msg_size(&idm));
+    peer_t *p = peer_find(s, zmq_msg_data(&idm), zmq_msg_size(&idm));
     peer_t tmp; /* a client we cannot take: answer it anyway */
+    const size_t id_len = zmq_msg_size(&idm);
     if (!p) {
         memset(&tmp, 0, sizeof tmp);
-        tmp.id_len = zmq_msg_size(&idm) <= ID_MAX ? zmq_msg_size(&idm) : 0;
+        tmp.id_len = id_len <= ID_MAX ? id_len : 0;
         memcpy(tmp.id, zmq_msg_data(&idm), tmp.id_len);
     }
     zmq_msg_close(&idm);
@@ -1076,6 +1124,10 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         zmq_msg_init(&m);
         zmq_msg_recv(&m, s->router, 0);
+    }
+    if (!p && !extra && id_len <= ID_MAX && (p = peer_of(s, tmp.id, tmp.id_len, control_only(&m)))) {
+        p->closed = false;
+        gb_connwatch_seen(&s->cw, &m, p->id, p->id_len);
     }
     if (p && extra) {
         p->delim = delim;
@@ -1421,7 +1473,7 @@ static gb_err open_front(gbi_sup_t *s)
     const gb_config_t *cfg = s->cfg;
     s->zctx = zmq_ctx_new();
     if (s->zctx)
-        zmq_ctx_set(s->zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + 64);
+        zmq_ctx_set(s->zctx, ZMQ_MAX_SOCKETS, MAX_PEERS + CONTROL_PEERS + 64);
     gbi_router_ids_seed();
     s->router = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
     s->zq = gbi_zq_new();
@@ -1681,10 +1733,14 @@ gb_err gb_supervise(const gb_config_t *cfg, char *const *argv, volatile sig_atom
     s.fwd_max = (size_t)cfg->max_message_size * SUP_FWD_FRAMES;
     const char *drop = gb_test_hook(GB_HOOK_SUP_DROP_BYTES);
     s.drop_bytes = drop ? strtoul(drop, NULL, 10) : 0;
+    const char *peers = gb_test_hook(GB_HOOK_SUP_PEERS);
+    s.max_peers = peers && strtoul(peers, NULL, 10) >= 1 && strtoul(peers, NULL, 10) <= MAX_PEERS
+                      ? strtoul(peers, NULL, 10)
+                      : MAX_PEERS;
     /* One at a time: a failed one says which, and close_all frees the others. */
-    s.peers = sup_calloc(MAX_PEERS, sizeof *s.peers, "the client table");
-    s.items = s.peers ? sup_calloc(MAX_PEERS + 2, sizeof *s.items, "the poll table") : NULL;
-    s.owner = s.items ? sup_calloc(MAX_PEERS + 2, sizeof *s.owner, "the poll table") : NULL;
+    s.peers = sup_calloc(MAX_PEERS + CONTROL_PEERS, sizeof *s.peers, "the client table");
+    s.items = s.peers ? sup_calloc(MAX_PEERS + CONTROL_PEERS + 2, sizeof *s.items, "the poll table") : NULL;
+    s.owner = s.items ? sup_calloc(MAX_PEERS + CONTROL_PEERS + 2, sizeof *s.owner, "the poll table") : NULL;
     gb_err err = s.owner ? GB_OK : GB_ERR_NOMEM;
     if (err == GB_OK)
         err = make_worker_side(&s, argv);

@@ -11,7 +11,7 @@
 static const char *const g_hooks[] = {
     "GPUBRIDGE_TEST_FAULTS", "GPUBRIDGE_KERNEL_FLAGS", "GPUBRIDGE_FORCE_MALLOC_STAGING",
     "GPUBRIDGE_FORCE_FALLBACK", "GPUBRIDGE_TEST_SPIN", "GPUBRIDGE_TEST_HEARTBEAT_MS",
-    "GPUBRIDGE_TEST_SUP_DROP_BYTES", "GPUBRIDGE_TEST_SUP_NOMEM"};
+    "GPUBRIDGE_TEST_SUP_DROP_BYTES", "GPUBRIDGE_TEST_SUP_NOMEM", "GPUBRIDGE_TEST_SUP_PEERS"};
 
 const char *gb_test_hook(gb_hook hook)
 {
@@ -35,7 +35,9 @@ const char *gb_test_hooks_usage(void)
            "  GPUBRIDGE_TEST_SUP_DROP_BYTES=N   --supervise: a frame of N bytes fails to pass to\n"
            "                                    the worker (as if its connection closed)\n"
            "  GPUBRIDGE_TEST_SUP_NOMEM=N        --supervise: the supervisor's Nth allocation at\n"
-           "                                    start (1-5) fails\n";
+           "                                    start (1-5) fails\n"
+           "  GPUBRIDGE_TEST_SUP_PEERS=N        --supervise: N clients at once (1-1024) instead\n"
+           "                                    of 1,024 (control frames: 16 more)\n";
 }
 #else
 const char *gb_test_hook(gb_hook hook)

@@ -12,7 +12,8 @@
  *   GPUBRIDGE_TEST_SPIN=1             message type 0xFF7E spins the server loop
  *   GPUBRIDGE_TEST_HEARTBEAT_MS=N     the supervisor's heartbeat timeout
  *   GPUBRIDGE_TEST_SUP_DROP_BYTES=N   the supervisor fails to pass on frames of N bytes
- *   GPUBRIDGE_TEST_SUP_NOMEM=N        the supervisor's Nth start-up allocation fails */
+ *   GPUBRIDGE_TEST_SUP_NOMEM=N        the supervisor's Nth start-up allocation fails
+ *   GPUBRIDGE_TEST_SUP_PEERS=N        the supervisor serves N clients at once, not 1,024 */
 #ifndef GB_TEST_HOOKS_H
 #define GB_TEST_HOOKS_H
 
@@ -30,6 +31,7 @@ typedef enum gb_hook {
     GB_HOOK_HEARTBEAT_MS,
     GB_HOOK_SUP_DROP_BYTES,
     GB_HOOK_SUP_NOMEM,
+    GB_HOOK_SUP_PEERS,
 } gb_hook;
 
 /* The hook's environment value in a test build; NULL when unset or in the
