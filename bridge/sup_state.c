@@ -14,102 +14,58 @@
 #include "links.h"
 #include "log.h"
 
-size_t gbi_sup_state_request(const gbi_sup_state_t *st, uint64_t seq, uint8_t *buf, size_t cap)
+void gbi_sup_state_asked(gbi_sup_state_t *st, uint64_t conn, uint64_t corr, const uint8_t *control, size_t len)
 {
-    Gpubridge__Envelope envs[1 + GBI_SUP_STATE_TYPES], *ep[1 + GBI_SUP_STATE_TYPES];
-    Gpubridge__Control ctl[1 + GBI_SUP_STATE_TYPES];
-    Gpubridge__StatusRequest sr[GBI_SUP_STATE_TYPES];
-    Gpubridge__ListGrainTypes lt = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
-    const size_t n = 1 + st->n;
-    for (size_t i = 0; i < n; i++) {
-        gpubridge__envelope__init(&envs[i]);
-        gpubridge__control__init(&ctl[i]);
-        envs[i].kind = GPUBRIDGE__KIND__KIND_CONTROL;
-        envs[i].correlation_id = seq + i;
-        envs[i].control = &ctl[i];
-        ep[i] = &envs[i];
-        if (i == 0) {
-            ctl[i].op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
-            ctl[i].list_grain_types = &lt;
-        } else {
-            gpubridge__status_request__init(&sr[i - 1]);
-            sr[i - 1].grain_type = st->names[i - 1];
-            ctl[i].op_case = GPUBRIDGE__CONTROL__OP_STATUS_REQUEST;
-            ctl[i].status_request = &sr[i - 1];
-        }
+    Gpubridge__Control *c = gpubridge__control__unpack(NULL, len, control);
+    const char *type = NULL;
+    gbi_kept to = GBI_KEPT_NONE;
+    if (c && c->op_case == GPUBRIDGE__CONTROL__OP_ACTIVATE && c->activate)
+        type = c->activate->grain_type, to = GBI_KEPT_NONE;
+    else if (c && c->op_case == GPUBRIDGE__CONTROL__OP_DEACTIVATE && c->deactivate)
+        type = c->deactivate->grain_type, to = GBI_KEPT_INACTIVE;
+    else if (c && c->op_case == GPUBRIDGE__CONTROL__OP_TERMINATE && c->terminate)
+        type = c->terminate->grain_type, to = GBI_KEPT_TERMINATED;
+    if (type && *type && strlen(type) < GB_NAME_LEN && corr) {
+        gbi_sup_asked_t *a = &st->asked[st->next];
+        st->n_asked += a->corr == 0;
+        *a = (gbi_sup_asked_t){.conn = conn, .corr = corr, .to = to};
+        memcpy(a->type, type, strlen(type) + 1);
+        st->next = (st->next + 1) % GBI_SUP_STATE_ASKED;
     }
-    Gpubridge__Batch b = GPUBRIDGE__BATCH__INIT;
-    b.n_envelopes = n;
-    b.envelopes = ep;
-    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
-    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
-    f.batch = &b;
-    const size_t len = gpubridge__client_frame__get_packed_size(&f);
-    if (len > cap)
-        return 0;
-    gpubridge__client_frame__pack(&f, buf);
-    return len;
+    gpubridge__control__free_unpacked(c, NULL);
 }
 
-/* The list's names replace the known ones; a type still listed keeps what
- * it was kept as. */
-static void take_list(gbi_sup_state_t *st, const Gpubridge__GrainTypeList *l)
+/* Type's entry, made if need be; NULL when the table is full. */
+static gbi_kept *kept_of(gbi_sup_state_t *st, const char *type)
 {
-    gbi_sup_state_t next = {0};
-    for (size_t i = 0; i < l->n_grain_types && next.n < GBI_SUP_STATE_TYPES; i++) {
-        const char *name = l->grain_types[i];
-        gbi_kept kept = GBI_KEPT_NONE;
-        for (size_t j = 0; j < st->n; j++)
-            if (strcmp(st->names[j], name) == 0)
-                kept = st->kept[j];
-        if (!(next.names[next.n] = strdup(name)))
-            break; /* out of memory: fewer types kept, none wrong */
-        next.kept[next.n++] = kept;
-    }
-    gbi_sup_state_clear(st);
-    *st = next;
+    for (size_t i = 0; i < st->n; i++)
+        if (strcmp(st->names[i], type) == 0)
+            return &st->kept[i];
+    if (st->n == GBI_SUP_STATE_TYPES)
+        return NULL;
+    memcpy(st->names[st->n], type, strlen(type) + 1);
+    st->kept[st->n] = GBI_KEPT_NONE;
+    return &st->kept[st->n++];
 }
 
-static void take_status(gbi_sup_state_t *st, const Gpubridge__GrainTypeStatus *g)
+void gbi_sup_state_answered(gbi_sup_state_t *st, uint64_t conn, uint64_t corr, int status)
 {
-    for (size_t j = 0; j < st->n; j++) {
-        if (!g->grain_type || strcmp(st->names[j], g->grain_type) != 0)
+    if (!st->n_asked || !corr)
+        return;
+    for (size_t i = 0; i < GBI_SUP_STATE_ASKED; i++) {
+        gbi_sup_asked_t *a = &st->asked[i];
+        if (a->corr != corr || a->conn != conn)
             continue;
-        /* A failed type is the reason for a restart, not a choice to keep. */
-        st->kept[j] = g->state == GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_INACTIVE     ? GBI_KEPT_INACTIVE
-                      : g->state == GPUBRIDGE__GRAIN_STATE__GRAIN_STATE_TERMINATED ? GBI_KEPT_TERMINATED
-                                                                                   : GBI_KEPT_NONE;
-    }
-}
-
-static void take_reply(gbi_sup_state_t *st, const Gpubridge__Reply *r)
-{
-    if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
+        gbi_kept *k = status == GPUBRIDGE__STATUS__STATUS_OK ? kept_of(st, a->type) : NULL;
+        if (k && *k != a->to) {
+            GB_INFO("supervisor: grain type '%s' is %s; a restarted worker starts it so", a->type,
+                    a->to == GBI_KEPT_TERMINATED ? "terminated" : a->to == GBI_KEPT_INACTIVE ? "deactivated" : "active");
+            *k = a->to;
+        }
+        a->corr = 0;
+        st->n_asked--;
         return;
-    if (r->message_type == GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_LIST) {
-        Gpubridge__GrainTypeList *l = gpubridge__grain_type_list__unpack(NULL, r->payload.len, r->payload.data);
-        if (l)
-            take_list(st, l);
-        gpubridge__grain_type_list__free_unpacked(l, NULL);
-    } else if (r->message_type == GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS) {
-        Gpubridge__GrainTypeStatus *g = gpubridge__grain_type_status__unpack(NULL, r->payload.len, r->payload.data);
-        if (g)
-            take_status(st, g);
-        gpubridge__grain_type_status__free_unpacked(g, NULL);
     }
-}
-
-void gbi_sup_state_reply(gbi_sup_state_t *st, const uint8_t *buf, size_t len)
-{
-    Gpubridge__ServerFrame *f = gpubridge__server_frame__unpack(NULL, len, buf);
-    if (!f)
-        return;
-    if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_REPLY && f->reply)
-        take_reply(st, f->reply);
-    else if (f->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH && f->batch)
-        for (size_t i = 0; i < f->batch->n_replies; i++)
-            take_reply(st, f->batch->replies[i]);
-    gpubridge__server_frame__free_unpacked(f, NULL);
 }
 
 int gbi_sup_state_write(const gbi_sup_state_t *st, const char *path)
@@ -141,13 +97,6 @@ int gbi_sup_state_write(const gbi_sup_state_t *st, const char *path)
         return -1;
     }
     return 0;
-}
-
-void gbi_sup_state_clear(gbi_sup_state_t *st)
-{
-    for (size_t i = 0; i < st->n; i++)
-        free(st->names[i]);
-    memset(st, 0, sizeof *st);
 }
 
 /* Deactivates or terminates type name on every device; whether it could. */

@@ -2,49 +2,56 @@
  * restarts (`gpubridge --supervise`).
  *
  * A type deactivated or terminated by a client's control request stays so
- * when its worker dies and a new one starts. The supervisor learns the
- * states from its heartbeat (a ListGrainTypes and a StatusRequest per type,
- * every second: the worker's own truth, so only requests the worker took
- * count), writes them to a file in the worker's private directory before
- * each start, and the new worker applies them before it serves its first
- * frame. A change in the last second before a worker dies may be missed. */
+ * when its worker dies and a new one starts. The supervisor sees every
+ * request and reply pass: it notes each Activate, Deactivate and Terminate
+ * a client sends, and takes the change when the worker answers it
+ * STATUS_OK (so only changes the worker made count, with the client's
+ * authority checked there). Before each start it writes the types to keep
+ * to a file in the worker's private directory, and the new worker applies
+ * it before it serves its first frame. */
 #ifndef GB_SUP_STATE_H
 #define GB_SUP_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "engine.h"
 
 #define GBI_SUP_STATE_FILE "types.state" /* in the worker's private directory */
-#define GBI_SUP_STATE_TYPES 256          /* types remembered at most */
+#define GBI_SUP_STATE_TYPES GB_MAX_GRAIN_TYPES /* types kept at most: all a bridge serves */
+#define GBI_SUP_STATE_ASKED 256 /* state changes awaiting their replies at most (past it, the oldest is forgotten) */
 
 typedef enum gbi_kept {
-    GBI_KEPT_NONE = 0,   /* active (or failed: a new worker starts it afresh) */
+    GBI_KEPT_NONE = 0,   /* active */
     GBI_KEPT_INACTIVE,   /* Deactivate */
     GBI_KEPT_TERMINATED, /* Terminate */
 } gbi_kept;
 
+typedef struct gbi_sup_asked {
+    uint64_t conn, corr; /* the client's connection (its tags' upper half) and the request's id; 0: free */
+    gbi_kept to;
+    char type[GB_NAME_LEN];
+} gbi_sup_asked_t;
+
 typedef struct gbi_sup_state {
-    char *names[GBI_SUP_STATE_TYPES]; /* owned; NULL past n */
+    char names[GBI_SUP_STATE_TYPES][GB_NAME_LEN];
     gbi_kept kept[GBI_SUP_STATE_TYPES];
     size_t n;
+    gbi_sup_asked_t asked[GBI_SUP_STATE_ASKED];
+    size_t next, n_asked; /* the ring's next slot; slots in use */
 } gbi_sup_state_t;
 
-/* The heartbeat's frame: a batch of ListGrainTypes and a StatusRequest per
- * known type, correlation ids from seq on. Returns its length, 0 when it
- * does not fit cap. */
-size_t gbi_sup_state_request(const gbi_sup_state_t *st, uint64_t seq, uint8_t *buf, size_t cap);
+/* A client's envelope passing to the worker: notes it when it is an
+ * Activate, Deactivate or Terminate (control: its encoded Control). */
+void gbi_sup_state_asked(gbi_sup_state_t *st, uint64_t conn, uint64_t corr, const uint8_t *control, size_t len);
 
-/* Takes what a heartbeat reply frame says (others are ignored). */
-void gbi_sup_state_reply(gbi_sup_state_t *st, const uint8_t *buf, size_t len);
+/* A reply passing to that client: takes the change it answers, when OK. */
+void gbi_sup_state_answered(gbi_sup_state_t *st, uint64_t conn, uint64_t corr, int status);
 
 /* Writes the types to keep to path (atomically: a temporary file renamed
  * over it); none: removes it. 0, or -1 with errno. */
 int gbi_sup_state_write(const gbi_sup_state_t *st, const char *path);
-
-/* Frees the names; st is empty after. */
-void gbi_sup_state_clear(gbi_sup_state_t *st);
 
 /* In a new worker, before it serves: applies the file its supervisor wrote
  * (a missing file: nothing to do). Returns how many types it changed. */

@@ -17,9 +17,8 @@
  * the environment.
  *
  * A worker that stops answering (stopped, or stuck in a driver call) is a
- * failure too: a heartbeat (ListGrainTypes and a StatusRequest per type, on a
- * DEALER of its own; the answers also say which types a new worker keeps
- * deactivated or terminated, sup_state.h) goes out every second, and a worker with no answer for
+ * failure too: a heartbeat (a ListGrainTypes control request on a DEALER of
+ * its own) goes out every second, and a worker with no answer for
  * GB_SUP_HEARTBEAT_TIMEOUT_MS is killed, its requests answered and a new
  * one started.
  *
@@ -82,6 +81,7 @@ typedef struct peer {
     uint8_t id[ID_MAX];
     size_t id_len;
     uint8_t delim;  /* the client frames with an empty delimiter (REQ style) */
+    bool reserve;   /* holds one of the CONTROL_PEERS places: control requests only */
     void *dealer;   /* towards the worker; NULL until the next request */
     uint64_t last_ns; /* last frame either way: idle peers with nothing pending are dropped */
     gbi_ids_t ids;  /* correlation ids awaiting a reply, with their frames' tags */
@@ -311,9 +311,13 @@ static int note_requests(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t len
         return -2;
     if (gbi_ids_reserve(&p->ids, k) != 0)
         return -3;
-    for (size_t i = 0; i < s->scratch.n; i++)
-        if (s->scratch.envs[i].kind != GPUBRIDGE__KIND__KIND_ONE_WAY && s->scratch.envs[i].corr != 0)
-            s->noted += (size_t)gbi_ids_add(&p->ids, s->scratch.envs[i].corr, tag);
+    for (size_t i = 0; i < s->scratch.n; i++) {
+        const gbi_env_t *e = &s->scratch.envs[i];
+        if (e->kind != GPUBRIDGE__KIND__KIND_ONE_WAY && e->corr != 0)
+            s->noted += (size_t)gbi_ids_add(&p->ids, e->corr, tag);
+        if (e->kind == GPUBRIDGE__KIND__KIND_CONTROL && e->has_control && e->corr != 0)
+            gbi_sup_state_asked(&s->tstate, tag >> 32, e->corr, e->control, e->control_len);
+    }
     p->zero_owed += zeros;
     return 0;
 }
@@ -334,6 +338,7 @@ static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t l
         }
         const uint64_t tag = gbi_ids_del(&p->ids, v.corr);
         seen = tag > seen ? tag : seen;
+        gbi_sup_state_answered(&s->tstate, p->tag >> 32, v.corr, v.status);
     }
     if (seen) {
         down_taken(s, p, seen);
@@ -478,8 +483,10 @@ static int spawn_worker(gbi_sup_t *s)
      * terminated: the new one starts so. */
     char state[GB_PATH_LEN + 32];
     snprintf(state, sizeof state, "%s/" GBI_SUP_STATE_FILE, s->dir);
-    if (gbi_sup_state_write(&s->tstate, state) != 0)
+    if (gbi_sup_state_write(&s->tstate, state) != 0) {
         GB_WARN("supervisor: %s: %s; the new worker starts every grain type active", state, strerror(errno));
+        unlink(state);
+    }
     const pid_t parent = getpid();
     /* Blocked from before the fork through the exec until the worker's
      * handlers are set (main.c): a SIGTERM, SIGHUP or SIGUSR1 passed on
@@ -570,27 +577,40 @@ static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
     return closed_dropped;
 }
 
-/* Whether frame m holds control requests and nothing else. */
-static bool control_only(zmq_msg_t *m)
+/* Whether frame m may take a place past the table's: small (control
+ * requests are), from a peer with authority, holding control requests
+ * alone, one of them a state change (Activate, Deactivate, Terminate): the
+ * client that resumes a paused type while every place waits for it. */
+#define ADMIN_FRAME_MAX 4096
+static bool admin_frame(const gbi_sup_t *s, zmq_msg_t *m)
 {
+    if (zmq_msg_size(m) > ADMIN_FRAME_MAX || !gb_authority_peer(s->cfg, m))
+        return false;
     Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, zmq_msg_size(m), zmq_msg_data(m));
-    bool only = false;
-    if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE)
-        only = f->envelope && f->envelope->kind == GPUBRIDGE__KIND__KIND_CONTROL;
-    else if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch && f->batch->n_envelopes) {
-        only = true;
-        for (size_t i = 0; i < f->batch->n_envelopes; i++)
-            only = only && f->batch->envelopes[i]->kind == GPUBRIDGE__KIND__KIND_CONTROL;
+    Gpubridge__Envelope *one[1], **envs = one;
+    size_t n = 0;
+    if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
+        one[0] = f->envelope;
+        n = 1;
+    } else if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
+        envs = f->batch->envelopes;
+        n = f->batch->n_envelopes;
+    }
+    bool control = n > 0, changes = false;
+    for (size_t i = 0; i < n; i++) {
+        control = control && envs[i]->kind == GPUBRIDGE__KIND__KIND_CONTROL && envs[i]->control;
+        changes = changes || (envs[i]->control && gb_authority_op_changes_state(envs[i]->control->op_case));
     }
     gpubridge__client_frame__free_unpacked(f, NULL);
-    return only;
+    return control && changes;
 }
 
 /* Ids that start with the byte 0 and "gb-" are the supervisor's own (its
- * heartbeat's towards the worker, where clients' ids arrive as they are). */
+ * heartbeat's towards the worker, where clients' ids arrive as they are),
+ * past the 5 bytes of the ids ZeroMQ makes. */
 static bool reserved_id(const uint8_t *id, size_t len)
 {
-    return len >= 4 && memcmp(id, "\0gb-", 4) == 0;
+    return len > 5 && memcmp(id, "\0gb-", 4) == 0; /* 5 bytes: one ZeroMQ generated (0 and a counter) */
 }
 
 static peer_t *peer_find(gbi_sup_t *s, const uint8_t *id, size_t len)
@@ -601,26 +621,10 @@ static peer_t *peer_find(gbi_sup_t *s, const uint8_t *id, size_t len)
     return NULL;
 }
 
-/* A place for a frame of control requests alone, the table full: a client
- * with nothing in flight gives its place, however recently it was served
- * (only one that waits for replies keeps it). Whether one did. */
-static bool make_room_for_control(gbi_sup_t *s)
-{
-    for (size_t i = 0; i < s->n_peers; i++) {
-        const peer_t *p = &s->peers[i];
-        if (p != s->stall_peer && p->ids.n == 0 && !p->zero_owed && !peer_stalled(p)) {
-            peer_drop(s, i);
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The client's place in the table, found or made. control: its frame holds
- * control requests alone; then CONTROL_PEERS places past MAX_PEERS are
- * open to it too, so that the client that resumes a paused type is served
- * even while every other place waits for that type. */
-static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool control)
+/* The client's place in the table, found or made. admin: its frame is an
+ * admin_frame; then CONTROL_PEERS places past the table's are open to it
+ * too (such a peer may send control requests alone while it holds one). */
+static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool admin)
 {
     peer_t *found = peer_find(s, id, len);
     if (found)
@@ -634,7 +638,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool control
             GB_WARN("supervisor: %zu client(s) whose connections closed with replies owed gave their places to "
                     "new clients (at most %zu at once); their replies are discarded", gone, s->max_peers);
     }
-    if (s->n_peers >= s->max_peers + (control ? CONTROL_PEERS : 0) && !(control && make_room_for_control(s)))
+    if (s->n_peers >= s->max_peers + (admin ? CONTROL_PEERS : 0))
         return NULL;
     peer_t *p = &s->peers[s->n_peers++];
     memset(p, 0, sizeof *p);
@@ -642,6 +646,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool control
     p->id_len = len;
     p->tag = ++s->conns << 32; /* a new connection's tags never follow an old one's */
     p->ids.total = &s->ids_bytes;
+    p->reserve = s->n_peers > s->max_peers;
     return p;
 }
 
@@ -1086,6 +1091,48 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
     return 0;
 }
 
+/* A new client the table has no place for (or whose id is the
+ * supervisor's): one refusal, correlation id 0, saying why. */
+static void refuse_stranger(gbi_sup_t *s, peer_t *tmp, int extra)
+{
+    if (!tmp->id_len)
+        return;
+    s->replies_own++;
+    if (extra) {
+        refuse_frame(s, tmp, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                     "a request is one message part holding an encoded ClientFrame");
+    } else if (reserved_id(tmp->id, tmp->id_len)) {
+        refuse_frame(s, tmp, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                     "routing ids of more than 5 bytes that start with a zero byte and 'gb-' are the "
+                     "supervisor's own: set another ZMQ_ROUTING_ID, or none");
+    } else {
+        const char *why = "the supervisor serves too many clients at once";
+        refuse_frame(s, tmp, refusal_status(s, &why), why);
+    }
+    free(tmp->own_head); /* at most one: dropped if its queue is full */
+}
+
+/* Whether p's frame m goes on: it is refused (and answered) when it has
+ * extra parts, or when p holds a place past the table's and m is not
+ * control requests alone while the table is still full. */
+static bool peer_admits(gbi_sup_t *s, peer_t *p, zmq_msg_t *m, int extra, uint8_t delim)
+{
+    p->closed = false; /* before _seen, which may report its old connection closed */
+    gb_connwatch_seen(&s->cw, m, p->id, p->id_len);
+    if (!extra && !(p->reserve && s->n_peers > s->max_peers && !admin_frame(s, m)))
+        return true;
+    p->delim = delim;
+    s->replies_own++;
+    if (extra)
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_MALFORMED,
+                     "a request is one message part holding an encoded ClientFrame");
+    else
+        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_BUSY,
+                     "the supervisor serves too many clients at once; this client holds a place kept for "
+                     "Activate, Deactivate and Terminate, and may send only those until a place is free");
+    return false;
+}
+
 /* Reads one client frame from the ROUTER and forwards it. Returns 0 when
  * nothing was there. */
 static int from_client(gbi_sup_t *s)
@@ -1107,10 +1154,6 @@ static int from_client(gbi_sup_t *s)
     zmq_msg_close(&idm);
     zmq_msg_init(&m);
     zmq_msg_recv(&m, s->router, 0);
-    if (p) {
-        p->closed = false; /* before _seen, which may report its old connection closed */
-        gb_connwatch_seen(&s->cw, &m, p->id, p->id_len);
-    }
     uint8_t delim = 0;
     if (zmq_msg_size(&m) == 0 && zmq_msg_more(&m)) {
         delim = 1;
@@ -1125,32 +1168,15 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_init(&m);
         zmq_msg_recv(&m, s->router, 0);
     }
-    if (!p && !extra && id_len <= ID_MAX && (p = peer_of(s, tmp.id, tmp.id_len, control_only(&m)))) {
-        p->closed = false;
-        gb_connwatch_seen(&s->cw, &m, p->id, p->id_len);
-    }
-    if (p && extra) {
-        p->delim = delim;
-        s->replies_own++;
-        refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_MALFORMED,
-                     "a request is one message part holding an encoded ClientFrame");
+    if (!p && !extra && id_len <= ID_MAX)
+        p = peer_of(s, tmp.id, tmp.id_len, s->n_peers >= s->max_peers && admin_frame(s, &m));
+    if (p && !peer_admits(s, p, &m, extra, delim)) {
         zmq_msg_close(&m);
         return 1;
     }
     if (!p) {
         tmp.delim = delim;
-        if (tmp.id_len && reserved_id(tmp.id, tmp.id_len)) {
-            s->replies_own++;
-            refuse_frame(s, &tmp, GPUBRIDGE__STATUS__STATUS_MALFORMED,
-                         "routing ids that start with a zero byte and 'gb-' are the supervisor's own: set "
-                         "another ZMQ_ROUTING_ID, or none");
-            free(tmp.own_head);
-        } else if (tmp.id_len) {
-            s->replies_own++;
-            const char *why = "the supervisor serves too many clients at once";
-            refuse_frame(s, &tmp, refusal_status(s, &why), why);
-            free(tmp.own_head); /* at most one: dropped if its queue is full */
-        }
+        refuse_stranger(s, &tmp, extra);
         zmq_msg_close(&m);
         return 1;
     }
@@ -1360,16 +1386,23 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
         }
         s->hb = d;
     }
-    /* The types and each one's state: the heartbeat's answer also tells
-     * what a new worker must keep (sup_state.h). */
-    static uint8_t buf[65536];
-    static const gbi_sup_state_t none;
-    size_t len = gbi_sup_state_request(&s->tstate, s->hb_seq + 1, buf, sizeof buf);
-    if (!len) /* names past the buffer: the list alone */
-        len = gbi_sup_state_request(&none, s->hb_seq + 1, buf, sizeof buf);
-    s->hb_seq += 1 + s->tstate.n;
-    if (len)
+    Gpubridge__ListGrainTypes lt = GPUBRIDGE__LIST_GRAIN_TYPES__INIT;
+    Gpubridge__Control ctl = GPUBRIDGE__CONTROL__INIT;
+    ctl.op_case = GPUBRIDGE__CONTROL__OP_LIST_GRAIN_TYPES;
+    ctl.list_grain_types = &lt;
+    Gpubridge__Envelope env = GPUBRIDGE__ENVELOPE__INIT;
+    env.kind = GPUBRIDGE__KIND__KIND_CONTROL;
+    env.correlation_id = ++s->hb_seq;
+    env.control = &ctl;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
+    f.envelope = &env;
+    uint8_t buf[64];
+    size_t len = gpubridge__client_frame__get_packed_size(&f);
+    if (len <= sizeof buf) {
+        gpubridge__client_frame__pack(&f, buf);
         zmq_send(s->hb, buf, len, ZMQ_DONTWAIT); /* a full pipe: the worker is not reading anyway */
+    }
     s->hb_sent_ns = now;
     too_large_count(s);
     dropped_count(s);
@@ -1381,7 +1414,6 @@ static void hb_recv(gbi_sup_t *s)
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
-        gbi_sup_state_reply(&s->tstate, zmq_msg_data(&m), zmq_msg_size(&m));
         if (!s->hb_ok_ns)
             GB_INFO("supervisor: worker %d answers its heartbeat", (int)s->worker);
         s->hb_ok_ns = s->alive_ns = gb_now_ns();
@@ -1478,7 +1510,7 @@ static gb_err open_front(gbi_sup_t *s)
     s->router = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
     s->zq = gbi_zq_new();
     if (!s->router || !s->zq) {
-        GB_ERROR("supervisor: cannot create its socket: %s", zmq_strerror(zmq_errno()));
+        GB_ERROR("supervisor: cannot create its socket: %s", s->zq ? zmq_strerror(zmq_errno()) : "out of memory");
         return GB_ERR_IO;
     }
     /* As the worker does: small queues per client, a full one reported
@@ -1717,7 +1749,6 @@ static void close_all(gbi_sup_t *s)
         ;
     gb_ipc_files_remove(&s->ipc_files);
     remove_worker_side(s);
-    gbi_sup_state_clear(&s->tstate);
     gbi_zq_destroy(&s->zq);
 }
 

@@ -767,7 +767,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     s->sock = s->zctx ? zmq_socket(s->zctx, ZMQ_ROUTER) : NULL;
     s->zq = gbi_zq_new();
     if (!s->sock || !s->zq) {
-        snprintf(err, errlen, "cannot create the ZeroMQ socket: %s", zmq_strerror(errno));
+        snprintf(err, errlen, "cannot create the ZeroMQ socket: %s", s->zq ? zmq_strerror(errno) : "out of memory");
         gb_server_destroy(&s);
         return GB_ERR_IO;
     }

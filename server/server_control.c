@@ -78,6 +78,7 @@ static void fill_status(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubridge
     m->grain_type = (char *)t->name;
     m->mode = (char *)gb_mode_name(st->mode);
     m->state = (Gpubridge__GrainState)state_of(st);
+    m->paused = st->state == GB_RK_RUNNING && !gb_rk_is_active(t->rk);
     m->placement = (Gpubridge__Placement)placement_of(st->placement);
     m->exit_reason = (Gpubridge__ExitReason)st->exit_reason;
     m->last_error_code = st->last_error;

@@ -39,7 +39,10 @@ static void frame_done(void *data, void *hint)
 {
     (void)data;
     zq_buf_t *b = hint;
-    __atomic_sub_fetch(&b->ent->bytes, b->len, __ATOMIC_RELEASE);
+    /* Acquire: what the sending thread wrote into b before it handed b to
+     * ZeroMQ (a sanitizer does not see ZeroMQ's own synchronisation). */
+    const size_t len = __atomic_load_n(&b->len, __ATOMIC_ACQUIRE);
+    __atomic_sub_fetch(&b->ent->bytes, len, __ATOMIC_RELEASE);
     ent_unref(b->ent);
     free(b);
 }
@@ -104,12 +107,6 @@ static zq_ent_t *find_or_add(gbi_zq_t *zq, const uint8_t *id, size_t id_len)
     return e;
 }
 
-size_t gbi_zq_bytes(gbi_zq_t *zq, const uint8_t *id, size_t id_len)
-{
-    zq_ent_t *e = zq ? find(zq, id, id_len) : NULL;
-    return e ? __atomic_load_n(&e->bytes, __ATOMIC_ACQUIRE) : 0;
-}
-
 /* The frame part: copied by ZeroMQ when small (or untracked), else from a
  * buffer of ours that counts against the client until written out. */
 static void send_body(zq_ent_t *e, void *sock, const void *frame, size_t len)
@@ -122,9 +119,9 @@ static void send_body(zq_ent_t *e, void *sock, const void *frame, size_t len)
         return;
     }
     b->ent = e;
-    b->len = len;
     __atomic_add_fetch(&e->refs, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&e->bytes, len, __ATOMIC_RELAXED);
+    __atomic_store_n(&b->len, len, __ATOMIC_RELEASE); /* last: frame_done's acquire */
     if (zmq_msg_send(&m, sock, ZMQ_DONTWAIT) < 0)
         zmq_msg_close(&m); /* frame_done gives the bytes back */
 }

@@ -37,7 +37,4 @@ void gbi_zq_destroy(gbi_zq_t **zq);
 int gbi_zq_send(gbi_zq_t *zq, void *sock, const uint8_t *id, size_t id_len, int delim, const void *frame,
                 size_t len);
 
-/* The bytes of large frames client id has queued (tests, metrics). */
-size_t gbi_zq_bytes(gbi_zq_t *zq, const uint8_t *id, size_t id_len);
-
 #endif

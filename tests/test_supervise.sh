@@ -77,10 +77,14 @@ echo "stopped worker $W4 replaced by $(worker)"
 
 # Control state across a restart: a type a client deactivated stays
 # deactivated in the next worker, a terminated one stays terminated (as the
-# heartbeat last saw them); Activate brings the first back.
+# worker last answered the requests that changed them); Activate brings the
+# first back.
 "$BUILD/client/gbctl" --endpoint "$EP" deactivate echo > /dev/null || fail "deactivate echo"
 "$BUILD/client/gbctl" --endpoint "$EP" terminate vecadd > /dev/null || fail "terminate vecadd"
-sleep 2.5   # two heartbeats
+for _ in $(seq 100); do   # the supervisor has taken both (at once, as their replies pass)
+  grep -q "'echo' is deactivated; a restarted" "$T/sup.log" && grep -q "'vecadd' is terminated; a restarted" "$T/sup.log" && break
+  sleep 0.1
+done
 W5=$(worker)
 kill -KILL "$W5"
 for _ in $(seq 300); do [ -n "$(worker)" ] && [ "$(worker)" != "$W5" ] && up && break; sleep 0.05; done

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # --supervise with every client place taken by clients waiting on a paused
-# grain type: the client that resumes it is still served (control frames
-# have places of their own), and the waiting clients get their replies.
-# Before, it was refused "the supervisor serves too many clients at once"
-# and the waiting clients were never answered. The place count is lowered
-# to 4 by a test hook (GPUBRIDGE_TEST_SUP_PEERS) instead of 1,024; a client
-# with nothing in flight (the one that paused the type) gives its place to a
-# new one when the table is full.
+# grain type: the client that resumes it is still served (Activate,
+# Deactivate and Terminate from a client with authority have places of
+# their own), and the waiting clients get their replies; a client in such a
+# place may send nothing else while the table is full. The place count is
+# lowered to 4 by a test hook (GPUBRIDGE_TEST_SUP_PEERS) instead of 1,024; a
+# client with nothing in flight (the one that paused the type) gives its
+# place to a new one when the table is full.
 #   test_supervise_control_room.sh GPUBRIDGE_TEST_BIN GBCTL
 set -uo pipefail
 BIN=$1 GBCTL=$2
@@ -27,8 +27,12 @@ for k in 1 2 3 4; do   # every place: clients waiting on the paused type
 done
 sleep 1
 # Another client's request has no place (refused with correlation id 0,
-# which gbctl does not wait for: it times out).
-"$GBCTL" -e "$EP" -t 2000 send vecadd 1 add 1 2 > /dev/null 2>&1 && fail "a request was served past the places"
+# which gbctl does not wait for: it times out), nor has a status request
+# (control, but no state change).
+out=$("$GBCTL" -e "$EP" -t 2000 send vecadd 1 add 1 2 2>&1)
+grep -q "no reply to request 1" <<<"$out" || fail "a request past the places: '$out'"
+out=$("$GBCTL" -e "$EP" -t 2000 status echo 2>&1)
+grep -q "no reply" <<<"$out" || fail "a status request past the places: '$out'"
 out=$("$GBCTL" -e "$EP" -t 5000 activate echo 2>&1) || fail "activate refused with every place waiting: '$out'"
 for k in 1 2 3 4; do
   wait "${pids[$((k - 1))]}" || fail "waiting client $k: $(cat "$T/w$k.out")"

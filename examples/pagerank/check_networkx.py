@@ -21,9 +21,11 @@ def read_pairs(path, what):
     # split at \n only (a lone \r inside a comment stays in the comment).
     with open(path, encoding="utf-8-sig", errors="replace", newline="\n") as f:
         for no, line in enumerate(f, 1):
-            s = line.strip()
+            s = line.lstrip(" \t").rstrip(" \t\r\n")  # the driver's blanks
             if not s or s.startswith(("#", "%")):
                 continue
+            if "\r" in s:
+                sys.exit(f"{path}:{no}: a carriage return before or between the fields ({what})")
             parts = s.split()
             if len(parts) != 2:
                 sys.exit(f"{path}:{no}: expected two fields ({what}), got {len(parts)}")

@@ -517,7 +517,9 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* its terminal closed: end the job all the same */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) /* nohup: keep running */
+        sigaction(SIGHUP, &sa, NULL); /* its terminal closed: end the job all the same */
     /* A file past the size limit (ulimit -f) fails its write, said, rather
      * than killing the driver with its job still held. */
     signal(SIGXFSZ, SIG_IGN);

@@ -170,7 +170,8 @@ out=$("$PR" -e "$SOCK" -q -k 0 -g "$T/chain.txt" -m 2 -o "$T/nc.ranks" 2>&1); rc
 [ $rc = 1 ] && grep -q "not converged within 2 iterations" <<<"$out" && [ ! -e "$T/nc.ranks" ] \
   || fail "not converged: rc $rc, '$out'"
 # --ranks naming the file stdout writes: the ranks follow the summary there
-# (opened again, the path was truncated and the summary written over them).
+# (a second open of the path would truncate it, and stdout would write the
+# summary over the ranks).
 "$PR" -e "$SOCK" -q -k 0 -g "$T/parts.txt" -o /dev/stdout > "$T/so.txt" 2> "$T/so.err"; rc=$?
 [ $rc = 0 ] && grep -q "^pagerank: 8 vertices" "$T/so.txt" \
   && [ "$(sed -n '/^# vertex pagerank$/,$p' "$T/so.txt" | grep -c '^[0-9]* [0-9.e-]*$')" = 8 ] \
