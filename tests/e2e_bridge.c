@@ -181,11 +181,11 @@ static void test_client_disconnects(void **state)
     still_serves(g_s);
 }
 
-static long bridge_rss_kib(void)
+static long rss_kib_of(pid_t pid)
 {
     char path[64], line[256];
     long v = -1;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)g_b.pid);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     while (fgets(line, sizeof line, f))
@@ -194,6 +194,8 @@ static long bridge_rss_kib(void)
     fclose(f);
     return v;
 }
+
+static long bridge_rss_kib(void) { return rss_kib_of(g_b.pid); }
 
 /* Client faults: half a batch (truncated in flight), a client that leaves
  * with requests in flight and comes back under the same routing id, and
@@ -679,20 +681,6 @@ static void test_sigterm_under_load(void **state)
     if (!log_contains(&b, needle))
         fail_msg("client got %llu replies; bridge log %s says otherwise", (unsigned long long)got, b.log);
     zmq_close(c);
-}
-
-static long rss_kib_of(pid_t pid)
-{
-    char path[64], line[256];
-    long v = -1;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
-            break;
-    fclose(f);
-    return v;
 }
 
 /* Clients that never read, asking for replies of 1 MiB: ZeroMQ's queue for
