@@ -11,7 +11,6 @@
 #include "control.pb-c.h"
 #include "engine.h"
 #include "gpubridge.pb-c.h"
-#include "links.h"
 #include "log.h"
 
 void gbi_sup_state_asked(gbi_sup_state_t *st, uint64_t conn, uint64_t corr, const uint8_t *control, size_t len)
@@ -107,9 +106,7 @@ static int apply_one(gb_engine_t *e, const char *name, int terminate)
         return 0;
     gb_err first = GB_OK;
     for (size_t d = 0, n = gb_engine_rings(e, t, rs); d < n; d++) {
-        if (terminate)
-            gb_links_close_into(e->links, (size_t)(rs[d] - e->types));
-        const gb_err err = terminate ? gb_rk_terminate(rs[d]->rk, 5000) : gb_rk_deactivate(rs[d]->rk, 5000);
+        const gb_err err = gb_engine_ring_change(e, rs[d], terminate ? GB_RING_TERMINATE : GB_RING_DEACTIVATE, 5000);
         if (first == GB_OK)
             first = err;
     }

@@ -327,6 +327,15 @@ size_t gb_engine_rings(const gb_engine_t *e, const gb_engine_type_t *t, gb_engin
     return n;
 }
 
+gb_err gb_engine_ring_change(gb_engine_t *e, gb_engine_type_t *r, gb_ring_change change, int timeout_ms)
+{
+    if (change == GB_RING_TERMINATE)
+        gb_links_close_into(e->links, (size_t)(r - e->types));
+    return change == GB_RING_ACTIVATE     ? gb_rk_activate(r->rk, timeout_ms)
+           : change == GB_RING_DEACTIVATE ? gb_rk_deactivate(r->rk, timeout_ms)
+                                          : gb_rk_terminate(r->rk, timeout_ms);
+}
+
 gb_engine_type_t *gb_engine_find_n(gb_engine_t *e, const void *name, size_t len)
 {
     for (size_t i = 0; i < e->n_names; i++)

@@ -73,6 +73,11 @@ gb_err gb_engine_new_devs(const gb_config_t *cfg, const gb_engine_dev_t *devs, s
 /* The rings of t's grain type, one per device (a type on the first device
  * alone has one): n of them in out, the first device's first. */
 size_t gb_engine_rings(const gb_engine_t *e, const gb_engine_type_t *t, gb_engine_type_t *out[GB_MAX_DEVICES]);
+/* Life-cycle changes of one ring (gb_engine_ring_change). */
+typedef enum gb_ring_change { GB_RING_ACTIVATE, GB_RING_DEACTIVATE, GB_RING_TERMINATE } gb_ring_change;
+/* Activates, deactivates or terminates ring r (timeout_ms for its kernel's
+ * acknowledgement); terminating first closes the device links into it. */
+gb_err gb_engine_ring_change(gb_engine_t *e, gb_engine_type_t *r, gb_ring_change change, int timeout_ms);
 /* The ring of t's grain type that serves key. */
 static inline gb_engine_type_t *gb_engine_at(gb_engine_t *e, const gb_engine_type_t *t, uint64_t key)
 {

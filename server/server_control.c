@@ -9,7 +9,6 @@
 #include "authority.h"
 #include "codec.h"
 #include "grain_registry.h"
-#include "links.h"
 #include "log.h"
 #include "server_internal.h"
 
@@ -334,13 +333,12 @@ static gb_err change_state(gb_server_t *s, const gb_engine_type_t *t, Gpubridge_
 {
     gb_engine_type_t *rs[GB_MAX_DEVICES];
     gb_err first = GB_OK;
+    const gb_ring_change change = op == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? GB_RING_ACTIVATE
+                                  : op == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? GB_RING_DEACTIVATE
+                                                                            : GB_RING_TERMINATE;
     for (size_t d = 0, n = gb_engine_rings(s->engine, t, rs); d < n; d++) {
         gbi_ring_take(s, &s->rings[rs[d] - s->engine->types]);
-        if (op == GPUBRIDGE__CONTROL__OP_TERMINATE)
-            gb_links_close_into(s->engine->links, (size_t)(rs[d] - s->engine->types));
-        gb_err err = op == GPUBRIDGE__CONTROL__OP_ACTIVATE     ? gb_rk_activate(rs[d]->rk, 5000)
-                     : op == GPUBRIDGE__CONTROL__OP_DEACTIVATE ? gb_rk_deactivate(rs[d]->rk, 5000)
-                                                               : gb_rk_terminate(rs[d]->rk, 5000);
+        const gb_err err = gb_engine_ring_change(s->engine, rs[d], change, 5000);
         if (first == GB_OK)
             first = err;
     }
