@@ -68,8 +68,8 @@
 #include "test_hooks.h"
 
 #define MAX_PEERS 1024
-/* Places past MAX_PEERS for clients whose frame holds control requests alone
- * (peer_of). */
+/* Places past MAX_PEERS for clients with authority whose frame changes a
+ * type's state (admin_frame, peer_of). */
 #define CONTROL_PEERS 16
 /* In the worker's private directory: its socket, and the config every
  * worker loads (the supervisor's; see gb_supervise). */
@@ -479,8 +479,8 @@ static int spawn_worker(gbi_sup_t *s)
 {
     if (refresh_worker_side(s) != 0)
         return -1;
-    /* What the last worker's heartbeat said it kept deactivated or
-     * terminated: the new one starts so. */
+    /* The types clients deactivated or terminated, as the last worker
+     * answered (sup_state.h): the new one starts so. */
     char state[GB_PATH_LEN + 32];
     snprintf(state, sizeof state, "%s/" GBI_SUP_STATE_FILE, s->dir);
     if (gbi_sup_state_write(&s->tstate, state) != 0) {
@@ -582,26 +582,20 @@ static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
  * alone, one of them a state change (Activate, Deactivate, Terminate): the
  * client that resumes a paused type while every place waits for it. */
 #define ADMIN_FRAME_MAX 4096
-static bool admin_frame(const gbi_sup_t *s, zmq_msg_t *m)
+static bool admin_frame(gbi_sup_t *s, zmq_msg_t *m)
 {
-    if (zmq_msg_size(m) > ADMIN_FRAME_MAX || !gb_authority_peer(s->cfg, m))
+    char err[160];
+    if (zmq_msg_size(m) > ADMIN_FRAME_MAX || !gb_authority_peer(s->cfg, m) ||
+        gbi_frame_decode(&s->scratch, zmq_msg_data(m), zmq_msg_size(m), err, sizeof err) != 0)
         return false;
-    Gpubridge__ClientFrame *f = gpubridge__client_frame__unpack(NULL, zmq_msg_size(m), zmq_msg_data(m));
-    Gpubridge__Envelope *one[1], **envs = one;
-    size_t n = 0;
-    if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE && f->envelope) {
-        one[0] = f->envelope;
-        n = 1;
-    } else if (f && f->body_case == GPUBRIDGE__CLIENT_FRAME__BODY_BATCH && f->batch) {
-        envs = f->batch->envelopes;
-        n = f->batch->n_envelopes;
+    bool control = s->scratch.n > 0, changes = false;
+    for (size_t i = 0; i < s->scratch.n && control; i++) {
+        const gbi_env_t *e = &s->scratch.envs[i];
+        control = e->kind == GPUBRIDGE__KIND__KIND_CONTROL && e->has_control;
+        Gpubridge__Control *c = control ? gpubridge__control__unpack(NULL, e->control_len, e->control) : NULL;
+        changes = changes || (c && gb_authority_op_changes_state(c->op_case));
+        gpubridge__control__free_unpacked(c, NULL);
     }
-    bool control = n > 0, changes = false;
-    for (size_t i = 0; i < n; i++) {
-        control = control && envs[i]->kind == GPUBRIDGE__KIND__KIND_CONTROL && envs[i]->control;
-        changes = changes || (envs[i]->control && gb_authority_op_changes_state(envs[i]->control->op_case));
-    }
-    gpubridge__client_frame__free_unpacked(f, NULL);
     return control && changes;
 }
 
