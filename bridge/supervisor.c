@@ -61,11 +61,11 @@
 #include "log.h"
 #include "pb_reply.h"
 #include "router_ids.h"
-#include "zq_bytes.h"
 #include "server_internal.h"
 #include "sup_ids.h"
 #include "sup_state.h"
 #include "test_hooks.h"
+#include "zq_bytes.h"
 
 #define MAX_PEERS 1024
 /* Places past MAX_PEERS for clients with authority whose frame changes a

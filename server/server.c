@@ -1,8 +1,6 @@
 /* The server loop: reading frames, draining rings, waiting, start-up and
  * shutdown. Feeding rings is in server_feed.c, replies in server_reply.c,
  * control messages in server_control.c. See server.h. */
-#include "router_ids.h"
-#include "zq_bytes.h"
 #include "server_internal.h"
 
 #include <errno.h>
@@ -16,8 +14,10 @@
 #include "codec.h"
 #include "links.h"
 #include "log.h"
+#include "router_ids.h"
 #include "server_metrics.h"
 #include "test_hooks.h"
+#include "zq_bytes.h"
 
 static uint64_t now_ms(void) { return gb_now_ns() / 1000000ull; }
 
