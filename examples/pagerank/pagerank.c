@@ -225,6 +225,7 @@ static void on_signal(int sig)
     (void)sig;
     if (job_started) {
         pr_interrupted = 1;
+        pr_out_cancelled = 1;
         return;
     }
     if (sig_outs) {
@@ -416,7 +417,7 @@ static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ra
 }
 
 static void report(const pr_opts_t *o, const gb_graph_t *g, const gb_pull_t *pg, const double *ranks,
-                   const char *mode, uint32_t parts, const run_stats_t *st, double bound)
+                   uint32_t parts, const char *mode, const run_stats_t *st, double bound)
 {
     const double per_iter = st->it ? st->total_s / st->it : 0, per_agg = st->it ? st->agg_total_s / st->it : 0;
     printf("pagerank: %u vertices, %" PRIu64 " edges, %u partitions, mode %s\n", pg->n, pg->m, parts, mode);
@@ -428,13 +429,29 @@ static void report(const pr_opts_t *o, const gb_graph_t *g, const gb_pull_t *pg,
     printf("; error bound %.3e); %.3f ms per iteration (aggregators done at %.3f), %.3f G edges/s\n", bound,
            per_iter * 1e3, per_agg * 1e3, per_iter > 0 ? pg->m / per_iter / 1e9 : 0.0);
     print_top(g, ranks, o->top);
-    if (o->json)
-        printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"vertices\":%u,\"edges\":%" PRIu64 ",\"partitions\":%u,"
-               "\"iterations\":%u,\"converged\":%s,\"stalled\":%s,\"l1_delta\":%.6e,\"error_bound\":%.6e,\"ms_per_iter\":%.4f,"
-               "\"aggregators_done_ms\":%.4f,\"edges_per_s\":%.6e}\n",
-               mode, pg->n, pg->m, parts, st->it, st->converged ? "true" : "false", st->stalled ? "true" : "false",
-               st->delta, bound,
-               per_iter * 1e3, per_agg * 1e3, per_iter > 0 ? pg->m / per_iter : 0.0);
+}
+
+/* --json: the run's one JSON line, printed last (after ranks written to stdout too). */
+static void report_json(const gb_pull_t *pg, uint32_t parts, const char *mode, uint32_t job, const run_stats_t *st,
+                        double bound)
+{
+    const double per_iter = st->it ? st->total_s / st->it : 0, per_agg = st->it ? st->agg_total_s / st->it : 0;
+    printf("{\"bench\":\"pagerank\",\"mode\":\"%s\",\"job\":%u,\"vertices\":%u,\"edges\":%" PRIu64
+           ",\"partitions\":%u,\"iterations\":%u,\"converged\":%s,\"stalled\":%s,\"l1_delta\":%.6e,"
+           "\"error_bound\":%.6e,\"ms_per_iter\":%.4f,\"aggregators_done_ms\":%.4f,\"edges_per_s\":%.6e}\n",
+           mode, job, pg->n, pg->m, parts, st->it, st->converged ? "true" : "false", st->stalled ? "true" : "false",
+           st->delta, bound, per_iter * 1e3, per_agg * 1e3, per_iter > 0 ? pg->m / per_iter : 0.0);
+    fflush(stdout);
+}
+
+/* A signal after the job ended (checking the ranks and writing them can
+ * take seconds): the run stops with no ranks file, as during the job. */
+static bool stopped(void)
+{
+    if (!pr_interrupted)
+        return false;
+    fprintf(stderr, PROG ": interrupted\n");
+    return true;
 }
 
 static int run(const pr_opts_t *o, outs_t *out)
@@ -476,21 +493,24 @@ static int run(const pr_opts_t *o, outs_t *out)
         pr_fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
         goto out;
     pr_end_job(&p);
-    if (check_bound(o, &pg, ranks, &st, &bound) != 0)
+    if (stopped() || check_bound(o, &pg, ranks, &st, &bound) != 0 || stopped())
         goto out;
-    report(o, g, &pg, ranks, mode, parts, &st, bound);
+    report(o, g, &pg, ranks, parts, mode, &st, bound);
     /* A stalled run whose bound passed check_bound is as close as float32
      * ranks get: more iterations would not change it. */
-    if (!st.converged && !st.stalled && !o->allow_unconverged) {
+    const bool take = st.converged || st.stalled || o->allow_unconverged;
+    if (!take)
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): raise --max-iter, "
                         "or --allow-unconverged to take these ranks (no files written)\n", o->max_iter, st.delta,
                 st.goal);
+    if (take && ((o->ranks_out && write_ranks(&out->ranks, g, ranks) != 0) ||
+                 (o->ranks_bin && write_ranks_bin(&out->ranks_bin, ranks, pg.n) != 0))) {
+        stopped(); /* says so when a signal stopped the writing */
         goto out;
     }
-    if ((o->ranks_out && write_ranks(&out->ranks, g, ranks) != 0) ||
-        (o->ranks_bin && write_ranks_bin(&out->ranks_bin, ranks, pg.n) != 0))
-        goto out;
-    status = 0;
+    if (o->json)
+        report_json(&pg, parts, mode, p.job, &st, bound);
+    status = take ? 0 : 1;
 out:
     pr_end_job(&p);
     gbc_client_destroy(&c);

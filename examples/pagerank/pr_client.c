@@ -210,11 +210,19 @@ static gbc_err lead_call(pr_t *p, uint32_t d, uint32_t mt, const ProtobufCMessag
     return gbc_call(p->c, SENDER, key_of(p, p->lead[d]), mt, buf, len, r, p->o->timeout_ms);
 }
 
+/* JobEnd waits at least this long: it frees the job's arena slice for
+ * others, and may queue behind a GraphInit whose reply timed out. */
+#define JOB_END_MIN_MS 10000
+
 static int job_end_on(pr_t *p, uint32_t d)
 {
     Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT;
     gbc_reply_t r;
-    gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, &je.base, &r);
+    uint8_t buf[16];
+    const size_t len = protobuf_c_message_pack(&je.base, buf);
+    const int ms = p->o->timeout_ms > JOB_END_MIN_MS ? p->o->timeout_ms : JOB_END_MIN_MS;
+    gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
+                         GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, buf, len, &r, ms);
     if (e != GBC_OK)
         fprintf(stderr, PROG ": warning: JobEnd for job %u%s: %s (its arena stays held until the bridge restarts)\n",
                 p->job, dev_count(p) > 1 ? " on one of the bridge's devices" : "",
@@ -252,16 +260,20 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
                 for (uint32_t k = 0; k < dev_count(p); k++) /* the devices claimed have their lead activated */
                     if ((p->claimed >> k & 1u) && p->lead[k] + 1 > p->keys)
                         p->keys = p->lead[k] + 1;
-                fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges%s) failed: %s%s%s\n", g->n,
-                        p->m_dev[d], dev_count(p) > 1 ? " of one device's partitions" : "",
+                fprintf(stderr, PROG ": GraphInit (%u vertices, %" PRIu64 " edges%s) failed: %s%s%s (job %u)\n",
+                        g->n, p->m_dev[d], dev_count(p) > 1 ? " of one device's partitions" : "",
                         e == GBC_ERR_STATUS ? gbc_status_name(r.status) : gbc_strerror(e),
                         e == GBC_ERR_STATUS ? ": " : " ",
-                        e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error());
+                        e == GBC_ERR_STATUS && r.error ? r.error : gbc_last_error(), p->job);
                 gbc_reply_clear(&r);
-                if (e == GBC_ERR_STATUS) { /* refused (no room, say): its sender was activated all the same */
-                    p->keys = p->lead[d] + 1 > p->keys ? p->lead[d] + 1 : p->keys;
-                    p->job_live = true; /* pr_end_job frees what the other devices claimed, and the grains */
-                }
+                /* Refused (no room, say): its sender was activated all the same.
+                 * No reply (a timeout): the bridge may yet carry it out, so
+                 * JobEnd goes there too, after it on the same grain. Either
+                 * way pr_end_job frees what was claimed, and the grains. */
+                p->keys = p->lead[d] + 1 > p->keys ? p->lead[d] + 1 : p->keys;
+                p->job_live = true;
+                if (e != GBC_ERR_STATUS)
+                    p->claimed |= 1u << d;
                 return -1;
             }
             gbc_reply_clear(&r);
@@ -507,6 +519,11 @@ static void start_encode(start_msg_t *sm, const pr_opts_t *o, uint32_t it, doubl
     sc.node_count = n;
     sc.dangling_rank = dangling;
     sm->len = protobuf_c_message_pack(&sc.base, sm->buf); /* at most 6 fields of <= 10 bytes: fits */
+    if (o->damping == 0.0) { /* left out, it would read as 0.85 (pagerank.proto): written by hand */
+        static const uint8_t zero[9] = {0x11};
+        memcpy(sm->buf + sm->len, zero, sizeof zero);
+        sm->len += sizeof zero;
+    }
 }
 
 static int start_send(pr_t *p, bool sender, uint32_t q, const start_msg_t *sm)

@@ -140,6 +140,8 @@ void pr_out_drop(pr_out_t *o)
     *o = (pr_out_t){0};
 }
 
+volatile sig_atomic_t pr_out_cancelled;
+
 int pr_out_commit(pr_out_t *o, bool ok)
 {
     if (!o->f)
@@ -150,6 +152,11 @@ int pr_out_commit(pr_out_t *o, bool ok)
     if (!o->shared && fclose(o->f) != 0 && !e)
         e = errno;
     o->f = NULL;
+    if (!e && o->tmp && pr_out_cancelled) {
+        unlink(o->tmp);
+        free(take_tmp(o));
+        return -1;
+    }
     if (!e && o->tmp && rename(o->tmp, o->path) != 0)
         e = errno;
     if (e || !ok) {

@@ -11,6 +11,7 @@
 #ifndef GB_PR_OUTPUT_H
 #define GB_PR_OUTPUT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,9 @@ int pr_out_open(pr_out_t *o, const char *path, bool binary);
 /* Closes it and, when ok (every write succeeded), renames it over its path;
  * else drops it. 0, or -1 (said). */
 int pr_out_commit(pr_out_t *o, bool ok);
+/* Set by a signal handler: pr_out_commit puts no file in place after it
+ * (and says nothing; the caller reports the interruption). */
+extern volatile sig_atomic_t pr_out_cancelled;
 /* Drops it: closed, the temporary file removed (nothing when not open). */
 void pr_out_drop(pr_out_t *o);
 /* Removes its temporary file only: async-signal-safe, for a handler that

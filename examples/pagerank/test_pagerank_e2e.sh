@@ -188,6 +188,21 @@ out=$("$BUILD/client/gbctl" --endpoint "$SOCK" send pagerank.aggregator "$("$PY"
 [ $rc = 1 ] && [ -n "$job" ] && grep -q "interrupted" "$T/hup.err" && ! ls "$T"/hup.ranks* >/dev/null 2>&1 \
   && grep -q "job $job has no graph" <<<"$out" || { cat "$T/hup.err"; fail "SIGHUP: rc $rc, job '$job', '$out'"; }
 
+# A GraphInit whose reply does not come in time (--timeout 1: laying out 2M
+# vertices takes longer) may still be carried out: the driver ends the job
+# all the same, and the bridge holds no slice for it.
+awk 'BEGIN { for (i = 0; i < 2000000; i++) print i, i + 1 }' > "$T/chain2m.txt"
+out=$("$PR" -e "$SOCK" -q -g "$T/chain2m.txt" --timeout 1 2>&1); rc=$?
+job=$(sed -n 's/.*GraphInit .* failed: .*(job \([0-9]*\))$/\1/p' <<<"$out")
+if [ -n "$job" ]; then
+  sleep 0.5 # the GraphInit and the JobEnd behind it, if the JobEnd too timed out
+  q=$("$BUILD/client/gbctl" --endpoint "$SOCK" send pagerank.aggregator "$("$PY" -c "print($job << 32)")" 14 1001 2>&1)
+  [ $rc = 1 ] && grep -q "job $job has no graph" <<<"$q" || fail "GraphInit timed out: rc $rc, '$out', then '$q'"
+elif [ "$MODE" = cpu ] || [ $rc = 0 ]; then
+  fail "GraphInit of 2M vertices within 1 ms: rc $rc, '$out'"
+fi
+rm -f "$T/chain2m.txt"
+
 # A damping near 1 on a star: float32 ranks reach their rounding floor above
 # the goal and the step stops shrinking. The run stops there, not at
 # --max-iter: with the bound past --max-error it says which --max-error would

@@ -182,34 +182,38 @@ GB_HD uint32_t gb_pr_load(const gb_grain_ctx_t *c, uint16_t type, const unsigned
         return GB_PR_E_RECORD;
     if (first > limit || count > limit - first)
         return GB_PR_E_RANGE;
-    int bad = 0;
+    /* Checked whole before any of it is written: a refused chunk changes nothing. */
+    int past = 0, decreasing = 0;
+    for (uint32_t i = c->rank; i < count; i += c->size) {
+        if (type == GB_PR_MSG_IN_OFFSETS) {
+            const uint64_t o = gb_pr_u64(a + 8u * i);
+            past |= o > d.m;
+            decreasing |= i > 0 && o < gb_pr_u64(a + 8u * (i - 1));
+        } else if (type == GB_PR_MSG_IN_EDGES) {
+            past |= gb_pr_u32(a + 4u * i) >= d.n;
+        }
+    }
+    if (gb_team_any(c, past))
+        return GB_PR_E_RANGE;
+    if (gb_team_any(c, decreasing))
+        return GB_PR_E_OFFSETS;
     if (type == GB_PR_MSG_OUT_DEGREES) {
         uint32_t *outdeg = (uint32_t *)(c->arena + d.off_outdeg);
         for (uint32_t i = c->rank; i < count; i += c->size)
             outdeg[first + i] = gb_pr_u32(a + 4u * i);
     } else if (type == GB_PR_MSG_IN_OFFSETS) {
         uint64_t *in_off = (uint64_t *)(c->arena + d.off_in_off);
-        for (uint32_t i = c->rank; i < count; i += c->size) {
-            uint64_t o = gb_pr_u64(a + 8u * i);
-            if (o > d.m)
-                bad = 1;
-            else
-                in_off[first + i] = o;
-        }
+        for (uint32_t i = c->rank; i < count; i += c->size)
+            in_off[first + i] = gb_pr_u64(a + 8u * i);
         gb_team_sync(c); /* the offsets are in place before the generation moves */
         if (c->rank == 0)
             gb_pr_bump_gen(c);
     } else {
         uint32_t *in_src = (uint32_t *)(c->arena + d.off_in_src);
-        for (uint32_t i = c->rank; i < count; i += c->size) {
-            uint32_t s = gb_pr_u32(a + 4u * i);
-            if (s >= d.n)
-                bad = 1;
-            else
-                in_src[first + i] = s;
-        }
+        for (uint32_t i = c->rank; i < count; i += c->size)
+            in_src[first + i] = gb_pr_u32(a + 4u * i);
     }
-    return gb_team_any(c, bad) ? GB_PR_E_RANGE : 0;
+    return 0;
 }
 
 GB_HD uint32_t gb_pr_query(const gb_grain_ctx_t *c, const unsigned char *in, uint32_t in_len, unsigned char *out,

@@ -234,18 +234,38 @@ static void test_pr_bad_input(void **state)
                      GB_SLOT_HANDLER_ERROR);
     /* A valid query: all ranks still 1/n. */
     assert_int_equal(ranks_of_8(f), 8 + 8 * 4);
-    /* in_off that decreases inside a partition: START refuses it before
-     * updating anything, and serves again once the offsets are good (in_src
-     * was never loaded: whatever it holds must not be read out of bounds). */
-    uint64_t bad_off[9] = {0, 4, 2, 6, 6, 7, 8, 9, 10};
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
+    /* in_off that decreases across two chunks, each in order: START refuses
+     * it before updating anything, and serves again once the offsets are
+     * good (in_src was never loaded: whatever it holds must not be read out
+     * of bounds). */
+    const uint64_t head[3] = {0, 4, 4}, tail_bad[6] = {2, 6, 7, 8, 9, 10}, tail_good[6] = {6, 6, 7, 8, 9, 10};
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 3, head, 8), NULL, NULL),
+                     GB_SLOT_OK);
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 3, 6, tail_bad, 8), NULL,
+                             NULL),
                      GB_SLOT_OK);
     assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_HANDLER_ERROR);
     assert_int_equal(g_aux, GB_PR_E_OFFSETS);
     ranks_of_8(f);
-    bad_off[2] = 4;
-    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 0, 9, bad_off, 8), NULL, NULL),
+    /* A refused chunk writes none of it: its first offset alone would have
+     * mended the order. */
+    const uint64_t mend_past[2] = {6, 11}, mend_decreasing[6] = {6, 6, 7, 8, 9, 5};
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 3, 2, mend_past, 8), NULL,
+                             NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(g_aux, GB_PR_E_RANGE);
+    assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(g_aux, GB_PR_E_OFFSETS);
+    /* Offsets that decrease inside one chunk: refused as it comes. */
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 3, 6, mend_decreasing, 8),
+                             NULL, NULL),
+                     GB_SLOT_HANDLER_ERROR);
+    assert_int_equal(g_aux, GB_PR_E_OFFSETS);
+    ranks_of_8(f);
+    assert_int_equal(pr_call(f->agg, 1, GB_PR_MSG_IN_OFFSETS, rec, gb_pr_rec_chunk(rec, 3, 6, tail_good, 8), NULL,
+                             NULL),
                      GB_SLOT_OK);
     assert_int_equal(pr_call(f->agg, 2, GB_PR_MSG_START, rec, gb_pr_rec_start(rec, 0, 0, 0.85, 0, 8), NULL, NULL),
                      GB_SLOT_OK);

@@ -58,6 +58,9 @@ static int put_chunk(unsigned char *rec, size_t cap, const char *what, uint64_t 
  * true when a byte of the field after its key has any of its low 7 bits
  * set; unknown fields are skipped); tests/test_wire.c checks this against
  * protobuf-c. */
+/* A StartIterationCommand without damping: pagerank.proto's default. */
+#define PR_DAMPING_DEFAULT 0.85
+
 typedef struct start_cmd {
     uint32_t iteration;
     double damping, dangling_rank;
@@ -71,6 +74,7 @@ static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
     gb_pb_field_t f;
     int r;
     memset(m, 0, sizeof *m);
+    m->damping = PR_DAMPING_DEFAULT;
     for (;;) {
         const uint8_t *at = p;
         if ((r = gb_pb_next(&p, end, &f)) <= 0)
@@ -281,7 +285,8 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
         snprintf(buf, cap, "%s: job %u: node_count is not the GraphInit's", who, job);
         break;
     case GB_PR_E_OFFSETS:
-        snprintf(buf, cap, "%s: job %u: the in-edge offsets decrease inside partition %u", who, job,
+        snprintf(buf, cap, "%s: job %u: the in-edge offsets decrease (inside partition %u, or inside one "
+                           "InOffsetChunk)", who, job,
                  (uint32_t)hdr->key);
         break;
     case GB_PR_E_PARAM:

@@ -84,7 +84,7 @@ enum gb_pr_err {
     GB_PR_E_JOB_EXISTS = 7,  /* GRAPH_INIT with GB_PR_INIT_NEW for a job that has a slice */
     GB_PR_E_PARTITION = 8,   /* no PARTITION_INIT for this job's slice, or its range is past n */
     GB_PR_E_NODE_COUNT = 9,  /* START's n is not the GRAPH_INIT's */
-    GB_PR_E_OFFSETS = 10,    /* in_off decreases inside the partition */
+    GB_PR_E_OFFSETS = 10,    /* in_off decreases inside the partition, or inside one chunk */
     GB_PR_E_PARAM = 11,      /* damping or dangling rank out of range */
     GB_PR_E_NOT_MINE = 12,   /* several devices: a chunk or query outside the grain's own partition */
 };

@@ -15,6 +15,7 @@
 #include "codec.h"
 #include "gpubridge.pb-c.h"
 #include "mutate.h"
+#include "pb_wire.h"
 #include "runtime.h" /* gb_grain_kind_of */
 #include "pagerank.h"
 #include "pagerank.pb-c.h"
@@ -22,8 +23,23 @@
 #define GB_GRAIN_PR_SENDER gb_grain_kind_of("pagerank.sender")
 #define GB_GRAIN_PR_AGGREGATOR gb_grain_kind_of("pagerank.aggregator")
 
+/* Whether field 2 (damping) is in pb (a message protobuf-c took): proto3's
+ * implicit presence hides it from protobuf-c, whose 0 may be absent (0.85)
+ * or written. Read with the wire reader the codec uses, which tests/test_wire.c
+ * checks against protobuf-c. */
+static int damping_present(const uint8_t *pb, size_t len)
+{
+    const uint8_t *p = pb, *end = len ? pb + len : pb;
+    gb_pb_field_t f;
+    int seen = 0;
+    while (gb_pb_next(&p, end, &f) > 0)
+        seen |= f.num == 2;
+    return seen;
+}
+
 /* Our StartIterationCommand decoding against protobuf-c plus the codec's
- * rules (damping in [0, 1], dangling in [0, 2], node_count in 1..2^32-1). */
+ * rules (damping in [0, 1], 0.85 when absent; dangling in [0, 2];
+ * node_count in 1..2^32-1). */
 static void start_differential(int kind, const uint8_t *pb, size_t len)
 {
     unsigned char rec[256];
@@ -38,6 +54,8 @@ static void start_differential(int kind, const uint8_t *pb, size_t len)
         assert_non_null(strstr(err, "not a StartIterationCommand"));
         return;
     }
+    if (!damping_present(pb, len))
+        m->damping = 0.85;
     if (!(m->damping >= 0.0 && m->damping <= 1.0) || !(m->dangling_rank >= 0.0 && m->dangling_rank <= 2.0) ||
         m->node_count == 0 || m->node_count > UINT32_MAX) {
         assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_MALFORMED);
@@ -74,7 +92,7 @@ static void test_pagerank_start_codec(void **state)
     const double damp[] = {0.85, 0.0, 1.0, 1.5, -0.1}, dang[] = {0.0, 0.3, 2.0, 2.5};
     for (int i = 0; i < 40; i++) {
         sc.iteration = (uint32_t)i * 0x1234567u;
-        sc.damping = damp[i % 5];
+        sc.damping = damp[i % 5]; /* 0.0: absent, 0.85 */
         sc.dangling_rank = dang[i % 4];
         sc.tolerance = i % 3 ? 1e-6 : 0.0;
         sc.node_count = i % 7 ? (uint64_t)i << (i % 40) : 0;
