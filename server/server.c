@@ -205,7 +205,8 @@ static const char *slot_error(int st)
 {
     switch (st) {
     case GB_SLOT_UNKNOWN_MESSAGE_TYPE: return "the grain has no such message type";
-    case GB_SLOT_TOO_LARGE: return "payload larger than the slot";
+    case GB_SLOT_TOO_LARGE: return "the grain refused the record for its size: larger than it takes, not a size "
+                                   "it takes, or with a reply that would not fit its out buffer";
     case GB_SLOT_GRAIN_TABLE_FULL: return "activation table full: every activation of this grain type that "
                                           "shares this key's partition was used within its collection age or "
                                           "has requests in flight; retry later, raise grains.max_grains, lower "

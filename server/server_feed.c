@@ -1,5 +1,6 @@
 /* Requests into rings: decoding envelopes into ring slots, and holding
  * frames, in order, per grain type while its ring is full. See server.h. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,10 @@ static int handle_envelope(gb_server_t *s, const uint8_t *id, uint8_t id_len, ui
     uint32_t rec_len = 0, cap = gb_rk_payload_cap(t->rk), large_max = gb_rk_large_max(t->rk);
     uint16_t slot_type = 0;
     int status;
+    if (env->message_type > UINT32_MAX)
+        FAIL(GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE,
+             "%s has no message type %" PRIu64 " (message_type is a 32-bit field; a value past 32 bits is no type)",
+             t->name, env->message_type);
     if (s->test_spin && env->message_type == GBI_MSG_TEST_SPIN)
         test_spin();
     if (s->test_faults && env->message_type == GB_MSG_TEST_FAULT) {

@@ -108,8 +108,9 @@ static int env_parse(gbi_env_t *e, const uint8_t *p, const uint8_t *end, char *e
         case ENV_MESSAGE_TYPE:
             if (wrong_type(&fd, GB_PB_VARINT))
                 BAD("Envelope.message_type is not a varint");
-            /* Past 32 bits: a type no grain takes, not the low bits. */
-            e->message_type = fd.v > UINT32_MAX ? UINT32_MAX : (uint32_t)fd.v;
+            /* Past 32 bits: a type no grain takes, not the low bits
+             * (kept whole for the error text). */
+            e->message_type = fd.v;
             break;
         case ENV_PAYLOAD:
             if (wrong_type(&fd, GB_PB_LEN))

@@ -17,7 +17,7 @@ typedef struct gbi_env {
     uint64_t corr;
     uint64_t key;          /* grain.key */
     uint32_t kind;         /* Gpubridge__Kind; any number (open enum) */
-    uint32_t message_type;
+    uint64_t message_type; /* as sent: past 32 bits is no message type (server_feed.c) */
     uint8_t has_grain;
     uint8_t has_control;
     uint32_t type_len;

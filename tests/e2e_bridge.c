@@ -108,6 +108,23 @@ static void test_bad_input(void **state)
     send_env(g_s, make_env(14, "vecadd", 1, 77, NULL, 0));
     expect_error(&f, GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE, "77");
     gpubridge__server_frame__free_unpacked(f, NULL);
+    /* A message type past 32 bits: refused naming the value sent, not the
+     * 2^32 - 1 it reads as. The envelope's field 4 again (the last wins). */
+    {
+        uint8_t env[96], frame[100];
+        size_t el = gpubridge__envelope__pack(make_env(18, "vecadd", 1, 1, NULL, 0), env);
+        const uint8_t wide[] = {0x20, 0x81, 0x80, 0x80, 0x80, 0x10}; /* 2^32 + 1 */
+        assert_true(el + sizeof wide < 128);
+        memcpy(env + el, wide, sizeof wide);
+        el += sizeof wide;
+        frame[0] = 0x0a; /* ClientFrame.envelope */
+        frame[1] = (uint8_t)el;
+        memcpy(frame + 2, env, el);
+        send_raw(g_s, frame, el + 2);
+        r = expect_error(&f, GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE, "no message type 4294967297");
+        assert_int_equal(r->correlation_id, 18);
+        gpubridge__server_frame__free_unpacked(f, NULL);
+    }
     send_env(g_s, make_env(15, "vecadd", 1, 1, (const uint8_t *)"\xff\xff\xff", 3));
     expect_error(&f, GPUBRIDGE__STATUS__STATUS_MALFORMED, "VectorAddRequest");
     gpubridge__server_frame__free_unpacked(f, NULL);

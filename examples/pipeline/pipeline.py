@@ -39,6 +39,12 @@ def main():
             raise AssertionError("bad text was accepted")
         except gb.BridgeError as e:
             assert e.status_name == "STATUS_HANDLER_ERROR", e
+        # pipeline.square takes whole int64s: 3 bytes are refused for their size.
+        try:
+            c.call("pipeline.square", key, 1, b"\1\2\3")
+            raise AssertionError("a 3-byte record was accepted")
+        except gb.BridgeError as e:
+            assert e.status_name == "STATUS_TOO_LARGE" and "for its size" in e.error, e
     print("PASS: pipeline from Python")
     return 0
 
