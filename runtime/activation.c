@@ -542,13 +542,16 @@ static int sweep(gb_rk_t *rk, uint64_t from, uint64_t to, uint64_t now, int full
 
 /* Refuses request s, before the kernel sees it: its partition p has no room
  * (or its evicted state could not come back; it stays in the spill store).
- * A new key that only an eviction could make room for, with the store at
- * its bound, hears which bound. */
+ * A new key that only an eviction could make room for, where the last sweep
+ * left idle activations for want of room in the store (blocked), hears of
+ * the store's bound: the store may be one below it since, when that sweep's
+ * one eviction went to an evicted key coming back, and the back-off keeps
+ * the next sweep away. */
 static void refuse(gb_rk_t *rk, gb_slot_hdr_t *s, uint32_t p, int evicted)
 {
     gbi_act_t *a = rk->act;
     a->st.refused++;
-    if (!evicted && a->blocked[p] && a->spill.used >= a->spill_lim) {
+    if (!evicted && a->blocked[p]) {
         s->status = GB_SLOT_EVICTED_FULL;
         a->st.refused_full++;
         warn_full(rk, a);

@@ -277,6 +277,44 @@ static void test_activation_store_bound(void **state)
     gb_rk_destroy(&rk);
 }
 
+/* With collection_age_s = 0 and one request at a time, no activation is
+ * ever in use past its turn, so a refusal never says so: a new key that
+ * finds the table full right after a sweep (whose one eviction went to an
+ * evicted key coming back, the store near its bound) hears of the store's
+ * bound (GB_SLOT_EVICTED_FULL), not GB_SLOT_GRAIN_TABLE_FULL. */
+static void test_activation_refusal_names_store(void **state)
+{
+    (void)state;
+    gb_rk_t *rk = start_one_partition(2);
+    uint64_t corr = 0, n = 0;
+    gb_reply_t r;
+    unsigned char buf[8];
+    for (;; n++) { /* the table and the store full */
+        assert_true(n < 4096);
+        assert_int_equal(gb_rk_send(rk, 100 + n, corr++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        if (r.status == GB_SLOT_EVICTED_FULL)
+            break;
+        assert_int_equal(r.status, GB_SLOT_OK);
+    }
+    for (uint64_t d = 0; d < n; d += 2) { /* places free in the table and in the store */
+        assert_int_equal(gb_rk_send(rk, 100 + d, corr++, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+    }
+    uint64_t table_full = 0;
+    for (uint64_t i = 1; i < n; i += 2) { /* an old key (evicted ones come back), then a new one */
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(gb_rk_send(rk, k ? 100000 + i : 100 + i, corr++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+            recv_one(rk, &r, buf, sizeof buf, 10000);
+            table_full += r.status == GB_SLOT_GRAIN_TABLE_FULL;
+            if (r.status != GB_SLOT_OK && r.status != GB_SLOT_EVICTED_FULL)
+                assert_int_equal(r.status, k ? GB_SLOT_EVICTED_FULL : GB_SLOT_OK);
+        }
+    }
+    assert_int_equal(table_full, 0);
+    gb_rk_destroy(&rk);
+}
+
 /* DeactivateGrain of an evicted grain drops its state from host memory and
  * needs no room in the table. Keys A are activated one at a time; with the
  * grain type paused, new keys B fill the table (their requests in flight, so

@@ -505,6 +505,7 @@ static void test_window_shared_memory(void **state)
     cmocka_unit_test(test_activation_collection),         \
     cmocka_unit_test(test_activation_churn),              \
     cmocka_unit_test(test_activation_store_bound),        \
+    cmocka_unit_test(test_activation_refusal_names_store), \
     cmocka_unit_test(test_deactivate_evicted),            \
     cmocka_unit_test(test_cycles),                        \
     GB_LARGE_CASES
