@@ -51,6 +51,8 @@ static const char usage_text[] =
     "  send echo KEY TEXT      sends TEXT through grain (echo, KEY)\n"
     "  send TYPE KEY MSGTYPE [HEX]\n"
     "                          any grain: payload as hex bytes; prints the reply\n"
+    "                          (echo and vecadd: with HEX, or vecadd with\n"
+    "                          MSGTYPE alone)\n"
     "\n"
     "Examples:\n"
     "  gbctl status vecadd\n"
@@ -386,9 +388,11 @@ static int send_cmd(gbc_client_t *c, int argc, char **argv, int tmo)
     uint64_t key;
     if (!parse_u64(argv[2], &key))
         return usage_error("key '%s' is not an unsigned decimal integer below 2^64", argv[2]);
-    if (strcmp(argv[1], "vecadd") == 0)
+    /* The built-in forms by their argument count (vecadd: OP A B; echo:
+     * TEXT); any other count is the generic MSGTYPE [HEX] form. */
+    if (strcmp(argv[1], "vecadd") == 0 && argc == 6)
         return send_vecadd(c, key, argc - 3, argv + 3, tmo);
-    if (strcmp(argv[1], "echo") == 0)
+    if (strcmp(argv[1], "echo") == 0 && argc == 4)
         return send_echo(c, key, argc - 3, argv + 3, tmo);
     return send_raw(c, argv[1], key, argc - 3, argv + 3, tmo);
 }

@@ -52,6 +52,12 @@ out=$(ctl send echo 10 hi 2>&1) || fail "key 10: $out"
 grep -q "grain count 1," <<< "$out" || fail "key 10, first message: $out"
 out=$(ctl send echo 010 hi 2>&1) || fail "key 010: $out"
 grep -q "grain count 2," <<< "$out" || fail "key 010 is not key 10: $out"
+# The generic form works for the built-in types too: echo with MSGTYPE HEX
+# (EchoRequest{sequence 5, data "hi"}), vecadd with MSGTYPE alone (empty vectors).
+out=$(ctl send echo 12 1 080512026869 2>&1) || fail "generic send to echo: $out"
+grep -q "^STATUS_OK, message type 2, 8 bytes: 080512026869" <<< "$out" || fail "generic send to echo: $out"
+out=$(ctl send vecadd 12 1 2>&1) && grep -q "^STATUS_OK, message type 2, 0 bytes" <<< "$out" \
+  || fail "generic send to vecadd, no payload: $out"
 ctl status echo > /dev/null || fail "status echo after the bad commands"
 grep -q "warn .*grain type 'ecoh' is not built in and no grain library defines it" "$T/b.log" ||
   fail "no WARN at start for the misspelt type: $(grep ecoh "$T/b.log")"
