@@ -48,9 +48,9 @@ typedef struct cuda_backend {
     uint32_t inline_max;     /* requests one carries; 0: none for this grain type */
     uint32_t inline_n;       /* staging: requests of the inline launch in flight (0: none) */
     int exact;               /* every launch in flight is inline: the work issued ends at launch_to */
-    cudaGraph_t igraph;      /* inline kernel [-> outbox copy] */
-    cudaGraphExec_t igexec;
-    cudaGraphNode_t n_ik;    /* its kernel node, updated per launch */
+    cudaGraph_t igraph[2];      /* inline kernel [-> outbox copy]: [1] the small kernel's (GBK_INLINE_SMALL) */
+    cudaGraphExec_t igexec[2];
+    cudaGraphNode_t n_ik[2];    /* their kernel nodes, updated per launch */
     unsigned char *dev_outbox;  /* staging: the inline kernel's replies and counters */
     unsigned char *host_outbox; /* staging: where they land (pinned, mapped where it can be; malloc with malloc staging) */
     int host_outbox_pinned;

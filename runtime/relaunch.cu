@@ -70,17 +70,19 @@ static size_t slot_off(const gb_rk_t *rk, uint64_t pos)
 
 static void inline_free(cuda_backend_t *b)
 {
-    if (b->igexec)
-        cudaGraphExecDestroy(b->igexec);
-    if (b->igraph)
-        cudaGraphDestroy(b->igraph);
+    for (int k = 0; k < 2; k++) {
+        if (b->igexec[k])
+            cudaGraphExecDestroy(b->igexec[k]);
+        if (b->igraph[k])
+            cudaGraphDestroy(b->igraph[k]);
+        b->igexec[k] = NULL;
+        b->igraph[k] = NULL;
+    }
     cudaFree(b->dev_outbox);
     if (b->host_outbox_pinned)
         cudaFreeHost(b->host_outbox);
     else
         free(b->host_outbox);
-    b->igexec = NULL;
-    b->igraph = NULL;
     b->dev_outbox = NULL;
     b->host_outbox = NULL;
     b->host_outbox_pinned = 0;
@@ -105,7 +107,6 @@ static gb_err inline_setup(gb_rk_t *rk)
     if (nmax > b->args.budget)
         nmax = b->args.budget;
     const size_t ob = GBK_INLINE_OUT_SIZE(nmax, S);
-    cudaGraphNode_t n_copy;
     unsigned char *outbox = NULL, *host = NULL; /* the kernel's view; the host's */
     cudaError_t e = cudaSuccess;
     if (rk->placement == GB_PLACEMENT_DEVICE_PINNED && !(b->args.flags & GBK_F_OUTBOX_COPY)) {
@@ -134,17 +135,21 @@ static gb_err inline_setup(gb_rk_t *rk)
         }
     }
     memset(&b->inl, 0, sizeof b->inl);
-    b->inl.a = b->args;
-    b->inl.outbox = outbox;
-    if (e == cudaSuccess && rk->placement != GB_PLACEMENT_DEVICE_MALLOC) {
-        e = cudaGraphCreate(&b->igraph, 0);
+    b->inl.h.a = gbk_inline_args_of(&b->args);
+    b->inl.h.outbox = outbox;
+    /* Two graphs: the small kernel's for launches whose requests fit
+     * GBK_INLINE_SMALL (a lone request), the full kernel's for the rest. */
+    for (int k = 0; k < 2 && e == cudaSuccess && rk->placement != GB_PLACEMENT_DEVICE_MALLOC; k++) {
+        b->inl.h.n = k ? 1 : nmax; /* picks the kernel (gbk_inline_add_node) */
+        cudaGraphNode_t n_copy;
+        e = cudaGraphCreate(&b->igraph[k], 0);
         if (e == cudaSuccess)
-            e = b->gpu->inline_add_node(&b->n_ik, b->igraph, &b->inl);
+            e = b->gpu->inline_add_node(&b->n_ik[k], b->igraph[k], &b->inl);
         if (e == cudaSuccess && b->dev_outbox)
-            e = cudaGraphAddMemcpyNode1D(&n_copy, b->igraph, &b->n_ik, 1, b->host_outbox, b->dev_outbox, ob,
+            e = cudaGraphAddMemcpyNode1D(&n_copy, b->igraph[k], &b->n_ik[k], 1, b->host_outbox, b->dev_outbox, ob,
                                          cudaMemcpyDeviceToHost);
         if (e == cudaSuccess)
-            e = cudaGraphInstantiate(&b->igexec, b->igraph, 0);
+            e = cudaGraphInstantiate(&b->igexec[k], b->igraph[k], 0);
     }
     if (e != cudaSuccess) {
         GB_WARN("ring kernel '%s': no inline launches (%s); ring kernel launches only", rk->type_name,
@@ -378,10 +383,10 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
     cuda_backend_t *b = (cuda_backend_t *)rk->be;
     const uint32_t S = rk->geom.slot_size;
     const int staging = gbi_cuda_staging(rk);
-    gbk_inbox_t *in = &b->inl.in;
-    in->from = from;
-    in->n = n;
-    in->test_flags = rk->ctl->test_flags;
+    gbk_inline_t *in = &b->inl;
+    in->h.from = from;
+    in->h.n = n;
+    in->h.test_flags = rk->ctl->test_flags;
     for (uint32_t i = 0; i < n; i++) {
         /* Header and payload; a length past the slot is copied no further
          * and answered by the kernel's check. */
@@ -391,10 +396,11 @@ static gb_err launch_inline(gb_rk_t *rk, uint64_t from, uint32_t n)
     }
     cudaError_t e;
     const uint64_t t0 = gb_now_ns();
-    if (b->igexec && !(b->args.flags & GBK_F_INLINE_PLAIN)) {
-        e = b->gpu->inline_set_node(b->igexec, b->n_ik, &b->inl);
+    const int small = (uint64_t)n * S <= GBK_INLINE_SMALL; /* the kernel gbk_inline_set_node picks */
+    if (b->igexec[small] && !(b->args.flags & GBK_F_INLINE_PLAIN)) {
+        e = b->gpu->inline_set_node(b->igexec[small], b->n_ik[small], &b->inl);
         if (e == cudaSuccess)
-            e = cudaGraphLaunch(b->igexec, b->kstream);
+            e = cudaGraphLaunch(b->igexec[small], b->kstream);
     } else {
         e = b->gpu->inline_launch(&b->inl, b->kstream);
         if (e == cudaSuccess && b->dev_outbox)

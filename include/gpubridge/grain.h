@@ -47,7 +47,7 @@ extern "C" {
 /* The grain ABI: the descriptor's layout, the handler's context and the
  * kernels' arguments. A library built against another ABI is refused when
  * loaded. */
-#define GB_GRAIN_ABI 4u
+#define GB_GRAIN_ABI 5u
 
 /* gb_grain_desc_t.flags */
 #define GB_GRAIN_TEAM 1u /* each message runs on a team of threads (a GPU block); see team.h */

@@ -37,9 +37,9 @@ expect_error() {
 
 expect_error missing $'grains = (\n  { library = "'"$T"'/nope.so"; } );' "cannot load '$T/nope.so'"
 expect_error abi $'grains = (\n  { library = "'"$LIB"'/libgbt_wrong_abi.so"; } );' \
-  "was built for grain ABI 999, this gpubridge has ABI 4"
+  "was built for grain ABI 999, this gpubridge has ABI 5"
 expect_error oldabi $'grains = (\n  { library = "'"$LIB"'/libgbt_old_abi.so"; } );' \
-  "was built for grain ABI 3, this gpubridge has ABI 4"
+  "was built for grain ABI 3, this gpubridge has ABI 5"
 expect_error dup $'grains = (\n  { library = "'"$LIB"'/libgbt_dup.so"; } );' "duplicate grain type 'echo'"
 expect_error none $'grains = (\n  { library = "'"$LIB"'/libgbt_not_grains.so"; } );' "is not a grain library"
 expect_error unknown_target $'grains = (\n  { library = "'"$LIB"'/libgbt_mail_bad.so"; } );' \

@@ -21,7 +21,9 @@ template <typename G> static cudaError_t gbk_grain_preload(void)
         return cudaFuncGetAttributes(&fa, gbk_team_kernel<G>);
     } else {
         cudaError_t e = cudaFuncGetAttributes(&fa, gbk_ring_kernel<G>);
-        return e == cudaSuccess ? cudaFuncGetAttributes(&fa, gbk_inline_kernel<G>) : e;
+        if (e == cudaSuccess)
+            e = cudaFuncGetAttributes(&fa, gbk_inline_kernel<G, gbk_inline_t>);
+        return e == cudaSuccess ? cudaFuncGetAttributes(&fa, gbk_inline_kernel<G, gbk_inline_small_t>) : e;
     }
 }
 

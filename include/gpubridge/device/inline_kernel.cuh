@@ -15,17 +15,17 @@
  * bank by lane 0 (copying it into shared memory first would take about a
  * quarter of the kernel's time). Returns the lane's error (0 or 1). */
 template <typename G>
-static __device__ __forceinline__ int inline_one(const gb_kargs_t &a, gb_grain_table_t &tab,
-                                                 const unsigned char *outbox, const gbk_inbox_t *in, uint64_t from,
-                                                 uint32_t test_flags, unsigned char *s_out)
+static __device__ __forceinline__ int inline_one(const gbk_inline_args_t &a, gb_grain_table_t &tab,
+                                                 const unsigned char *outbox, const unsigned char *slots,
+                                                 uint64_t from, uint32_t test_flags, unsigned char *s_out)
 {
     const uint32_t S = a.geom.slot_size;
     int bad = 0;
     if (threadIdx.x == 0) {
-        const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)in->slots;
+        const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)slots;
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
         gb_slot_hdr_t oh;
-        bad = gbi_dispatch_one<G>(&ctx, &tab, gb_grain_lane(h->key, tab.lanes), h, in->slots + GB_SLOT_HDR_SIZE, &oh,
+        bad = gbi_dispatch_one<G>(&ctx, &tab, gb_grain_lane(h->key, tab.lanes), h, slots + GB_SLOT_HDR_SIZE, &oh,
                                   s_out + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE, test_flags);
         oh.seq = outbox ? gb_stamp(from) : gb_stamp(from - a.geom.cap);
         *(gb_slot_hdr_t *)s_out = oh;
@@ -39,7 +39,7 @@ static __device__ __forceinline__ int inline_one(const gb_kargs_t &a, gb_grain_t
  * grains run together. A round's grain-state writes are visible to the next
  * round after __syncwarp. Returns the lane's error (0 or 1). */
 template <typename G>
-static __device__ __forceinline__ int inline_rounds(const gb_kargs_t &a, gb_grain_table_t &tab,
+static __device__ __forceinline__ int inline_rounds(const gbk_inline_args_t &a, gb_grain_table_t &tab,
                                                     const unsigned char *outbox, uint64_t from, uint32_t n,
                                                     uint32_t test_flags, const unsigned char *s_in,
                                                     unsigned char *s_out)
@@ -73,7 +73,7 @@ static __device__ __forceinline__ int inline_rounds(const gb_kargs_t &a, gb_grai
 /* Mapped: replies into the output ring, counters, fence, stamps (as the ring
  * kernel). ks: lane 0's counters after this launch. */
 template <typename G>
-static __device__ __forceinline__ void inline_write_mapped(const gb_kargs_t &a, const gb_kstate_t &ks, uint64_t from,
+static __device__ __forceinline__ void inline_write_mapped(const gbk_inline_args_t &a, const gb_kstate_t &ks, uint64_t from,
                                                            uint32_t n, uint32_t test_flags, const uint4 *s_out4)
 {
     const uint32_t lane = threadIdx.x;
@@ -135,7 +135,7 @@ static __device__ __forceinline__ void inline_write_outbox(unsigned char *outbox
  * profile: the kernel's time from its start, the requests' copy in (read),
  * dispatch, and write. */
 template <typename G>
-static __device__ __forceinline__ void inline_finish(const gb_kargs_t &a, const gb_kstate_t &ks, uint64_t from,
+static __device__ __forceinline__ void inline_finish(const gbk_inline_args_t &a, const gb_kstate_t &ks, uint64_t from,
                                                      uint32_t n, long long clk0, long long clk1, long long clk2,
                                                      uint64_t ns0)
 {
@@ -147,10 +147,13 @@ static __device__ __forceinline__ void inline_finish(const gb_kargs_t &a, const 
     gbk_prof_inline<G>(a.kstate, n, clk0, clk1, clk2, ns0, ns1);
 }
 
-/* One warp handles the requests in `in` and writes their replies. */
+/* One warp handles the requests of head h, in slots (cap bytes), and writes
+ * their replies. */
 template <typename G>
-static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned char *outbox, const gbk_inbox_t *in)
+static __device__ __forceinline__ void inline_run(const gbk_inline_head_t &h, const unsigned char *slots, uint32_t cap)
 {
+    const gbk_inline_args_t &a = h.a;
+    unsigned char *outbox = h.outbox;
     __shared__ uint4 s_in4[GBK_INLINE_BYTES / 16], s_out4[GBK_INLINE_BYTES / 16];
     const uint32_t lane = threadIdx.x;
     const uint32_t S = a.geom.slot_size, C16 = S / 16;
@@ -164,8 +167,8 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
         errors = a.kstate->errors;
         iterations = a.kstate->iterations;
     }
-    const uint64_t from = in->from;
-    const uint32_t n = min(in->n, GBK_INLINE_BYTES / S), test_flags = in->test_flags;
+    const uint64_t from = h.from;
+    const uint32_t n = min(h.n, cap / S), test_flags = h.test_flags;
     gb_grain_table_t tab = a.tab;
     /* Keys of one partition may activate at once. */
     tab.concurrent = n > 1 ? (gbk_flag<G>(a, GBK_F_NO_VERIFY) ? 2 : 1) : 0;
@@ -173,9 +176,9 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
     long long clk1;
     if (n == 1) {
         clk1 = gbk_clock<G>();
-        bad = inline_one<G>(a, tab, outbox, in, from, test_flags, (unsigned char *)s_out4);
+        bad = inline_one<G>(a, tab, outbox, slots, from, test_flags, (unsigned char *)s_out4);
     } else {
-        const uint4 *src = (const uint4 *)in->slots;
+        const uint4 *src = (const uint4 *)slots;
         for (uint32_t c = lane; c < n * C16; c += GBK_INLINE_THREADS)
             s_in4[c] = src[c];
         __syncwarp();
@@ -199,16 +202,31 @@ static __device__ __forceinline__ void inline_run(const gb_kargs_t &a, unsigned 
 }
 
 /* __grid_constant__: the requests are read from the parameter bank where the
- * launch put them, with no copy to local memory. */
-template <typename G>
-__global__ void __launch_bounds__(GBK_INLINE_THREADS) gbk_inline_kernel(const __grid_constant__ gbk_inline_t m)
+ * launch put them, with no copy to local memory. P: gbk_inline_t, or
+ * gbk_inline_small_t (the same bytes, fewer of them). */
+template <typename G, typename P>
+__global__ void __launch_bounds__(GBK_INLINE_THREADS) gbk_inline_kernel(const __grid_constant__ P m)
 {
-    inline_run<G>(m.a, m.outbox, &m.in);
+    inline_run<G>(m.h, m.slots, (uint32_t)sizeof m.slots);
+}
+
+/* The kernel for a launch of m: the small one when its requests fit. */
+template <typename G> static const void *gbk_inline_func(const gbk_inline_t *m, uint32_t slot_size)
+{
+    if ((uint64_t)m->h.n * slot_size <= GBK_INLINE_SMALL)
+        return (const void *)gbk_inline_kernel<G, gbk_inline_small_t>;
+    return (const void *)gbk_inline_kernel<G, gbk_inline_t>;
 }
 
 template <typename G> static cudaError_t gbk_inline_launch(const gbk_inline_t *m, cudaStream_t stream)
 {
-    gbk_inline_kernel<G><<<1, GBK_INLINE_THREADS, 0, stream>>>(*m);
+    if ((uint64_t)m->h.n * m->h.a.geom.slot_size <= GBK_INLINE_SMALL) {
+        gbk_inline_small_t s;
+        memcpy(&s, m, sizeof s); /* its prefix */
+        gbk_inline_kernel<G, gbk_inline_small_t><<<1, GBK_INLINE_THREADS, 0, stream>>>(s);
+    } else {
+        gbk_inline_kernel<G, gbk_inline_t><<<1, GBK_INLINE_THREADS, 0, stream>>>(*m);
+    }
     return cudaGetLastError();
 }
 
@@ -223,19 +241,23 @@ static inline cudaKernelNodeParams gbk_inline_node_params(const void *func, void
     return p;
 }
 
+/* A graph node of the kernel that launches like m (small: m->h.n requests
+ * fit GBK_INLINE_SMALL); the kernel reads its parameters' size from m. */
 template <typename G>
 static cudaError_t gbk_inline_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const gbk_inline_t *m)
 {
     void *kp[1] = {(void *)m};
-    cudaKernelNodeParams p = gbk_inline_node_params((const void *)gbk_inline_kernel<G>, kp);
+    cudaKernelNodeParams p = gbk_inline_node_params(gbk_inline_func<G>(m, m->h.a.geom.slot_size), kp);
     return cudaGraphAddKernelNode(node, graph, NULL, 0, &p);
 }
 
+/* m into node, whose kernel is the one gbk_inline_add_node chose for a
+ * launch of as many requests. */
 template <typename G>
 static cudaError_t gbk_inline_set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const gbk_inline_t *m)
 {
     void *kp[1] = {(void *)m};
-    cudaKernelNodeParams p = gbk_inline_node_params((const void *)gbk_inline_kernel<G>, kp);
+    cudaKernelNodeParams p = gbk_inline_node_params(gbk_inline_func<G>(m, m->h.a.geom.slot_size), kp);
     return cudaGraphExecKernelNodeSetParams(exec, node, &p);
 }
 

@@ -29,6 +29,8 @@
 #ifndef GB_INLINE_KERNEL_H
 #define GB_INLINE_KERNEL_H
 
+#include <string.h>
+
 #include "gpubridge/device/ring_kernel.h"
 
 #ifdef __cplusplus
@@ -36,27 +38,58 @@ extern "C" {
 #endif
 
 /* Request bytes one launch carries: 16 slots of 64 bytes. The parameters
- * travel with every inline launch, so they are kept few. */
+ * travel with every inline launch, and a launch's latency grows with their
+ * size, so they are kept few: */
 #define GBK_INLINE_BYTES 1024u
+/* ... and a launch of this many request bytes or fewer (a lone request of
+ * up to 256 bytes) takes the small kernel, whose parameters end there. */
+#define GBK_INLINE_SMALL 256u
 /* Threads of the inline kernel: one warp. */
 #define GBK_INLINE_THREADS 32u
 
-/* The requests a launch carries, where they start, how many. */
-typedef struct __align__(16) gbk_inbox {
-    uint64_t from;       /* position of the first request */
-    uint32_t n;          /* requests */
-    uint32_t test_flags; /* the control line's, as the host has them */
-    uint64_t _pad[6];
-    unsigned char slots[GBK_INLINE_BYTES]; /* the requests, slot after slot */
-} gbk_inbox_t;
+/* What the inline kernel needs of the ring kernel's arguments (gb_kargs_t
+ * carries links, peers and team fields it never reads). */
+typedef struct gbk_inline_args {
+    unsigned char *region; /* device view of the region */
+    gb_kstate_t *kstate;   /* the ring kernel's progress (device memory) */
+    gb_grain_table_t tab;
+    gb_ring_geom_t geom;
+    uint32_t flags; /* GBK_F_* */
+    uint32_t _pad;
+} gbk_inline_args_t;
 
-/* The inline kernel's parameters. */
-typedef struct gbk_inline {
-    gb_kargs_t a;          /* the ring kernel's arguments (tables, kstate, geometry, kind) */
+/* The parameters of both inline kernels, before their requests. */
+typedef struct __align__(16) gbk_inline_head {
+    gbk_inline_args_t a;
     unsigned char *outbox; /* staging: the outbox (gbk_inline_out_t, then the replies); NULL: mapped */
-    uint64_t _pad;
-    gbk_inbox_t in;
+    uint64_t from;         /* position of the first request */
+    uint32_t n;            /* requests */
+    uint32_t test_flags;   /* the control line's, as the host has them */
+} gbk_inline_head_t;
+
+/* The inline kernel's parameters: the head, then the requests slot after
+ * slot. The small kernel's are a prefix of them (the host passes the same
+ * bytes to either). */
+typedef struct __align__(16) gbk_inline {
+    gbk_inline_head_t h;
+    unsigned char slots[GBK_INLINE_BYTES];
 } gbk_inline_t;
+typedef struct __align__(16) gbk_inline_small {
+    gbk_inline_head_t h;
+    unsigned char slots[GBK_INLINE_SMALL];
+} gbk_inline_small_t;
+
+static inline gbk_inline_args_t gbk_inline_args_of(const gb_kargs_t *a)
+{
+    gbk_inline_args_t r;
+    memset(&r, 0, sizeof r);
+    r.region = a->region;
+    r.kstate = a->kstate;
+    r.tab = a->tab;
+    r.geom = a->geom;
+    r.flags = a->flags;
+    return r;
+}
 
 /* The head of a staging outbox: what the kernel would have written on the
  * control line. */
@@ -67,8 +100,10 @@ typedef struct gbk_inline_out {
     uint64_t _pad2[3];
 } gbk_inline_out_t;
 
-GB_STATIC_ASSERT(offsetof(gbk_inbox_t, slots) == 64, "inbox slots follow a 64-byte head");
-GB_STATIC_ASSERT(offsetof(gbk_inline_t, in) % 16 == 0, "inline slots are 16-byte aligned");
+GB_STATIC_ASSERT(offsetof(gbk_inline_t, slots) == sizeof(gbk_inline_head_t) &&
+                     offsetof(gbk_inline_small_t, slots) == sizeof(gbk_inline_head_t),
+                 "the small parameters are a prefix of the full ones");
+GB_STATIC_ASSERT(sizeof(gbk_inline_head_t) % 16 == 0, "inline slots are 16-byte aligned");
 GB_STATIC_ASSERT(sizeof(gbk_inline_out_t) == 64, "the outbox head is one 64-byte line");
 GB_STATIC_ASSERT(sizeof(gbk_inline_t) <= 4096, "kernel parameters stay within 4 KiB");
 

@@ -45,8 +45,9 @@ template <typename G> static __device__ __forceinline__ void gbk_prof_add(uint64
         counter += v;
 }
 
-/* Kernel switch f (GBK_F_*) of a.flags: only benchmark builds test it. */
-template <typename G> static __device__ __forceinline__ bool gbk_flag(const gb_kargs_t &a, uint32_t f)
+/* Kernel switch f (GBK_F_*) of a.flags (gb_kargs_t, gbk_inline_args_t):
+ * only benchmark builds test it. */
+template <typename G, typename A> static __device__ __forceinline__ bool gbk_flag(const A &a, uint32_t f)
 {
     if constexpr (gbk_profiled<G>::value)
         return (a.flags & f) != 0;
