@@ -282,7 +282,7 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
         return -1;
     }
     char *buf = NULL;
-    size_t len = 0, cap = 0;
+    size_t len = 0, cap = 0, line_start = 0; /* where the last line read so far starts */
     for (;;) {
         if (len == cap) {
             size_t nc = cap ? cap * 2 : (1u << 20);
@@ -298,9 +298,24 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
         }
         errno = 0;
         size_t r = fread(buf + len, 1, cap - len, f);
+        for (size_t i = len + r; i > len; i--)
+            if (buf[i - 1] == '\n') {
+                line_start = i;
+                break;
+            }
         len += r;
         if (r == 0)
             break;
+        if (len - line_start > GB_GRAPH_MAX_LINE) { /* /dev/zero, a binary file: fail before memory does */
+            size_t line = 1;
+            for (const char *nl = buf; (nl = memchr(nl, '\n', (size_t)(buf + line_start - nl))) != NULL; nl++)
+                line++;
+            free(buf);
+            fclose(f);
+            snprintf(err, errlen, "%s:%zu: a line longer than %u MiB (not a text edge list?)", path, line,
+                     GB_GRAPH_MAX_LINE >> 20);
+            return -1;
+        }
     }
     int bad = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);

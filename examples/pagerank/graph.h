@@ -23,6 +23,10 @@ typedef struct gb_graph {
  * they are renumbered densely in order of first appearance); \n or \r\n line
  * ends, blanks around the ids, a UTF-8 byte order mark. Returns 0, or -1 with
  * "path:line: what is wrong (the line: '...')" in err. */
+/* The longest line gb_graph_load_snap reads: a longer one (a binary file,
+ * /dev/zero) is an error as soon as it is seen, not after memory ran out. */
+#define GB_GRAPH_MAX_LINE (64u << 20)
+
 int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t errlen);
 /* The same from memory (name is used in messages). */
 int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph_t **out, char *err,

@@ -90,6 +90,19 @@ static void test_malformed(void **state)
         fail_msg("directory: '%s'", err);
 }
 
+/* A file with no line end in sight (/dev/zero) fails once a line passes
+ * GB_GRAPH_MAX_LINE, naming the line, instead of reading until memory runs out. */
+static void test_endless_line(void **state)
+{
+    (void)state;
+    gb_graph_t *g = NULL;
+    char err[256] = "";
+    assert_int_equal(gb_graph_load_snap("/dev/zero", &g, err, sizeof err), -1);
+    assert_null(g);
+    if (!strstr(err, "/dev/zero:1: a line longer than 64 MiB"))
+        fail_msg("/dev/zero: '%s'", err);
+}
+
 /* Bytes a terminal would act on are shown escaped; a NUL is named as such
  * (the excerpt continues past it, so it is not mistaken for the line's end). */
 static void test_binary_line(void **state)
@@ -164,6 +177,7 @@ static void test_pull(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endless_line),
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_binary_line),
