@@ -390,10 +390,15 @@ static int send_cmd(gbc_client_t *c, int argc, char **argv, int tmo)
         return usage_error("key '%s' is not an unsigned decimal integer below 2^64", argv[2]);
     /* The built-in forms by their argument count (vecadd: OP A B; echo:
      * TEXT); any other count is the generic MSGTYPE [HEX] form. */
-    if (strcmp(argv[1], "vecadd") == 0 && argc == 6)
+    const int vecadd = strcmp(argv[1], "vecadd") == 0, echo = strcmp(argv[1], "echo") == 0;
+    uint64_t mt;
+    if (vecadd && argc == 6)
         return send_vecadd(c, key, argc - 3, argv + 3, tmo);
-    if (strcmp(argv[1], "echo") == 0 && argc == 4)
+    if (echo && argc == 4)
         return send_echo(c, key, argc - 3, argv + 3, tmo);
+    if ((vecadd || echo) && (argc < 4 || !parse_u64(argv[3], &mt)))
+        return usage_error("%s", vecadd ? "send vecadd KEY OP A B, or send vecadd KEY MSGTYPE [HEX]"
+                                        : "send echo KEY TEXT, or send echo KEY MSGTYPE HEX");
     return send_raw(c, argv[1], key, argc - 3, argv + 3, tmo);
 }
 

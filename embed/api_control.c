@@ -207,7 +207,7 @@ static const char *slot_text(uint32_t status)
                                           "you are done with";
     case GB_SLOT_HANDLER_ERROR: return "the grain's handler refused the request";
     case GB_SLOT_NOT_ACTIVE: return "no activation of that key";
-    case GB_SLOT_EVICTED_FULL: return "activation table full, and the store of evicted activations is at its bound "
+    case GB_SLOT_EVICTED_FULL: return "activation table full, and the store of evicted activations reached its bound "
                                       "(grains.max_evicted_kb); retry later";
     default: return "refused";
     }

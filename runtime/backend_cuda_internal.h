@@ -48,7 +48,8 @@ typedef struct cuda_backend {
     uint32_t inline_max;     /* requests one carries; 0: none for this grain type */
     uint32_t inline_n;       /* staging: requests of the inline launch in flight (0: none) */
     int exact;               /* every launch in flight is inline: the work issued ends at launch_to */
-    cudaGraph_t igraph[2];      /* inline kernel [-> outbox copy]: [1] the small kernel's (GBK_INLINE_SMALL) */
+    cudaGraph_t igraph[2];      /* inline kernel [-> outbox copy]: [0] the full kernel's, [1] the small one's
+                                 * (GBK_INLINE_SMALL); NULL where no launch would take it */
     cudaGraphExec_t igexec[2];
     cudaGraphNode_t n_ik[2];    /* their kernel nodes, updated per launch */
     unsigned char *dev_outbox;  /* staging: the inline kernel's replies and counters */

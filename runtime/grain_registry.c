@@ -71,6 +71,12 @@ static const char *check(const gb_grain_desc_t *d, char *err, size_t errlen)
                      d->msgs[i].type, GB_MSG_DEACTIVATE_KEY - 1u);
             return err;
         }
+        for (uint32_t j = 0; j < i; j++)
+            if (d->msgs[j].type == d->msgs[i].type) {
+                snprintf(err, errlen, "grain type '%s': message type %u is declared twice ('%s' and '%s')", d->name,
+                         d->msgs[i].type, d->msgs[j].name ? d->msgs[j].name : "", d->msgs[i].name ? d->msgs[i].name : "");
+                return err;
+            }
     }
     return NULL;
 }

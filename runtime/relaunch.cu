@@ -21,10 +21,10 @@
  *
  * A few requests (up to gbk_inline_max) go out as an inline launch instead
  * (inline_kernel.h): they ride in the kernel's parameters, so the kernel
- * reads nothing across PCIe and waits for no copy-in. Its graph is the
- * inline kernel alone (mapped; pinned staging with a mapped outbox) or the
- * inline kernel -> one fixed-size outbox copy; malloc staging launches it
- * plainly. */
+ * reads nothing across PCIe and waits for no copy-in. Its graphs, one per
+ * inline kernel (small and full), are the kernel alone (mapped; pinned
+ * staging with a mapped outbox) or the kernel -> one fixed-size outbox
+ * copy; malloc staging launches it plainly. */
 #include <cuda_runtime.h>
 
 #include <stddef.h>
@@ -137,17 +137,22 @@ static gb_err inline_setup(gb_rk_t *rk)
     memset(&b->inl, 0, sizeof b->inl);
     b->inl.h.a = gbk_inline_args_of(&b->args);
     b->inl.h.outbox = outbox;
-    /* Two graphs: the small kernel's for launches whose requests fit
-     * GBK_INLINE_SMALL (a lone request), the full kernel's for the rest. */
+    /* Up to two graphs: the small kernel's for launches whose requests fit
+     * GBK_INLINE_SMALL (a lone request, where a slot fits), the full
+     * kernel's for larger ones (where a launch can carry more). */
+    const uint32_t nsmall = S <= GBK_INLINE_SMALL ? min(nmax, GBK_INLINE_SMALL / S) : 0;
     for (int k = 0; k < 2 && e == cudaSuccess && rk->placement != GB_PLACEMENT_DEVICE_MALLOC; k++) {
-        b->inl.h.n = k ? 1 : nmax; /* picks the kernel (gbk_inline_add_node) */
+        const uint32_t n = k ? nsmall : nmax > nsmall ? nmax : 0;
+        if (n == 0)
+            continue;
+        b->inl.h.n = n; /* picks the kernel (gbk_inline_add_node) */
         cudaGraphNode_t n_copy;
         e = cudaGraphCreate(&b->igraph[k], 0);
         if (e == cudaSuccess)
             e = b->gpu->inline_add_node(&b->n_ik[k], b->igraph[k], &b->inl);
         if (e == cudaSuccess && b->dev_outbox)
-            e = cudaGraphAddMemcpyNode1D(&n_copy, b->igraph[k], &b->n_ik[k], 1, b->host_outbox, b->dev_outbox, ob,
-                                         cudaMemcpyDeviceToHost);
+            e = cudaGraphAddMemcpyNode1D(&n_copy, b->igraph[k], &b->n_ik[k], 1, b->host_outbox, b->dev_outbox,
+                                         GBK_INLINE_OUT_SIZE(n, S), cudaMemcpyDeviceToHost);
         if (e == cudaSuccess)
             e = cudaGraphInstantiate(&b->igexec[k], b->igraph[k], 0);
     }

@@ -290,7 +290,7 @@ static void reply_evicted_full(gb_server_t *s, gbi_ring_t *r, const gbi_pending_
     gb_rk_status(r->t->rk, &st);
     char why[400];
     snprintf(why, sizeof why,
-             "activation table full, and the store of evicted activations of grain type '%s' is at its bound "
+             "activation table full, and the store of evicted activations of grain type '%s' reached its bound "
              "(grains.max_evicted_kb = %llu KiB, %llu evicted grains): a new key needs an idle activation "
              "evicted; raise grains.max_evicted_kb or grains.max_grains, or deactivate grains you are done with",
              r->t->name, (unsigned long long)(st.evicted_max_bytes / 1024), (unsigned long long)st.evicted);

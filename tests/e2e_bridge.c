@@ -114,7 +114,7 @@ static void test_bad_input(void **state)
         uint8_t env[96], frame[100];
         size_t el = gpubridge__envelope__pack(make_env(18, "vecadd", 1, 1, NULL, 0), env);
         const uint8_t wide[] = {0x20, 0x81, 0x80, 0x80, 0x80, 0x10}; /* 2^32 + 1 */
-        assert_true(el + sizeof wide < 128);
+        assert_true(el + sizeof wide <= sizeof env);
         memcpy(env + el, wide, sizeof wide);
         el += sizeof wide;
         frame[0] = 0x0a; /* ClientFrame.envelope */

@@ -350,6 +350,14 @@ static void test_bad_input(void **st)
      * be written, and the type's later replies would wait behind it). */
     assert_int_equal(call(s, "mt.a", 1, MT_BAD_STATUS, NULL, 0, err, sizeof err, NULL, 0),
                      GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR);
+    /* ... and any status a handler may not return (a proto status number,
+     * the table-full or evicted-full slot statuses, one past them all):
+     * STATUS_HANDLER_ERROR, not a status that says something else. */
+    const uint32_t odd[] = {1, 2, 5, 8, 9, 16, 42, 0x108 /* EVICTED_FULL */, 0x112 /* FORWARDED */, 0xFFFF};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++)
+        if (call(s, "mt.a", 1, MT_BAD_STATUS, &odd[i], 4, err, sizeof err, NULL, 0) !=
+            GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR)
+            fail_msg("a handler's status %u: not STATUS_HANDLER_ERROR ('%s')", odd[i], err);
     uint32_t rec[2] = {2, 0}, made = 0;
     assert_int_equal(call(s, "mt.a", 1, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made), 0);
     assert_int_equal(made, 2);

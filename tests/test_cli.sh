@@ -36,6 +36,8 @@ for key in 0x10 +5 " 5" -1 "" 18446744073709551616 5x; do
   usage "key '$key' is not an unsigned decimal integer below 2^64" send echo "$key" hi
 done
 usage "expected a message type number" send some.type 1 0x1
+usage "send echo KEY TEXT, or send echo KEY MSGTYPE HEX" send echo 1
+usage "send vecadd KEY OP A B, or send vecadd KEY MSGTYPE [HEX]" send vecadd 1 add 1,2
 usage "expected a message type number" send some.type 1 +1
 for cmd in status telemetry activate deactivate terminate; do
   usage "'$cmd': the grain type is empty" $cmd ""

@@ -161,6 +161,11 @@ static void test_register(void **st)
     d.abi = 99, d.name = "test.abi";
     assert_int_equal(gpubridge_register_grain(rt, &d), GPUBRIDGE_ERR_GRAIN);
     expect_msg("grain ABI 99");
+    static const gb_grain_msg_t twice[] = {{1, "Add"}, {1, "AddAgain"}};
+    d = gb_grain_test_tally;
+    d.name = "test.twice", d.msgs = twice, d.n_msgs = 2;
+    assert_int_equal(gpubridge_register_grain(rt, &d), GPUBRIDGE_ERR_GRAIN);
+    expect_msg("grain type 'test.twice': message type 1 is declared twice ('Add' and 'AddAgain')");
     assert_int_equal(gpubridge_serve(rt, "no.such"), GPUBRIDGE_ERR_UNKNOWN_TYPE);
     expect_msg("no grain type 'no.such' is registered");
     assert_int_equal(gpubridge_register_library(rt, "/nonexistent/libx.so"), GPUBRIDGE_ERR_GRAIN);

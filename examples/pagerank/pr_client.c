@@ -210,8 +210,9 @@ static gbc_err lead_call(pr_t *p, uint32_t d, uint32_t mt, const ProtobufCMessag
     return gbc_call(p->c, SENDER, key_of(p, p->lead[d]), mt, buf, len, r, p->o->timeout_ms);
 }
 
-/* JobEnd waits at least this long: it frees the job's arena slice for
- * others, and may queue behind a GraphInit whose reply timed out. */
+/* JobEnd after a GraphInit whose reply timed out waits at least this
+ * long: it frees the job's arena slice for others, and queues behind that
+ * GraphInit on the same grain. */
 #define JOB_END_MIN_MS 10000
 
 static int job_end_on(pr_t *p, uint32_t d)
@@ -220,7 +221,7 @@ static int job_end_on(pr_t *p, uint32_t d)
     gbc_reply_t r;
     uint8_t buf[16];
     const size_t len = protobuf_c_message_pack(&je.base, buf);
-    const int ms = p->o->timeout_ms > JOB_END_MIN_MS ? p->o->timeout_ms : JOB_END_MIN_MS;
+    const int ms = p->late_init && p->o->timeout_ms < JOB_END_MIN_MS ? JOB_END_MIN_MS : p->o->timeout_ms;
     gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
                          GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, buf, len, &r, ms);
     if (e != GBC_OK)
@@ -272,8 +273,10 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
                  * way pr_end_job frees what was claimed, and the grains. */
                 p->keys = p->lead[d] + 1 > p->keys ? p->lead[d] + 1 : p->keys;
                 p->job_live = true;
-                if (e != GBC_ERR_STATUS)
+                if (e == GBC_ERR_TIMEOUT) {
                     p->claimed |= 1u << d;
+                    p->late_init = true;
+                }
                 return -1;
             }
             gbc_reply_clear(&r);

@@ -59,9 +59,13 @@ typedef struct pr_opts {
 
 #define NO_TAG UINT64_MAX
 
-/* A control call's deadline: the reply deadline, at most 10 s (status,
- * limits and deactivations answer at once, or the bridge is gone). */
-static inline int pr_ctl_ms(const pr_opts_t *o) { return o->timeout_ms < 10000 ? o->timeout_ms : 10000; }
+/* A control call's deadline: the reply deadline, from 1 s to 10 s (status,
+ * limits and deactivations answer at once, or the bridge is gone; the first
+ * one also waits for the connection). */
+static inline int pr_ctl_ms(const pr_opts_t *o)
+{
+    return o->timeout_ms < 1000 ? 1000 : o->timeout_ms < 10000 ? o->timeout_ms : 10000;
+}
 
 typedef struct pr pr_t;
 struct pr {
@@ -92,6 +96,7 @@ struct pr {
      * JobEnd went yet; claimed: those devices (bit d: device d). */
     uint32_t job;
     bool job_live;
+    bool late_init; /* a GraphInit timed out: the bridge may carry it out late (JobEnd waits for it) */
     uint32_t claimed;
     uint32_t keys; /* partitions whose grains the job may have activated: released after JobEnd */
     const uint64_t *first; /* partition q holds [first[q], first[q+1]) */

@@ -10,7 +10,8 @@ grouping.
 Use Debian's interpreter, ``/usr/bin/python3`` (python3-zmq, python3-protobuf,
 python3-numpy live there). The protobuf modules are generated at build time
 (``cmake --build build`` writes ``build/examples/python/gen``); this module
-finds them through, in order: the ``gen_dir`` argument of ``load_protos`` (the
+finds them through, in order (an installed package puts this module and its
+``gen/`` in ``share/gpubridge/python/``): the ``gen_dir`` argument of ``load_protos`` (the
 scripts' ``--gen DIR``), the ``GPUBRIDGE_PY_GEN`` environment variable, then
 ``build/examples/python/gen`` under the repository root. By hand:
 ``protoc --python_out=DIR -I proto -I grains/echo -I grains/vecadd
@@ -61,7 +62,10 @@ ECHO_RESPONSE = 2    # ECHO_MESSAGE_TYPE_RESPONSE
 _OPS = {"add": 0, "+": 0, "sub": 1, "-": 1, "mul": 2, "*": 2, "div": 3, "/": 3}
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_GEN_DIR = os.path.join(REPO_ROOT, "build", "examples", "python", "gen")
+# An installed client (share/gpubridge/python) has its modules beside it in gen/.
+_INSTALLED_GEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen")
+DEFAULT_GEN_DIR = (_INSTALLED_GEN_DIR if os.path.isdir(_INSTALLED_GEN_DIR)
+                   else os.path.join(REPO_ROOT, "build", "examples", "python", "gen"))
 
 
 # ---------------------------------------------------------------- generated code
@@ -82,7 +86,8 @@ def find_gen_dir(gen_dir=None):
     """Return the directory to load the generated *_pb2 modules from.
 
     Order: ``gen_dir`` if given, else ``$GPUBRIDGE_PY_GEN`` if set, else
-    ``build/examples/python/gen`` under the repository root.
+    ``gen/`` beside this module (installed), else ``build/examples/python/gen``
+    under the repository root.
     """
     if gen_dir:
         return os.path.abspath(gen_dir)

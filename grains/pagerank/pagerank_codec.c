@@ -51,6 +51,9 @@ static int put_chunk(unsigned char *rec, size_t cap, const char *what, uint64_t 
         return ST_MALFORMED;                                                \
     }
 
+/* A StartIterationCommand without damping: pagerank.proto's default. */
+#define PR_DAMPING_DEFAULT 0.85
+
 /* StartIterationCommand, read in place: it comes once per partition per
  * round, on the iteration's critical path. Fields as protobuf-c reads them
  * (the last occurrence wins; a known field of the wrong wire type makes the
@@ -58,9 +61,6 @@ static int put_chunk(unsigned char *rec, size_t cap, const char *what, uint64_t 
  * true when a byte of the field after its key has any of its low 7 bits
  * set; unknown fields are skipped); tests/test_wire.c checks this against
  * protobuf-c. */
-/* A StartIterationCommand without damping: pagerank.proto's default. */
-#define PR_DAMPING_DEFAULT 0.85
-
 typedef struct start_cmd {
     uint32_t iteration;
     double damping, dangling_rank;
@@ -285,9 +285,11 @@ const char *gbi_codec_pr_error(int sender, const gb_slot_hdr_t *hdr, char *buf, 
         snprintf(buf, cap, "%s: job %u: node_count is not the GraphInit's", who, job);
         break;
     case GB_PR_E_OFFSETS:
-        snprintf(buf, cap, "%s: job %u: the in-edge offsets decrease (inside partition %u, or inside one "
-                           "InOffsetChunk)", who, job,
-                 (uint32_t)hdr->key);
+        if (hdr->type == GB_PR_MSG_IN_OFFSETS)
+            snprintf(buf, cap, "%s: job %u: the InOffsetChunk's offsets decrease (none was written)", who, job);
+        else
+            snprintf(buf, cap, "%s: job %u: the in-edge offsets decrease inside partition %u", who, job,
+                     (uint32_t)hdr->key);
         break;
     case GB_PR_E_PARAM:
         snprintf(buf, cap, "%s: damping or dangling_rank out of range", who);

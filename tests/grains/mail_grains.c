@@ -73,6 +73,11 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
         return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, &seq, 8);
     }
     case MT_BAD_STATUS: /* the caller must get an error, and the type's later replies must flow */
+        if (in_len == 4) { /* a status of the record's choosing: one a handler may not return */
+            uint32_t st;
+            memcpy(&st, v, 4);
+            return (uint16_t)st;
+        }
         return GB_SLOT_LINKED;
     case MT_TO_SINK: /* the caller gets mt.sink's reply */
         return gb_grain_forward(ctx, MT_TARGET_SINK, self, MT_NOTE, NULL, 0);

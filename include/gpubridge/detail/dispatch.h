@@ -49,14 +49,21 @@ GB_HD uint32_t gbi_dispatch_pre(gb_grain_table_t *tab, uint32_t lane, const gb_s
     return GBI_RUN_HANDLER;
 }
 
-/* What a handler returned, as the reply's status: the dispatch's own
- * statuses (GB_SLOT_MAIL and up) and anything past them are not a handler's
- * to return (a reply slot whose status said LINKED would never be written,
- * and GB_SLOT_FROM statuses name another type), so they become
- * GB_SLOT_HANDLER_ERROR. */
-GB_HD uint32_t gbi_handler_status(uint32_t st)
+/* What a handler returned, as the reply's status: the statuses a handler
+ * may return (grain.h; those gb_grain_send and gb_grain_forward hand it,
+ * mail.h; with mail, for a type that declares targets, GB_SLOT_FORWARDED
+ * too, which gb_mail_finish checks) pass, anything else becomes
+ * GB_SLOT_HANDLER_ERROR. The rest are the dispatch's own or the bridge's:
+ * as a reply's status they would tell the client of a full table, a failed
+ * GPU or a reply that never comes (LINKED), and GB_SLOT_FROM statuses name
+ * another type. */
+GB_HD uint32_t gbi_handler_status(uint32_t st, int mail)
 {
-    return st >= GB_SLOT_MAIL ? (uint32_t)GB_SLOT_HANDLER_ERROR : st;
+    return st == GB_SLOT_OK || st == GB_SLOT_HANDLER_ERROR || st == GB_SLOT_UNKNOWN_MESSAGE_TYPE ||
+                   st == GB_SLOT_TOO_LARGE || st == GB_SLOT_BAD_TARGET || st == GB_SLOT_MAIL_FULL ||
+                   (mail && st == GB_SLOT_FORWARDED)
+               ? st
+               : (uint32_t)GB_SLOT_HANDLER_ERROR;
 }
 
 /* The reply's header, all but seq, once the handler has run (or not). Returns
@@ -96,13 +103,14 @@ GB_HD uint32_t gbi_run_handler(const gb_grain_ctx_t *ctx, uint64_t key, void *st
 {
     if constexpr (gbi_n_targets<G>::value == 0) {
         (void)key;
-        return gbi_handler_status(G::on_message(ctx, state, type, in, in_len, out, out_cap, out_len, aux));
+        return gbi_handler_status(G::on_message(ctx, state, type, in, in_len, out, out_cap, out_len, aux), 0);
     } else {
         gb_grain_mail_t m;
         gb_mail_begin(&m, key, out, out_cap, gbi_n_targets<G>::value);
         gb_grain_ctx_t c = *ctx;
         c.mail = &m;
-        const uint32_t st = gbi_handler_status(G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux));
+        const uint32_t st =
+            gbi_handler_status(G::on_message(&c, state, type, in, in_len, out, out_cap, out_len, aux), 1);
 #if defined(__CUDA_ARCH__)
         if (lt && lt->out) {
             if (m.n == 1 && m.forwarded && gbk_link_forward(lt, &m)) {
@@ -200,13 +208,13 @@ static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, uint32_t n_targets
         if (gbi_is_large(in))
             gbi_large_resolve(in_pl, &ipl, &ilen, &opl, &ocap);
         if (n_targets == 0) {
-            st = gbi_handler_status(fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux));
+            st = gbi_handler_status(fn(ctx, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux), 0);
         } else {
             gb_grain_mail_t m;
             gb_mail_begin(&m, in->key, opl, ocap, n_targets);
             gb_grain_ctx_t c = *ctx;
             c.mail = &m;
-            st = gb_mail_finish(&m, opl, gbi_handler_status(fn(&c, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux)),
+            st = gb_mail_finish(&m, opl, gbi_handler_status(fn(&c, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux), 1),
                                 &out_len);
         }
     }
