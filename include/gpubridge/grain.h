@@ -60,7 +60,7 @@ extern "C" {
 /* One request message type a grain accepts, and its name (for the Limits
  * control reply and error texts). */
 typedef struct gb_grain_msg {
-    uint32_t type; /* 1..0xFEFF: GB_MSG_* above are reserved */
+    uint32_t type; /* 1..0xFEFF: the GB_MSG_* of gpubridge/ring.h are reserved */
     const char *name;
 } gb_grain_msg_t;
 

@@ -10,7 +10,7 @@
  * The large area holds the payloads of messages larger than a slot (and
  * their replies); their slots carry a descriptor (detail/large_payload.h).
  *
- * Where the region lives (see runtime/runtime.h): mapped pinned host memory (the GPU
+ * Where the region lives (docs/design.md, "Rings and the control block"): mapped pinned host memory (the GPU
  * reads and writes it over PCIe, the host with plain loads and stores), or
  * device memory mirrored by a host staging copy, or plain host memory (cpu).
  *
