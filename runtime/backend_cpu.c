@@ -108,6 +108,10 @@ static gb_err cpu_create(gb_rk_t *rk)
     size_t size = (gbi_rk_region_size(rk) + GB_LINE - 1) / GB_LINE * GB_LINE;
     unsigned char *region = aligned_alloc(GB_LINE, size);
     if (!b->tab.entries || !b->workers || !region) {
+        if (!b->tab.entries)
+            GB_ERROR("grain type '%s': its activation table needs %zu MiB (max_grains %u with %u-byte states, "
+                     "room for twice as many): lower max_grains or the state size", rk->type_name,
+                     (entries * b->tab.entry_size) >> 20, rk->p.grain.max_grains, b->tab.state_size);
         free(region);
         cpu_destroy(rk);
         return GB_ERR_NOMEM;
