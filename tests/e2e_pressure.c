@@ -853,6 +853,11 @@ static const char *const PAGERANK_CFG =
     "  { type = \"pagerank.sender\"; queue_capacity = 64; slot_size = 16384; },\n"
     "  { type = \"pagerank.aggregator\"; queue_capacity = 64; slot_size = 16384; } );\n";
 
+static int answered_or_busy(const Gpubridge__Telemetry *tm, uint64_t n)
+{
+    return tm->messages_processed + tm->requests_busy >= n;
+}
+
 /* Item 1: a client that never reads sends frames of small requests whose
  * replies are large (RankQuery: about 20 bytes asking for 480 KB): the
  * client's bound is checked before each request is fed, not only when a
@@ -878,16 +883,11 @@ static void test_unread_large_replies(void **state)
         send_raw(c, fr, len);
         free(fr);
     }
-    /* Until every request is answered or refused (the replies wait unread). */
-    Gpubridge__Telemetry *tm = NULL;
-    for (int i = 0; i < 400; i++) {
-        if (tm)
-            gpubridge__telemetry__free_unpacked(tm, NULL);
-        tm = telemetry(other, 10 + (uint64_t)i, "pagerank.aggregator");
-        if (tm->messages_processed + tm->requests_busy >= (uint64_t)PER * FRAMES)
-            break;
-        usleep(25000);
-    }
+    /* Until every request is answered or refused (the replies wait unread):
+     * on a loaded 2-core machine (parallel tests) 10 s did not always do. */
+    uint64_t corr = 10;
+    Gpubridge__Telemetry *tm =
+        telemetry_until(other, &corr, "pagerank.aggregator", answered_or_busy, (uint64_t)PER * FRAMES, 40000 * E2E_SLOW);
     long rss1 = bridge_rss(&g_b);
     print_message("%d RankQuery requests, replies unread: bridge RSS %ld KiB -> %ld KiB (+%ld KiB); %llu processed, "
                   "%llu busy, %llu bytes of replies unsent\n",
