@@ -28,6 +28,8 @@ install(FILES ${GB_SDK_DEVICE} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpubridge
 # The architectures this gpubridge was built for: the default of its grain libraries.
 if(GB_HAVE_CUDA)
   set(GB_SDK_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  set(GB_SDK_HAS_CUDA ON)
 else()
   set(GB_SDK_CUDA_ARCHITECTURES "75-real;80-real;86-real;89-real;90")
+  set(GB_SDK_HAS_CUDA OFF)
 endif()

@@ -6,8 +6,10 @@
 # enable_language(CUDA)) the sources compile with nvcc: each grain type gets
 # its ring kernels, for GPUBRIDGE_CUDA_ARCHITECTURES (default: those gpubridge
 # was built for; set it to change them, e.g. -DGPUBRIDGE_CUDA_ARCHITECTURES=90), linked to the
-# shared CUDA runtime the daemon uses. Without CUDA, or with CPU_ONLY, the
-# library serves cpu mode only (the daemon refuses it on a GPU mode).
+# shared CUDA runtime the daemon uses. Without CUDA, with CPU_ONLY, or
+# against a gpubridge built without CUDA (GPUBRIDGE_HAS_CUDA OFF: its daemon
+# runs cpu mode only), the library serves cpu mode only (the daemon refuses
+# it on a GPU mode).
 function(gpubridge_add_grain_library target)
   cmake_parse_arguments(G "CPU_ONLY" "" "SOURCES" ${ARGN})
   set(srcs ${G_SOURCES} ${G_UNPARSED_ARGUMENTS})
@@ -17,6 +19,11 @@ function(gpubridge_add_grain_library target)
   set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
                                              POSITION_INDEPENDENT_CODE ON)
   get_property(langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(DEFINED GPUBRIDGE_HAS_CUDA AND NOT GPUBRIDGE_HAS_CUDA AND NOT G_CPU_ONLY AND "CUDA" IN_LIST langs)
+    message(STATUS "gpubridge: grain library ${target} without GPU code: this gpubridge was built "
+                   "without CUDA (its daemon runs cpu mode only)")
+    return()
+  endif()
   if(G_CPU_ONLY OR NOT "CUDA" IN_LIST langs)
     message(STATUS "gpubridge: grain library ${target} without GPU code (cpu mode only)")
     return()
