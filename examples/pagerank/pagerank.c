@@ -505,10 +505,14 @@ static int run(const pr_opts_t *o, outs_t *out)
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): raise --max-iter, "
                         "or --allow-unconverged to take these ranks (no files written)\n", o->max_iter, st.delta,
                 st.goal);
-    if (take && ((o->ranks_out && write_ranks(&out->ranks, g, ranks) != 0) ||
-                 (o->ranks_bin && write_ranks_bin(&out->ranks_bin, ranks, pg.n) != 0))) {
-        stopped(); /* says so when a signal stopped the writing */
-        goto out;
+    /* Both files written before either is put in place. */
+    if (take) {
+        const bool failed = (o->ranks_out && write_ranks(&out->ranks, g, ranks) != 0) ||
+                            (o->ranks_bin && write_ranks_bin(&out->ranks_bin, ranks, pg.n) != 0);
+        if (failed || pr_interrupted || pr_out_place(&out->ranks) != 0 || pr_out_place(&out->ranks_bin) != 0) {
+            stopped(); /* says so when a signal stopped it */
+            goto out;
+        }
     }
     if (o->json)
         report_json(&pg, parts, mode, p.job, &st, bound);

@@ -129,6 +129,8 @@ void pr_out_unlink_tmp(const pr_out_t *o)
 
 void pr_out_drop(pr_out_t *o)
 {
+    if (o->pending) /* written, never put in place */
+        unlink(o->tmp);
     if (o->f && o->shared) {
         fflush(o->f);
     } else if (o->f) {
@@ -142,7 +144,7 @@ void pr_out_drop(pr_out_t *o)
 
 volatile sig_atomic_t pr_out_cancelled;
 
-int pr_out_commit(pr_out_t *o, bool ok)
+int pr_out_close(pr_out_t *o, bool ok)
 {
     if (!o->f)
         return 0;
@@ -152,21 +154,36 @@ int pr_out_commit(pr_out_t *o, bool ok)
     if (!o->shared && fclose(o->f) != 0 && !e)
         e = errno;
     o->f = NULL;
-    if (!e && o->tmp && pr_out_cancelled) {
-        unlink(o->tmp);
-        free(take_tmp(o));
-        return -1;
-    }
-    if (!e && o->tmp && rename(o->tmp, o->path) != 0)
-        e = errno;
     if (e || !ok) {
         fprintf(stderr, PROG ": %s: write failed: %s%s\n", o->path, strerror(e ? e : EIO),
                 o->tmp ? " (the file is left as it was)" : "");
         if (o->tmp)
             unlink(o->tmp);
+        free(take_tmp(o));
+        return -1;
+    }
+    o->pending = o->tmp != NULL;
+    return 0;
+}
+
+int pr_out_place(pr_out_t *o)
+{
+    if (!o->pending)
+        return 0;
+    o->pending = false;
+    int e = pr_out_cancelled ? EINTR : rename(o->tmp, o->path) != 0 ? errno : 0;
+    if (e) {
+        if (e != EINTR) /* a signal: the caller says so */
+            fprintf(stderr, PROG ": %s: write failed: %s (the file is left as it was)\n", o->path, strerror(e));
+        unlink(o->tmp);
     }
     free(take_tmp(o));
-    return e || !ok ? -1 : 0;
+    return e ? -1 : 0;
+}
+
+int pr_out_commit(pr_out_t *o, bool ok)
+{
+    return pr_out_close(o, ok) != 0 ? -1 : pr_out_place(o);
 }
 
 int write_ranks(pr_out_t *o, const gb_graph_t *g, const double *ranks)
@@ -174,7 +191,7 @@ int write_ranks(pr_out_t *o, const gb_graph_t *g, const double *ranks)
     bool ok = fprintf(o->f, "# vertex pagerank\n") > 0;
     for (uint32_t v = 0; v < g->n && ok; v++)
         ok = fprintf(o->f, "%" PRIu64 " %.9g\n", g->orig_id[v], ranks[v]) > 0;
-    return pr_out_commit(o, ok);
+    return pr_out_close(o, ok);
 }
 
 int write_edges(pr_out_t *o, const gb_graph_t *g)
@@ -199,5 +216,5 @@ int write_csr(pr_out_t *o, const gb_pull_t *g)
 
 int write_ranks_bin(pr_out_t *o, const double *ranks, uint32_t n)
 {
-    return pr_out_commit(o, fwrite(ranks, sizeof *ranks, n, o->f) == n);
+    return pr_out_close(o, fwrite(ranks, sizeof *ranks, n, o->f) == n);
 }

@@ -23,6 +23,7 @@ typedef struct pr_out {
     char *tmp;        /* the temporary file, NULL when written in place */
     FILE *f;          /* open until committed or dropped */
     bool shared;      /* f is stdout or stderr (the path names the file one of them writes) */
+    bool pending;     /* written and closed, tmp not yet renamed over path (pr_out_place) */
 } pr_out_t;
 
 /* Opens the output for path (NULL: nothing to do, 0); binary: "wb". */
@@ -30,6 +31,11 @@ int pr_out_open(pr_out_t *o, const char *path, bool binary);
 /* Closes it and, when ok (every write succeeded), renames it over its path;
  * else drops it. 0, or -1 (said). */
 int pr_out_commit(pr_out_t *o, bool ok);
+/* The two halves of pr_out_commit, so that several files are all written
+ * before any is put in place: closes it (dropped unless ok), then renames it
+ * over its path. 0, or -1 (said). */
+int pr_out_close(pr_out_t *o, bool ok);
+int pr_out_place(pr_out_t *o);
 /* Set by a signal handler: pr_out_commit puts no file in place after it
  * (and says nothing; the caller reports the interruption). */
 extern volatile sig_atomic_t pr_out_cancelled;
@@ -40,6 +46,8 @@ void pr_out_drop(pr_out_t *o);
 void pr_out_unlink_tmp(const pr_out_t *o);
 
 void print_top(const gb_graph_t *g, const double *ranks, uint32_t k);
+/* write_ranks and write_ranks_bin close their file (pr_out_close): the
+ * caller puts them in place (pr_out_place). */
 int write_ranks(pr_out_t *o, const gb_graph_t *g, const double *ranks);
 int write_edges(pr_out_t *o, const gb_graph_t *g);
 /* 'GBPRCSR1', u64 n, u64 m, u64 in_off[n+1], u32 in_src[m], u32 outdeg[n]. */
