@@ -426,6 +426,14 @@ static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_confi
                             v);
         if (*rest == '\0')
             return gbi_fail(c, e, "%s: '%s' has no address after the scheme", path, v);
+        if (strncmp(v, "tcp://", 6) == 0) { /* ZeroMQ would take a port past 65535 modulo 65536 */
+            const char *colon = strrchr(rest, ':');
+            char *end = NULL;
+            const unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
+            if (!colon || (strcmp(colon + 1, "*") != 0 && (end == colon + 1 || *end || port > 65535)))
+                return gbi_fail(c, e, "%s: '%s' needs a port from 0 to 65535 (or *) after the host: tcp://HOST:PORT",
+                                path, v);
+        }
         gbi_copy_str(cfg->endpoints[i], GB_PATH_LEN, v);
     }
     cfg->n_endpoints = (size_t)n;

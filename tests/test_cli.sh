@@ -17,6 +17,9 @@ printf 'endpoints = [ "%s" ];\nmode = "cpu";\ngrains = ( { type = "ecoh"; } );\n
 out=$("$BUILD/bridge/gpubridge" --config "$T/b.cfg" --check-config 2>&1) || fail "--check-config: exit $?: $out"
 grep -qF "gpubridge: warning: grain type 'ecoh' is not built in and no grain library defines it" <<< "$out" ||
   fail "--check-config did not warn of the misspelt type: $out"
+# An unknown GPUBRIDGE_MODE fails --check-config as it fails the start (exit 2).
+out=$(GPUBRIDGE_MODE=bogus "$BUILD/bridge/gpubridge" --config "$T/b.cfg" --check-config 2>&1); rc=$?
+[ $rc = 2 ] && grep -qF "GPUBRIDGE_MODE: unknown mode 'bogus'" <<< "$out" || fail "GPUBRIDGE_MODE=bogus --check-config: exit $rc: $out"
 "$BUILD/bridge/gpubridge" --config "$T/b.cfg" 2> "$T/b.log" &
 B=$!
 ctl() { "$BUILD/client/gbctl" --endpoint "$EP" --timeout 5000 "$@"; }

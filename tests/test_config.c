@@ -554,6 +554,17 @@ static void test_err_endpoints(void **state)
                  "endpoints[0]: '127.0.0.1:5555' must start with tcp://, ipc:// or inproc://");
     expect_error("endpoints = [ \"tcp://\" ];\n", 1,
                  "endpoints[0]: 'tcp://' has no address after the scheme");
+    /* ZeroMQ would bind port 99999 modulo 65536 */
+    expect_error("endpoints = [ \"tcp://127.0.0.1:99999\" ];\n", 1,
+                 "endpoints[0]: 'tcp://127.0.0.1:99999' needs a port from 0 to 65535 (or *) after the host");
+    expect_error("endpoints = [ \"tcp://127.0.0.1\" ];\n", 1, "needs a port from 0 to 65535");
+    expect_error("endpoints = [ \"tcp://h:12x\" ];\n", 1, "needs a port from 0 to 65535");
+    gb_config_t cfg;
+    char err[256];
+    gb_config_defaults(&cfg);
+    assert_int_equal(gb_config_load_string("endpoints = [ \"tcp://*:5555\", \"tcp://[::1]:65535\", \"tcp://*:*\" ];\n",
+                                           "t.cfg", &cfg, err, sizeof err),
+                     GB_OK);
 }
 
 static void test_err_hosts(void **state)
