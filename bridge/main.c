@@ -500,9 +500,8 @@ int main(int argc, char **argv)
         char err[512];
         gb_mode env_mode;
         const char *env = getenv("GPUBRIDGE_MODE");
-        if (env && *env && gb_mode_parse(env, &env_mode) != 0) { /* the start would refuse it (exit 2) */
-            fprintf(stderr, "gpubridge: GPUBRIDGE_MODE: unknown mode '%s' (valid: auto, persistent, relaunch, cpu)\n",
-                    env);
+        if (env && *env && gb_mode_parse_named("GPUBRIDGE_MODE", env, &env_mode, err, sizeof err) != GB_OK) {
+            fprintf(stderr, "gpubridge: %s\n", err); /* the start would refuse it (exit 2) */
             return GBI_EXIT_USAGE;
         }
         if (gb_config_check_curve(&cfg, NULL, err, sizeof err) != GB_OK) {

@@ -394,6 +394,15 @@ static const char *const gbi_curve_keys[] = {
 
 #define GBI_MAX_DEVICE 1023
 
+/* A TCP port: decimal digits only, 0..65535. 0, or -1. */
+static int port_parse(const char *p, unsigned long *port)
+{
+    char *end = NULL;
+    errno = 0;
+    *port = strtoul(p, &end, 10);
+    return p[0] >= '0' && p[0] <= '9' && !*end && !errno && *port <= 65535 ? 0 : -1;
+}
+
 static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     const config_setting_t *s;
@@ -428,9 +437,8 @@ static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_confi
             return gbi_fail(c, e, "%s: '%s' has no address after the scheme", path, v);
         if (strncmp(v, "tcp://", 6) == 0) { /* ZeroMQ would take a port past 65535 modulo 65536 */
             const char *colon = strrchr(rest, ':');
-            char *end = NULL;
-            const unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
-            if (!colon || (strcmp(colon + 1, "*") != 0 && (end == colon + 1 || *end || port > 65535)))
+            unsigned long port;
+            if (!colon || (strcmp(colon + 1, "*") != 0 && port_parse(colon + 1, &port) != 0))
                 return gbi_fail(c, e, "%s: '%s' needs a port from 0 to 65535 (or *) after the host: tcp://HOST:PORT",
                                 path, v);
         }
@@ -1107,10 +1115,8 @@ int gb_metrics_parse_listen(const char *listen, struct sockaddr_storage *out, ch
                  GB_METRICS_DEFAULT_LISTEN);
         return -1;
     }
-    char *end = NULL;
-    errno = 0;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end || errno || port > 65535 || colon[1] < '0' || colon[1] > '9') {
+    unsigned long port;
+    if (port_parse(colon + 1, &port) != 0) {
         snprintf(why, whylen, "'%s': the port must be a number 0..65535", listen);
         return -1;
     }

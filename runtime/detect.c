@@ -260,14 +260,17 @@ int gb_select_device(const gb_config_t *cfg, const char *hostname)
     return cfg->device;
 }
 
-static void gbi_bad_mode(char *err, size_t errlen, const char *what, const char *value)
+gb_err gb_mode_parse_named(const char *what, const char *value, gb_mode *out, char *err, size_t errlen)
 {
-    if (!err || errlen == 0)
-        return;
-    gbi_fmt(err, errlen, "%s: unknown mode '%s' (valid: ", what, value);
-    for (int m = GB_MODE_AUTO; m <= GB_MODE_CPU; m++)
-        gbi_append(err, errlen, "%s%s", m == GB_MODE_AUTO ? "" : ", ", gb_mode_name((gb_mode)m));
-    gbi_append(err, errlen, ")");
+    if (gb_mode_parse(value, out) == 0)
+        return GB_OK;
+    if (err && errlen) {
+        gbi_fmt(err, errlen, "%s: unknown mode '%s' (valid: ", what, value);
+        for (int m = GB_MODE_AUTO; m <= GB_MODE_CPU; m++)
+            gbi_append(err, errlen, "%s%s", m == GB_MODE_AUTO ? "" : ", ", gb_mode_name((gb_mode)m));
+        gbi_append(err, errlen, ")");
+    }
+    return GB_ERR_CONFIG;
 }
 
 gb_err gb_mode_select(const gb_config_t *cfg, const char *hostname, const char *env_mode,
@@ -291,14 +294,10 @@ gb_err gb_mode_select(const gb_config_t *cfg, const char *hostname, const char *
     gb_mode cli_m = GB_MODE_AUTO, env_m = GB_MODE_AUTO;
     bool have_cli = cli_mode != NULL;
     bool have_env = env_mode != NULL && env_mode[0] != '\0';
-    if (have_cli && gb_mode_parse(cli_mode, &cli_m) != 0) {
-        gbi_bad_mode(err, errlen, "--mode", cli_mode);
+    if (have_cli && gb_mode_parse_named("--mode", cli_mode, &cli_m, err, errlen) != GB_OK)
         return GB_ERR_CONFIG;
-    }
-    if (have_env && gb_mode_parse(env_mode, &env_m) != 0) {
-        gbi_bad_mode(err, errlen, "GPUBRIDGE_MODE", env_mode);
+    if (have_env && gb_mode_parse_named("GPUBRIDGE_MODE", env_mode, &env_m, err, errlen) != GB_OK)
         return GB_ERR_CONFIG;
-    }
 
     /* The host entry supplies the device even when the mode comes from elsewhere. */
     int h = gb_host_match(cfg, hostname);

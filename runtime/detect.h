@@ -159,6 +159,10 @@ void gb_detect_decide(const gb_facts_t *facts, gb_decision_t *out);
  * (rules wsl1, no-device) falls back to cpu with fell_back and a warning (logged
  * too): the user expects the bridge to still run. An explicit GPU mode that auto
  * would not choose (e.g. persistent on WSL2) is honoured, with a warning. */
+/* gb_mode_parse for a value that came from `what` (an option or variable):
+ * GB_ERR_CONFIG with "WHAT: unknown mode 'V' (valid: ...)" in err. */
+gb_err gb_mode_parse_named(const char *what, const char *value, gb_mode *out, char *err, size_t errlen);
+
 gb_err gb_mode_select(const gb_config_t *cfg, const char *hostname, const char *env_mode,
                       const char *cli_mode, const gb_facts_t *facts, gb_selection_t *out,
                       char *err, size_t errlen);

@@ -202,6 +202,24 @@ static gb_rk_t *start_one_partition(uint32_t max_evicted_kb)
     return rk;
 }
 
+/* New keys 100, 101, ... one at a time, each activated with a count of 1,
+ * until one is refused GB_SLOT_EVICTED_FULL (the table and the store of
+ * evicted states full). Returns the keys accepted. */
+static uint64_t fill_to_store_bound(gb_rk_t *rk, uint64_t *corr)
+{
+    gb_reply_t r;
+    unsigned char buf[8];
+    for (uint64_t n = 0;; n++) {
+        assert_true(n < 4096);
+        assert_int_equal(gb_rk_send(rk, 100 + n, (*corr)++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
+        recv_one(rk, &r, buf, sizeof buf, 10000);
+        if (r.status == GB_SLOT_EVICTED_FULL)
+            return n;
+        if (r.status != GB_SLOT_OK || r.aux != 1)
+            fail_msg("new key %llu: status %u count %u", (unsigned long long)(100 + n), r.status, r.aux);
+    }
+}
+
 /* The store of evicted states is bounded (grains.max_evicted_kb, 2 KiB here:
  * 16 echo states, rehashes included). New keys, one at a time, each collect the idle ones until
  * the store is full; the next new key is refused GB_SLOT_EVICTED_FULL (not
@@ -214,19 +232,10 @@ static void test_activation_store_bound(void **state)
 {
     (void)state;
     gb_rk_t *rk = start_one_partition(2);
-    uint64_t corr = 0, n = 0;
+    uint64_t corr = 0;
     gb_reply_t r;
     unsigned char buf[8];
-    for (;; n++) {
-        assert_true(n < 4096);
-        assert_int_equal(gb_rk_send(rk, 100 + n, corr++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
-        recv_one(rk, &r, buf, sizeof buf, 10000);
-        if (r.status == GB_SLOT_EVICTED_FULL)
-            break;
-        if (r.status != GB_SLOT_OK || r.aux != 1)
-            fail_msg("new key %llu: status %u count %u", (unsigned long long)(100 + n), r.status, r.aux);
-    }
-    const uint64_t refused = 100 + n;
+    const uint64_t n = fill_to_store_bound(rk, &corr), refused = 100 + n;
     gb_rk_status_t st;
     gb_rk_status(rk, &st);
     assert_int_equal(st.evicted_max_bytes, 2048);
@@ -286,17 +295,10 @@ static void test_activation_refusal_names_store(void **state)
 {
     (void)state;
     gb_rk_t *rk = start_one_partition(2);
-    uint64_t corr = 0, n = 0;
+    uint64_t corr = 0;
     gb_reply_t r;
     unsigned char buf[8];
-    for (;; n++) { /* the table and the store full */
-        assert_true(n < 4096);
-        assert_int_equal(gb_rk_send(rk, 100 + n, corr++, GB_ECHO_MSG_ECHO, "x", 1), GB_OK);
-        recv_one(rk, &r, buf, sizeof buf, 10000);
-        if (r.status == GB_SLOT_EVICTED_FULL)
-            break;
-        assert_int_equal(r.status, GB_SLOT_OK);
-    }
+    const uint64_t n = fill_to_store_bound(rk, &corr); /* the table and the store full */
     for (uint64_t d = 0; d < n; d += 2) { /* places free in the table and in the store */
         assert_int_equal(gb_rk_send(rk, 100 + d, corr++, GB_MSG_DEACTIVATE_KEY, NULL, 0), GB_OK);
         recv_one(rk, &r, buf, sizeof buf, 10000);

@@ -201,13 +201,13 @@ static const char *devs_text(const pr_t *p)
     return t;
 }
 
-/* One ProtobufC message m of type mt to device d's lead sender, waiting for
- * its reply (*r, to be cleared). */
-static gbc_err lead_call(pr_t *p, uint32_t d, uint32_t mt, const ProtobufCMessage *m, gbc_reply_t *r)
+/* One ProtobufC message m of type mt to device d's lead sender, waiting up
+ * to ms for its reply (*r, to be cleared). */
+static gbc_err lead_call(pr_t *p, uint32_t d, uint32_t mt, const ProtobufCMessage *m, gbc_reply_t *r, int ms)
 {
     uint8_t buf[64]; /* GraphInit and JobEnd: a few varints */
     const size_t len = protobuf_c_message_pack(m, buf);
-    return gbc_call(p->c, SENDER, key_of(p, p->lead[d]), mt, buf, len, r, p->o->timeout_ms);
+    return gbc_call(p->c, SENDER, key_of(p, p->lead[d]), mt, buf, len, r, ms);
 }
 
 /* JobEnd after a GraphInit whose reply timed out waits at least this
@@ -219,11 +219,8 @@ static int job_end_on(pr_t *p, uint32_t d)
 {
     Gpubridge__JobEnd je = GPUBRIDGE__JOB_END__INIT;
     gbc_reply_t r;
-    uint8_t buf[16];
-    const size_t len = protobuf_c_message_pack(&je.base, buf);
     const int ms = p->late_init && p->o->timeout_ms < JOB_END_MIN_MS ? JOB_END_MIN_MS : p->o->timeout_ms;
-    gbc_err e = gbc_call(p->c, SENDER, key_of(p, p->lead[d]),
-                         GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, buf, len, &r, ms);
+    gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, &je.base, &r, ms);
     if (e != GBC_OK)
         fprintf(stderr, PROG ": warning: JobEnd for job %u%s: %s (its arena stays held until the bridge restarts)\n",
                 p->job, dev_count(p) > 1 ? " on one of the bridge's devices" : "",
@@ -249,7 +246,8 @@ static int graph_init(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32
             gi.edge_count = p->m_dev[d];
             gi.new_job = true;
             gbc_reply_t r;
-            gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, &gi.base, &r);
+            gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_GRAPH_INIT, &gi.base, &r,
+                                  p->o->timeout_ms);
             in_use = e == GBC_ERR_STATUS && r.error && strstr(r.error, "in use");
             if (e == GBC_OK) {
                 gbc_reply_clear(&r);
