@@ -152,6 +152,7 @@ typedef struct gbi_sup {
     size_t stall_counted, down_counted; /* what the held frame added to its budgets */
     uint64_t conns; /* peers made so far: each one's tags start at conns << 32 */
     uint64_t too_large_logged_ns, too_large_unlogged, too_large_uncounted, too_large;
+    uint64_t unread_uncounted; /* frames refused here, their client not reading, not yet noted */
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     bool stopping; /* stop was sent to the worker: it drains (and is not heartbeat-checked) */
@@ -689,14 +690,16 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
     }
 }
 
-/* Tells the worker how many frames were refused as too large here, for its
- * Telemetry (on the heartbeat's connection; kept while there is none). */
-static void too_large_count(gbi_sup_t *s)
+/* Tells the worker how many frames were refused here (too large, or their
+ * client not reading), for its Telemetry (on the heartbeat's connection;
+ * kept while there is none). */
+static void refused_count(gbi_sup_t *s)
 {
     uint8_t note[GBI_NOTE_LEN];
-    gbi_note_make(note, GBI_NOTE_TOO_LARGE, s->too_large_uncounted, 0);
-    if (s->too_large_uncounted && s->hb && zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
-        s->too_large_uncounted = 0;
+    gbi_note_make(note, GBI_NOTE_TOO_LARGE, s->too_large_uncounted, s->unread_uncounted);
+    if ((s->too_large_uncounted || s->unread_uncounted) && s->hb &&
+        zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
+        s->too_large_uncounted = s->unread_uncounted = 0;
 }
 
 /* A frame over max_message_size: not forwarded; one TOO_LARGE reply
@@ -714,7 +717,7 @@ static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
         s->too_large_logged_ns = now;
         s->too_large_unlogged = 0;
     }
-    too_large_count(s);
+    refused_count(s);
     snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u)", size, s->cfg->max_message_size);
     s->replies_own++;
     refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
@@ -1033,6 +1036,7 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
          * once it reads), neither forwarded nor noted, rather than queued
          * towards a worker that would refuse it past its own bound. */
         p->refused_owed++;
+        s->unread_uncounted++; /* noted to the worker with the next heartbeat */
         return 1;
     }
     if (len > s->cfg->max_message_size) {
@@ -1398,7 +1402,7 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
         zmq_send(s->hb, buf, len, ZMQ_DONTWAIT); /* a full pipe: the worker is not reading anyway */
     }
     s->hb_sent_ns = now;
-    too_large_count(s);
+    refused_count(s);
     dropped_count(s);
 }
 

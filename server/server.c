@@ -183,6 +183,7 @@ int gbi_read_one(gb_server_t *s)
     } else if (s->tagged && !tag &&
                gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_TOO_LARGE, &count, &unused)) {
         GBI_ADD(s->frames_too_large, count); /* refused by the supervisor, counted here (Telemetry) */
+        GBI_ADD(s->frames_refused_unread, unused);
     } else if (s->tagged && !tag &&
                gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_DROPPED, &count, &unused)) {
         GBI_ADD(s->conns_dropped, count); /* seen by the supervisor, counted here (Telemetry) */

@@ -41,8 +41,10 @@ _Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of ri
  * frames' BUSY replies, sends one note per run, [GBI_NOTE_REFUSED][first
  * tag][last tag]. The supervisor strikes those frames' ids and sends the
  * BUSY replies itself (one per frame, correlation id 0). The other way,
- * [GBI_NOTE_TOO_LARGE][count] tells the worker to count frames the
- * supervisor refused as too large (Telemetry.frames_too_large). A note
+ * [GBI_NOTE_TOO_LARGE][too large][unread] tells the worker to count frames
+ * the supervisor refused itself: as too large (Telemetry.frames_too_large),
+ * and because their client left its replies unread
+ * (Telemetry.frames_refused_unread). A note
  * starts with a zero byte, which no encoded ServerFrame or ClientFrame does
  * (field number 0); numbers are little-endian. */
 #define GBI_TAG_LEN 8

@@ -511,6 +511,22 @@ static void test_unread_replies(void **state)
     tally_until(&t, c, all_answered, &w, REPLY_MS);
     expect_all_answered(&t, &w);
     assert_true(t.ok > 0);
+    /* Telemetry counts every frame refused for its unread replies, those
+     * the supervisor refused itself included (noted to the worker with its
+     * heartbeat, once a second). */
+    uint64_t counted = 0;
+    for (int i = 0; i < 40; i++) {
+        tm = telemetry(other, 6 + (uint64_t)i, "echo");
+        counted = tm->frames_refused_unread;
+        gpubridge__telemetry__free_unpacked(tm, NULL);
+        if (counted == t.frame_busy)
+            break;
+        usleep(100000);
+    }
+    print_message("frames refused unread: %llu BUSY replies, %llu in Telemetry\n",
+                  (unsigned long long)t.frame_busy, (unsigned long long)counted);
+    assert_true(t.frame_busy > 0);
+    assert_int_equal(counted, t.frame_busy);
     /* Every request had its one reply: stopping the bridge (under
      * --supervise: its worker exits) sends none a second. */
     const uint64_t replies = t.replies;
