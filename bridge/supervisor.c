@@ -1075,6 +1075,7 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
                                           "supervisor's memory than it keeps for all clients (64 MiB); retry later"
                                         : "frame refused: the supervisor is out of memory; retry later";
         s->replies_own++;
+        s->unread_uncounted += noted == -1; /* its own replies unread: Telemetry.frames_refused_unread */
         refuse_frame(s, p, refusal_status(s, &why), why);
         return 1;
     }
