@@ -2,10 +2,14 @@
 #include "graph.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /* ---- id map: original id -> dense id (open addressing, doubling) ------- */
 
@@ -13,10 +17,25 @@ typedef struct idmap {
     uint64_t *keys;
     uint32_t *vals; /* dense id + 1; 0 = empty */
     size_t cap, used;
+    uint64_t salt; /* random per map: ids chosen to collide in one run's hash do not in another's */
 } idmap_t;
 
-static uint64_t mix(uint64_t k)
+/* A salt for a new map; the dense ids do not depend on it (they follow the
+ * ids' first appearance), only where the table keeps them. */
+static uint64_t idmap_salt(void)
 {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
+    }
+    return v;
+}
+
+static uint64_t mix(uint64_t k, uint64_t salt)
+{
+    k ^= salt;
     k ^= k >> 30;
     k *= 0xbf58476d1ce4e5b9ull;
     k ^= k >> 27;
@@ -37,7 +56,7 @@ static int idmap_grow(idmap_t *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->vals[i])
             continue;
-        size_t j = mix(m->keys[i]) & (cap - 1);
+        size_t j = mix(m->keys[i], m->salt) & (cap - 1);
         while (vals[j])
             j = (j + 1) & (cap - 1);
         keys[j] = m->keys[i];
@@ -56,7 +75,7 @@ static int64_t idmap_get(idmap_t *m, uint64_t key, uint32_t n)
 {
     if ((m->used + 1) * 2 > m->cap && idmap_grow(m) != 0)
         return -1;
-    size_t j = mix(key) & (m->cap - 1);
+    size_t j = mix(key, m->salt) & (m->cap - 1);
     while (m->vals[j]) {
         if (m->keys[j] == key)
             return m->vals[j] - 1;
@@ -214,7 +233,7 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
 {
     *out = NULL;
     gb_graph_t *g = calloc(1, sizeof *g);
-    idmap_t map = {0};
+    idmap_t map = {.salt = idmap_salt()};
     uint64_t ecap = 0, idcap = 0, line = 0;
     const char *p = text, *end = text + len;
     int rc = 0;
@@ -283,6 +302,7 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
     }
     char *buf = NULL;
     size_t len = 0, cap = 0, line_start = 0; /* where the last line read so far starts */
+    size_t line = 1;                          /* its number */
     for (;;) {
         if (len == cap) {
             size_t nc = cap ? cap * 2 : (1u << 20);
@@ -298,18 +318,22 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
         }
         errno = 0;
         size_t r = fread(buf + len, 1, cap - len, f);
-        for (size_t i = len + r; i > len; i--)
-            if (buf[i - 1] == '\n') {
-                line_start = i;
-                break;
-            }
-        len += r;
-        if (r == 0)
-            break;
-        if (len - line_start > GB_GRAPH_MAX_LINE) { /* /dev/zero, a binary file: fail before memory does */
-            size_t line = 1;
-            for (const char *nl = buf; (nl = memchr(nl, '\n', (size_t)(buf + line_start - nl))) != NULL; nl++)
+        /* Every line that ended in this read, then the one still open: each
+         * at most GB_GRAPH_MAX_LINE (/dev/zero, a binary file: fail before
+         * memory does). */
+        bool too_long = false;
+        for (const char *nl = buf + len; !too_long && (nl = memchr(nl, '\n', (size_t)(buf + len + r - nl))) != NULL;
+             nl++) {
+            too_long = (size_t)(nl - buf) - line_start > GB_GRAPH_MAX_LINE;
+            if (!too_long) {
+                line_start = (size_t)(nl - buf) + 1;
                 line++;
+            }
+        }
+        len += r;
+        if (r == 0 && !too_long)
+            break;
+        if (too_long || len - line_start > GB_GRAPH_MAX_LINE) {
             free(buf);
             fclose(f);
             snprintf(err, errlen, "%s:%zu: a line longer than %u MiB (not a text edge list?)", path, line,

@@ -120,8 +120,8 @@ static bool parse_f64(const char *s, double min, double max, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= min && v <= max))
-        return false;
+    if (errno || end == s || *end || !(v >= min && v <= max) || strpbrk(s, "xX"))
+        return false; /* decimal only: strtod also takes hexadecimal */
     *out = v;
     return true;
 }
@@ -202,7 +202,11 @@ static int parse_args(int argc, char **argv, pr_opts_t *o)
     }
     if (o->max_error == 0)
         o->max_error = o->tolerance * 100 > 2 ? 2 : o->tolerance * 100 > 1e-4 ? o->tolerance * 100 : 1e-4;
-    if (optind != argc || (!o->graph) == (!o->kron_scale)) {
+    if (optind != argc) {
+        fprintf(stderr, PROG ": unexpected argument '%s' (options only; see --help)\n", argv[optind]);
+        return -1;
+    }
+    if ((!o->graph) == (!o->kron_scale)) {
         fprintf(stderr, PROG ": give exactly one of --graph FILE and --kron SCALE\n%s", usage_text);
         return -1;
     }

@@ -222,7 +222,9 @@ static int job_end_on(pr_t *p, uint32_t d)
     const int ms = p->late_init && p->o->timeout_ms < JOB_END_MIN_MS ? JOB_END_MIN_MS : p->o->timeout_ms;
     gbc_err e = lead_call(p, d, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_JOB_END, &je.base, &r, ms);
     if (e != GBC_OK)
-        fprintf(stderr, PROG ": warning: JobEnd for job %u%s: %s (its arena stays held until the bridge restarts)\n",
+        fprintf(stderr,
+                PROG ": warning: JobEnd for job %u%s: %s (if the bridge did not carry it out, the job's arena "
+                     "slice stays held until the bridge restarts)\n",
                 p->job, dev_count(p) > 1 ? " on one of the bridge's devices" : "",
                 e == GBC_ERR_STATUS && r.error ? r.error : gbc_strerror(e));
     gbc_reply_clear(&r);

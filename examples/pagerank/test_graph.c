@@ -6,8 +6,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph.h"
 
@@ -103,6 +105,36 @@ static void test_endless_line(void **state)
         fail_msg("/dev/zero: '%s'", err);
 }
 
+/* A long line that ends within one read is refused as well, with its
+ * number: a comment one byte over the bound, between two edges. */
+static void test_long_line_ended(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gb_test_graph_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("1 2\n#", f);
+    char *fill = malloc(1u << 20);
+    assert_non_null(fill);
+    memset(fill, 'x', 1u << 20);
+    for (int i = 0; i < (int)(GB_GRAPH_MAX_LINE >> 20); i++)
+        assert_int_equal(fwrite(fill, 1, 1u << 20, f), 1u << 20);
+    free(fill);
+    fputs("\n2 3\n", f);
+    assert_int_equal(fclose(f), 0);
+    gb_graph_t *g = NULL;
+    char err[256] = "", want[64];
+    const int rc = gb_graph_load_snap(path, &g, err, sizeof err);
+    unlink(path);
+    assert_int_equal(rc, -1);
+    assert_null(g);
+    snprintf(want, sizeof want, ":2: a line longer than 64 MiB");
+    if (!strstr(err, want))
+        fail_msg("long comment line: '%s'", err);
+}
+
 /* Bytes a terminal would act on are shown escaped; a NUL is named as such
  * (the excerpt continues past it, so it is not mistaken for the line's end). */
 static void test_binary_line(void **state)
@@ -178,6 +210,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endless_line),
+        cmocka_unit_test(test_long_line_ended),
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_binary_line),

@@ -131,6 +131,10 @@ run_check k4 --kron 12 --edgefactor 4 -p 3
 run_file damp999 "$T/k4.edges" -d 0.999
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 1 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "bad value '1' for --damping" <<<"$out" || fail "damping 1: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 0x0.8 2>&1); rc=$?   # decimal only
+[ $rc = 2 ] && grep -q "bad value '0x0.8' for --damping" <<<"$out" || fail "hex damping: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" stray 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "unexpected argument 'stray'" <<<"$out" || fail "stray argument: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --max-error 0 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "for --max-error" <<<"$out" || fail "max-error 0: rc $rc, '$out'"
 out=$("$PR" -e "ipc://$T/none.sock" -q -g "$T/two.txt" 2>&1); rc=$?   # no bridge there: said at once
