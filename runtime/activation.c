@@ -205,6 +205,7 @@ gb_err gbi_act_new(gb_rk_t *rk, gbi_act_t **out)
     }
     a->spill_lim = (size_t)(max / 2);
     a->st.spill_max_bytes = kb * 1024;
+    a->st.spill_max = a->spill_lim;
     a->count = calloc(g->lanes, sizeof *a->count);
     a->retry = calloc(g->lanes, sizeof *a->retry);
     a->blocked = calloc(g->lanes, 1);

@@ -47,6 +47,7 @@ typedef struct gbi_act_stats {
     uint64_t refused_full;    /* of those, new keys refused because the spill store is full */
     uint64_t spilled_bytes;   /* host memory the spill store holds */
     uint64_t spill_max_bytes; /* its bound (grains.max_evicted_kb) */
+    uint64_t spill_max;       /* evicted keys it holds at that bound */
     uint64_t sweeps;
 } gbi_act_stats_t;
 

@@ -442,6 +442,13 @@ static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_confi
                 return gbi_fail(c, e, "%s: '%s' needs a port from 0 to 65535 (or *) after the host: tcp://HOST:PORT",
                                 path, v);
         }
+        /* A second bind of one address fails at start, after --check-config
+         * passed; an ephemeral port (* or 0) is a new one each time. */
+        const size_t vl = strlen(v);
+        const bool ephemeral = (vl > 2 && strcmp(v + vl - 2, ":*") == 0) || (vl > 2 && strcmp(v + vl - 2, ":0") == 0);
+        for (int j = 0; j < i && !ephemeral; j++)
+            if (strcmp(cfg->endpoints[j], v) == 0)
+                return gbi_fail(c, e, "%s: '%s' is endpoints[%d] again (each address is bound once)", path, v, j);
         gbi_copy_str(cfg->endpoints[i], GB_PATH_LEN, v);
     }
     cfg->n_endpoints = (size_t)n;

@@ -492,6 +492,7 @@ void gb_rk_status(const gb_rk_t *rk, gb_rk_status_t *st)
     st->refused_evicted_full = as.refused_full;
     st->evicted_bytes = as.spilled_bytes;
     st->evicted_max_bytes = as.spill_max_bytes;
+    st->evicted_max = as.spill_max;
 }
 
 const char *gb_rk_type(const gb_rk_t *rk) { return rk->type_name; }

@@ -118,6 +118,9 @@ typedef struct gb_rk_status {
                                     * states was at its bound (GB_SLOT_EVICTED_FULL) */
     uint64_t evicted_bytes;     /* host memory the store of evicted states holds */
     uint64_t evicted_max_bytes; /* its bound (grains.max_evicted_kb) */
+    uint64_t evicted_max;       /* evicted grains the store holds at that bound (new keys are refused
+                                 * once evicted reaches it); evicted_bytes is then about half the bound,
+                                 * the other half being room for its rehash */
 } gb_rk_status_t;
 
 /* A reply as handed to the consumer. */

@@ -83,6 +83,8 @@ static const per_type_t g_per_type[] = {
     PT("gpubridge_grain_evicted", "gauge", evicted, "Collected activations whose state waits in host memory."),
     PT("gpubridge_grain_evicted_bytes", "gauge", evicted_bytes, "Host memory held by the store of evicted activation states."),
     PT("gpubridge_grain_evicted_max_bytes", "gauge", evicted_max_bytes, "Bound of that store (grains.max_evicted_kb)."),
+    PT("gpubridge_grain_evicted_max", "gauge", evicted_max,
+       "Evicted activations that store holds at its bound: new keys are refused once gpubridge_grain_evicted reaches it."),
     PT("gpubridge_grain_evictions_total", "counter", evictions, "Activations collected (evicted to host memory)."),
     PT("gpubridge_grain_restores_total", "counter", restores, "Evicted activations brought back by a message."),
     PT("gpubridge_grain_mail_sent_total", "counter", mail_sent, "One-way messages its grains sent to grains."),

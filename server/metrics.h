@@ -47,7 +47,7 @@ typedef struct gb_metrics_type {
     uint64_t in_flight, held_bytes, active;
     uint64_t heartbeat, launches, processed;
     uint64_t activations, evicted, evictions, restores; /* activation table (activation.h) */
-    uint64_t evicted_bytes, evicted_max_bytes;          /* its store of evicted states */
+    uint64_t evicted_bytes, evicted_max_bytes, evicted_max; /* its store of evicted states */
     uint64_t mail_sent, mail_forwarded, mail_held, mail_undeliverable; /* messages between grains */
     uint64_t mail_linked; /* of mail_forwarded, by device links */
 } gb_metrics_type_t;

@@ -167,6 +167,7 @@ void gbi_stats_publish(gb_server_t *s)
         t->evicted = rs->evicted;
         t->evicted_bytes = rs->evicted_bytes;
         t->evicted_max_bytes = rs->evicted_max_bytes;
+        t->evicted_max = rs->evicted_max;
         t->evictions = rs->evictions;
         t->restores = rs->restores;
     }

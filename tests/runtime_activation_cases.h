@@ -241,6 +241,7 @@ static void test_activation_store_bound(void **state)
     assert_int_equal(st.evicted_max_bytes, 2048);
     assert_true(st.evicted_bytes <= st.evicted_max_bytes);
     assert_int_equal(st.evicted, 16);
+    assert_int_equal(st.evicted_max, st.evicted); /* at the bound, as the refusal below says */
     assert_int_equal(st.activations + st.evicted, n);
     assert_int_equal(st.refused, 1);
     assert_int_equal(st.refused_evicted_full, 1);

@@ -559,10 +559,13 @@ static void test_err_endpoints(void **state)
                  "endpoints[0]: 'tcp://127.0.0.1:99999' needs a port from 0 to 65535 (or *) after the host");
     expect_error("endpoints = [ \"tcp://127.0.0.1\" ];\n", 1, "needs a port from 0 to 65535");
     expect_error("endpoints = [ \"tcp://h:12x\" ];\n", 1, "needs a port from 0 to 65535");
+    /* Bound twice, the second bind would fail after --check-config passed. */
+    expect_error("endpoints = [ \"ipc:///tmp/a.sock\",\n  \"tcp://127.0.0.1:5\",\n  \"ipc:///tmp/a.sock\" ];\n", 3,
+                 "endpoints[2]: 'ipc:///tmp/a.sock' is endpoints[0] again (each address is bound once)");
     gb_config_t cfg;
     char err[256];
     gb_config_defaults(&cfg);
-    assert_int_equal(gb_config_load_string("endpoints = [ \"tcp://*:5555\", \"tcp://[::1]:65535\", \"tcp://*:*\" ];\n",
+    assert_int_equal(gb_config_load_string("endpoints = [ \"tcp://*:5555\", \"tcp://[::1]:65535\", \"tcp://*:*\", \"tcp://*:*\" ];\n",
                                            "t.cfg", &cfg, err, sizeof err),
                      GB_OK);
 }

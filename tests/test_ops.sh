@@ -99,6 +99,8 @@ act=$(metric "gpubridge_grain_activations$E")
 [ "$act" != absent ] && [ "$act" -ge 1 ] && [ "$act" -le 40 ] || fail "echo activations: $act"
 [ "$(metric "gpubridge_grain_evictions_total$E")" = 0 ] || fail "evictions with collection_age_s 900"
 [ "$(metric "gpubridge_grain_evicted_max_bytes$E")" = 67108864 ] || fail "evicted store bound: $(metric "gpubridge_grain_evicted_max_bytes$E")"
+# 64 MiB at 4 x (24 + 8) bytes an echo grain (operations.md)
+[ "$(metric "gpubridge_grain_evicted_max$E")" = 524288 ] || fail "evicted store bound in grains: $(metric "gpubridge_grain_evicted_max$E")"
 eb=$(metric "gpubridge_grain_evicted_bytes$E")
 [ "$eb" != absent ] && [ "$eb" -gt 0 ] && [ "$eb" -le 67108864 ] || fail "evicted store bytes: $eb"
 [ "$(metric "gpubridge_kernel_launches_total$E")" != absent ] || fail "no launches series"

@@ -267,7 +267,7 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
             rc = -1;
         } else if (add_edge(g, &map, &ecap, &idcap, a, b) != 0) {
             snprintf(err, errlen, "%s:%llu: out of memory or too many vertices (at most %u)", name,
-                     (unsigned long long)line, UINT32_MAX - 1);
+                     (unsigned long long)line, UINT32_MAX);
             rc = -1;
         }
         p = eol < end ? eol + 1 : end;

@@ -103,6 +103,18 @@ static int start_read(const uint8_t *pb, size_t len, start_cmd_t *m)
 
 static uint64_t g_arena_bytes; /* the engine's arena (for messages) */
 
+/* v in as few digits as read back the same: an error names the value sent,
+ * not one rounded into the range it is refused from. */
+static const char *f64_text(double v, char buf[32])
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 void gbi_codec_pr_set_arena(uint64_t bytes)
 {
     if (bytes != g_arena_bytes) /* two hooks (sender, aggregator), one arena: said once */
@@ -124,11 +136,13 @@ static int pr_request(int sender, uint32_t mt, const uint8_t *pb, size_t len, un
             return ST_MALFORMED;
         }
         if (!(m.damping >= 0.0 && m.damping <= 1.0)) {
-            snprintf(err, errlen, "damping %g is outside [0, 1]", m.damping);
+            char v[32];
+            snprintf(err, errlen, "damping %s is outside [0, 1]", f64_text(m.damping, v));
             return ST_MALFORMED;
         }
         if (!(m.dangling_rank >= 0.0 && m.dangling_rank <= 2.0)) {
-            snprintf(err, errlen, "dangling_rank %g is outside [0, 2] (ranks sum to 1)", m.dangling_rank);
+            char v[32];
+            snprintf(err, errlen, "dangling_rank %s is outside [0, 2] (ranks sum to 1)", f64_text(m.dangling_rank, v));
             return ST_MALFORMED;
         }
         if (m.node_count == 0 || m.node_count > UINT32_MAX) {

@@ -2,6 +2,7 @@
  * server's codec dispatch) against protobuf-c, the reference:
  * StartIterationCommand valid and mutated, RankAggregationResult read back,
  * and jobs (the key's upper half in, the reply's job out, refusals). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,6 +60,15 @@ static void start_differential(int kind, const uint8_t *pb, size_t len)
     if (!(m->damping >= 0.0 && m->damping <= 1.0) || !(m->dangling_rank >= 0.0 && m->dangling_rank <= 2.0) ||
         m->node_count == 0 || m->node_count > UINT32_MAX) {
         assert_int_equal(st, GPUBRIDGE__STATUS__STATUS_MALFORMED);
+        /* The value at fault as sent, not rounded into the range. */
+        double named = 0.0;
+        if (!(m->damping >= 0.0 && m->damping <= 1.0)) {
+            assert_int_equal(sscanf(err, "damping %lf is outside", &named), 1);
+            assert_true(named == m->damping || isnan(m->damping));
+        } else if (!(m->dangling_rank >= 0.0 && m->dangling_rank <= 2.0)) {
+            assert_int_equal(sscanf(err, "dangling_rank %lf is outside", &named), 1);
+            assert_true(named == m->dangling_rank || isnan(m->dangling_rank));
+        }
         if (m->node_count > UINT32_MAX && m->damping >= 0.0 && m->damping <= 1.0 && m->dangling_rank >= 0.0 &&
             m->dangling_rank <= 2.0)
             assert_non_null(strstr(err, "node_count"));
@@ -89,11 +99,12 @@ static void test_pagerank_start_codec(void **state)
     (void)state;
     Gpubridge__StartIterationCommand sc = GPUBRIDGE__START_ITERATION_COMMAND__INIT;
     uint8_t base[128], buf[160];
-    const double damp[] = {0.85, 0.0, 1.0, 1.5, -0.1}, dang[] = {0.0, 0.3, 2.0, 2.5};
-    for (int i = 0; i < 40; i++) {
+    const double damp[] = {0.85, 0.0, 1.0, 1.5, -0.1, 1.0000001, -1e-300},
+                 dang[] = {0.0, 0.3, 2.0, 2.5, 2.0000001};
+    for (int i = 0; i < 70; i++) {
         sc.iteration = (uint32_t)i * 0x1234567u;
-        sc.damping = damp[i % 5]; /* 0.0: absent, 0.85 */
-        sc.dangling_rank = dang[i % 4];
+        sc.damping = damp[i % 7]; /* 0.0: absent, 0.85 */
+        sc.dangling_rank = dang[i % 5];
         sc.tolerance = i % 3 ? 1e-6 : 0.0;
         sc.node_count = i % 7 ? (uint64_t)i << (i % 40) : 0;
         sc.report_ranks = i % 2;
