@@ -696,7 +696,7 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
 static void refused_count(gbi_sup_t *s)
 {
     uint8_t note[GBI_NOTE_LEN];
-    gbi_note_make(note, GBI_NOTE_TOO_LARGE, s->too_large_uncounted, s->unread_uncounted);
+    gbi_note_make(note, GBI_NOTE_REFUSED_HERE, s->too_large_uncounted, s->unread_uncounted);
     if ((s->too_large_uncounted || s->unread_uncounted) && s->hb &&
         zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
         s->too_large_uncounted = s->unread_uncounted = 0;

@@ -403,6 +403,25 @@ static int port_parse(const char *p, unsigned long *port)
     return p[0] >= '0' && p[0] <= '9' && !*end && !errno && *port <= 65535 ? 0 : -1;
 }
 
+/* Whether binding endpoint a and then b (both checked) fails because they
+ * take the same address: the same ipc or inproc name (but the ipc wildcard,
+ * a fresh name each time); tcp, the same port (not 0 or the wildcard, a
+ * fresh port each time) on the same host, or on any host where either is a
+ * wildcard. */
+static bool endpoints_clash(const char *a, const char *b)
+{
+    if (strncmp(a, "tcp://", 6) != 0 || strncmp(b, "tcp://", 6) != 0)
+        return strcmp(a, b) == 0 && strcmp(a, "ipc://*") != 0;
+    const char *ca = strrchr(a, ':'), *cb = strrchr(b, ':');
+    unsigned long pa, pb;
+    if (port_parse(ca + 1, &pa) != 0 || port_parse(cb + 1, &pb) != 0 || pa == 0 || pa != pb)
+        return false; /* a '*' port, or different ports */
+    const size_t la = (size_t)(ca - a) - 6, lb = (size_t)(cb - b) - 6;
+    const bool wa = (la == 1 && a[6] == '*') || (la == 7 && strncmp(a + 6, "0.0.0.0", 7) == 0);
+    const bool wb = (lb == 1 && b[6] == '*') || (lb == 7 && strncmp(b + 6, "0.0.0.0", 7) == 0);
+    return wa || wb || (la == lb && strncmp(a + 6, b + 6, la) == 0);
+}
+
 static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
 {
     const config_setting_t *s;
@@ -443,12 +462,11 @@ static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_confi
                                 path, v);
         }
         /* A second bind of one address fails at start, after --check-config
-         * passed; an ephemeral port (* or 0) is a new one each time. */
-        const size_t vl = strlen(v);
-        const bool ephemeral = (vl > 2 && strcmp(v + vl - 2, ":*") == 0) || (vl > 2 && strcmp(v + vl - 2, ":0") == 0);
-        for (int j = 0; j < i && !ephemeral; j++)
-            if (strcmp(cfg->endpoints[j], v) == 0)
-                return gbi_fail(c, e, "%s: '%s' is endpoints[%d] again (each address is bound once)", path, v, j);
+         * passed. */
+        for (int j = 0; j < i; j++)
+            if (endpoints_clash(cfg->endpoints[j], v))
+                return gbi_fail(c, e, "%s: '%s' takes the address of endpoints[%d] '%s' (each address is bound once)",
+                                path, v, j, cfg->endpoints[j]);
         gbi_copy_str(cfg->endpoints[i], GB_PATH_LEN, v);
     }
     cfg->n_endpoints = (size_t)n;

@@ -139,7 +139,7 @@ int gbi_read_one(gb_server_t *s)
     uint8_t id[GBI_ID_MAX];
     size_t id_len = 0;
     int parts = 0, more = 0, delim = 0, bad = 0;
-    uint64_t tag = 0, count, unused;
+    uint64_t tag = 0, count, second;
     zmq_msg_t body;
     zmq_msg_init(&body);
     zmq_msg_init(&part);
@@ -181,13 +181,13 @@ int gbi_read_one(gb_server_t *s)
         gbi_reply(s, id, (uint8_t)id_len, (uint8_t)delim, 0, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                   "a request is one message part holding an encoded ClientFrame", 0, NULL, 0);
     } else if (s->tagged && !tag &&
-               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_TOO_LARGE, &count, &unused)) {
+               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_REFUSED_HERE, &count, &second)) {
         GBI_ADD(s->frames_too_large, count); /* refused by the supervisor, counted here (Telemetry) */
-        GBI_ADD(s->frames_refused_unread, unused);
+        GBI_ADD(s->frames_refused_unread, second);
     } else if (s->tagged && !tag &&
-               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_DROPPED, &count, &unused)) {
+               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_DROPPED, &count, &second)) {
         GBI_ADD(s->conns_dropped, count); /* seen by the supervisor, counted here (Telemetry) */
-        GBI_ADD(s->replies_undelivered, unused);
+        GBI_ADD(s->replies_undelivered, second);
     } else {
         s->peer_admin = gb_authority_peer(s->cfg, &body);
         s->frame_tag = tag;

@@ -41,7 +41,7 @@ _Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of ri
  * frames' BUSY replies, sends one note per run, [GBI_NOTE_REFUSED][first
  * tag][last tag]. The supervisor strikes those frames' ids and sends the
  * BUSY replies itself (one per frame, correlation id 0). The other way,
- * [GBI_NOTE_TOO_LARGE][too large][unread] tells the worker to count frames
+ * [GBI_NOTE_REFUSED_HERE][too large][unread] tells the worker to count frames
  * the supervisor refused itself: as too large (Telemetry.frames_too_large),
  * and because their client left its replies unread
  * (Telemetry.frames_refused_unread). A note
@@ -50,7 +50,7 @@ _Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of ri
 #define GBI_TAG_LEN 8
 #define GBI_NOTE_LEN 18
 #define GBI_NOTE_REFUSED 'R'
-#define GBI_NOTE_TOO_LARGE 'L'
+#define GBI_NOTE_REFUSED_HERE 'L'
 /* [GBI_NOTE_DROPPED][connections][replies]: the supervisor saw that many
  * client connections close with replies owed, and discarded that many
  * replies for clients gone (Telemetry.connections_dropped, replies_undelivered). */

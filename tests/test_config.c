@@ -561,11 +561,21 @@ static void test_err_endpoints(void **state)
     expect_error("endpoints = [ \"tcp://h:12x\" ];\n", 1, "needs a port from 0 to 65535");
     /* Bound twice, the second bind would fail after --check-config passed. */
     expect_error("endpoints = [ \"ipc:///tmp/a.sock\",\n  \"tcp://127.0.0.1:5\",\n  \"ipc:///tmp/a.sock\" ];\n", 3,
-                 "endpoints[2]: 'ipc:///tmp/a.sock' is endpoints[0] again (each address is bound once)");
+                 "endpoints[2]: 'ipc:///tmp/a.sock' takes the address of endpoints[0] 'ipc:///tmp/a.sock' "
+                 "(each address is bound once)");
+    expect_error("endpoints = [ \"tcp://*:5555\", \"tcp://127.0.0.1:05555\" ];\n", 1,
+                 "endpoints[1]: 'tcp://127.0.0.1:05555' takes the address of endpoints[0] 'tcp://*:5555'");
+    expect_error("endpoints = [ \"tcp://127.0.0.1:7\", \"tcp://0.0.0.0:7\" ];\n", 1, "takes the address of endpoints[0]");
     gb_config_t cfg;
     char err[256];
     gb_config_defaults(&cfg);
-    assert_int_equal(gb_config_load_string("endpoints = [ \"tcp://*:5555\", \"tcp://[::1]:65535\", \"tcp://*:*\", \"tcp://*:*\" ];\n",
+    /* Fresh ports and names each time bind again and again; one port binds
+     * on two hosts. */
+    assert_int_equal(gb_config_load_string("endpoints = [ \"tcp://*:5555\", \"tcp://[::1]:65535\", \"tcp://*:*\", \"tcp://*:*\", "
+                                           "\"tcp://*:0\", \"tcp://*:0\", \"ipc://*\", \"ipc://*\" ];\n",
+                                           "t.cfg", &cfg, err, sizeof err),
+                     GB_OK);
+    assert_int_equal(gb_config_load_string("endpoints = [ \"tcp://127.0.0.1:5556\", \"tcp://127.0.0.2:5556\" ];\n",
                                            "t.cfg", &cfg, err, sizeof err),
                      GB_OK);
 }

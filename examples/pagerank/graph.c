@@ -324,7 +324,8 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
         bool too_long = false;
         for (const char *nl = buf + len; !too_long && (nl = memchr(nl, '\n', (size_t)(buf + len + r - nl))) != NULL;
              nl++) {
-            too_long = (size_t)(nl - buf) - line_start > GB_GRAPH_MAX_LINE;
+            const size_t n = (size_t)(nl - buf) - line_start;
+            too_long = n - (n > 0 && nl[-1] == '\r') > GB_GRAPH_MAX_LINE; /* a CRLF line as long as an LF one */
             if (!too_long) {
                 line_start = (size_t)(nl - buf) + 1;
                 line++;
