@@ -457,8 +457,14 @@ static void test_trailer_checked(void **st)
     assert_int_equal(call(s, "mt.a", 3, MT_SCRIBBLE, NULL, 0, err, sizeof err, NULL, 0),
                      GPUBRIDGE__STATUS__STATUS_INTERNAL);
     assert_non_null(strstr(err, "malformed"));
+    Gpubridge__Telemetry *t0 = telemetry(s, "mt.a");
     assert_int_equal(call(s, "mt.a", 3, MT_LOST_FWD, NULL, 0, err, sizeof err, NULL, 0),
                      GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR);
+    /* A turn that sent a message, then failed, counts as an error. */
+    Gpubridge__Telemetry *t1 = telemetry(s, "mt.a");
+    assert_int_equal(t1->errors - t0->errors, 1);
+    gpubridge__telemetry__free_unpacked(t0, NULL);
+    gpubridge__telemetry__free_unpacked(t1, NULL);
     /* No second reply to either: the next call's reply is its own. */
     uint32_t rec[2] = {1, 0}, made = 0;
     assert_int_equal(call(s, "mt.a", 3, MT_HOPS, rec, sizeof rec, err, sizeof err, &made, sizeof made), 0);

@@ -11,10 +11,21 @@
 #include "gpubridge/ring.h"
 #include "gpubridge/team.h"
 
-/* What the handler of a large request returned. */
+/* What the handler of a large request returned; failed: see gbi_mail_failed. */
 typedef struct gbi_large_ret {
-    uint32_t st, out_len, aux;
+    uint32_t st, out_len, aux, failed;
 } gbi_large_ret_t;
+
+/* Whether a GB_SLOT_MAIL reply (payload pl, len bytes) is a failed turn:
+ * the handler's status in its trailer is an error. Its messages still go
+ * (mail.h), but the turn counts with the errors as any other refusal. */
+GB_HD int gbi_mail_failed(uint32_t st, const unsigned char *pl, uint32_t len)
+{
+    if (st != GB_SLOT_MAIL || !pl || len < sizeof(gb_mail_trailer_t))
+        return 0;
+    const gb_mail_trailer_t *t = (const gb_mail_trailer_t *)(pl + len - sizeof *t);
+    return t->status != GB_SLOT_OK && t->status != GB_SLOT_FORWARDED;
+}
 
 /* The step before the handler: checks the header, handles the reserved types,
  * finds or activates the grain. Returns GBI_RUN_HANDLER with *state set, or
@@ -142,9 +153,11 @@ static __host__ __device__ __noinline__ gbi_large_ret_t gbi_large_run(gb_grain_c
     const unsigned char *in;
     unsigned char *out;
     uint32_t in_len, out_cap;
-    gbi_large_ret_t r = {GB_SLOT_UNKNOWN_MESSAGE_TYPE, 0, 0};
+    gbi_large_ret_t r = {GB_SLOT_UNKNOWN_MESSAGE_TYPE, 0, 0, 0};
     gbi_large_resolve(desc, &in, &in_len, &out, &out_cap);
     r.st = gbi_run_handler<G>(&ctx, key, state, type, in, in_len, out, out_cap, &r.out_len, &r.aux);
+    if constexpr (gbi_n_targets<G>::value != 0)
+        r.failed = (uint32_t)gbi_mail_failed(r.st, out, r.out_len);
     return r;
 }
 
@@ -159,6 +172,7 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
                            uint32_t test_flags, const gb_link_turn_t *lt = NULL)
 {
     uint32_t out_len = 0, aux = 0, st;
+    int failed = 0; /* a GB_SLOT_MAIL turn whose handler failed */
     void *state = NULL;
 #if defined(__CUDA_ARCH__)
     if (tab->entry_size == 32) {
@@ -170,11 +184,13 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
         if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
             /* On the state in the table: the copy keeps no address. */
             const gbi_large_ret_t r = gbi_large_run<G>(*ctx, in->key, state, in->type, in_pl);
-            st = r.st, out_len = r.out_len, aux = r.aux;
+            st = r.st, out_len = r.out_len, aux = r.aux, failed = (int)r.failed;
         } else if (st == GBI_RUN_HANDLER) {
             st = gbi_run_handler<G>(ctx, in->key, copy, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux,
                                     lt);
             *(uint4 *)state = *(const uint4 *)copy;
+            if constexpr (gbi_n_targets<G>::value != 0)
+                failed = gbi_mail_failed(st, out_pl, out_len);
         }
     } else
 #endif
@@ -182,13 +198,15 @@ GB_HD int gbi_dispatch_one(const gb_grain_ctx_t *ctx, gb_grain_table_t *tab, uin
         st = gbi_dispatch_pre(tab, lane, in, pl_cap, test_flags, &state, NULL);
         if (st == GBI_RUN_HANDLER && gbi_is_large(in)) {
             const gbi_large_ret_t r = gbi_large_run<G>(*ctx, in->key, state, in->type, in_pl);
-            st = r.st, out_len = r.out_len, aux = r.aux;
+            st = r.st, out_len = r.out_len, aux = r.aux, failed = (int)r.failed;
         } else if (st == GBI_RUN_HANDLER) {
             st = gbi_run_handler<G>(ctx, in->key, state, in->type, in_pl, in->len, out_pl, pl_cap, &out_len, &aux,
                                     lt);
+            if constexpr (gbi_n_targets<G>::value != 0)
+                failed = gbi_mail_failed(st, out_pl, out_len);
         }
     }
-    return gbi_dispatch_post(in, out, st, out_len, aux);
+    return gbi_dispatch_post(in, out, st, out_len, aux) | failed;
 }
 #endif
 
@@ -217,6 +235,7 @@ static inline int gbi_dispatch_one_fn(gb_grain_handler_fn fn, uint32_t n_targets
             st = gb_mail_finish(&m, opl, gbi_handler_status(fn(&c, state, in->type, ipl, ilen, opl, ocap, &out_len, &aux), 1),
                                 &out_len);
         }
+        return gbi_dispatch_post(in, out, st, out_len, aux) | gbi_mail_failed(st, opl, out_len);
     }
     return gbi_dispatch_post(in, out, st, out_len, aux);
 }
