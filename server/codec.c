@@ -61,8 +61,23 @@ int gbi_codec_request_key(int kind, uint64_t key, uint32_t message_type, const u
 {
     const gb_grain_desc_t *d = gb_grain_get(kind);
     const gb_grain_codec_t *c = codec_of(d);
-    if (c && c->request)
-        return c->request(key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+    if (c && c->request) {
+        /* The reserved types are the dispatch's own (DeactivateKey clears
+         * a grain's state): never a client's, whatever a codec passes. */
+        if (message_type == 0 || message_type >= GB_MSG_DEACTIVATE_KEY) {
+            snprintf(err, errlen, "%s has no message type %u (0 and 65280 and above are not message types)",
+                     d->name, message_type);
+            return GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE;
+        }
+        const int st = c->request(key, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
+        if (st == GPUBRIDGE__STATUS__STATUS_OK && *slot_type >= GB_MSG_DEACTIVATE_KEY) {
+            snprintf(err, errlen, "%s's codec gave message type %u the record type %u, which is reserved; "
+                     "the request was not run (a bug in the grain library's codec)", d->name, message_type,
+                     *slot_type);
+            return GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR;
+        }
+        return st;
+    }
     if (d)
         return raw_request(d, message_type, pb, len, rec, cap, rec_len, slot_type, err, errlen);
     snprintf(err, errlen, "grain type has no codec");

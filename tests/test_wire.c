@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "codec.h"
+#include "grain_registry.h"
 #include "echo.pb-c.h"
 #include "builtin.h"
 #include "gpubridge.pb-c.h"
@@ -465,6 +466,61 @@ static void test_codec_limits(void **state)
     assert_int_equal(gbi_codec_limits(GB_GRAIN_NONE, 32, 0, 256, 4, &e, 1), 0);
 }
 
+/* A grain library's codec that passes the message type on as the record
+ * type, and one that maps type 5 to a reserved record type: the reserved
+ * types (DeactivateKey clears a grain's state) never reach a grain from a
+ * client either way. */
+static int passthru_request(uint64_t key, uint32_t message_type, const uint8_t *pb, size_t len, unsigned char *rec,
+                            uint32_t cap, uint32_t *rec_len, uint16_t *slot_type, char *err, size_t errlen)
+{
+    (void)key, (void)err, (void)errlen;
+    if (len > cap)
+        return GPUBRIDGE__STATUS__STATUS_TOO_LARGE;
+    memcpy(rec, pb, len);
+    *rec_len = (uint32_t)len;
+    *slot_type = (uint16_t)(message_type == 5 ? GB_MSG_DEACTIVATE_KEY : message_type);
+    return GPUBRIDGE__STATUS__STATUS_OK;
+}
+
+static uint16_t passthru_handler(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in,
+                                 uint32_t in_len, unsigned char *out, uint32_t out_cap, uint32_t *out_len,
+                                 uint32_t *aux)
+{
+    (void)ctx, (void)state, (void)type, (void)in, (void)in_len, (void)out, (void)out_cap, (void)aux;
+    *out_len = 0;
+    return GB_SLOT_OK;
+}
+
+static void test_codec_reserved_types(void **state)
+{
+    (void)state;
+    static const gb_grain_codec_t codec = {passthru_request, NULL, NULL, NULL};
+    static const gb_grain_hooks_t hooks = {&codec, NULL, NULL, NULL};
+    static const gb_grain_msg_t msgs[] = {{1, "Put"}};
+    static const gb_grain_desc_t d = {GB_GRAIN_ABI, sizeof(gb_grain_desc_t), "test.passthru", 8, 0, msgs, 1, 0,
+                                      passthru_handler, NULL, &hooks, NULL, 0, 0};
+    char err[256];
+    const int kind = gb_grain_register(&d, err, sizeof err);
+    assert_true(kind >= 0);
+    unsigned char rec[64];
+    uint32_t rec_len = 0;
+    uint16_t slot = 0;
+    const uint8_t pb[4] = {1, 2, 3, 4};
+    assert_int_equal(gbi_codec_request_key(kind, 7, 1, pb, 4, rec, 64, &rec_len, &slot, err, sizeof err),
+                     GPUBRIDGE__STATUS__STATUS_OK);
+    assert_int_equal(slot, 1);
+    const uint32_t bad[] = {0, GB_MSG_DEACTIVATE_KEY, 0xFFFF, 0x10001};
+    for (size_t i = 0; i < 4; i++) {
+        err[0] = 0;
+        assert_int_equal(gbi_codec_request_key(kind, 7, bad[i], pb, 4, rec, 64, &rec_len, &slot, err, sizeof err),
+                         GPUBRIDGE__STATUS__STATUS_UNKNOWN_MESSAGE_TYPE);
+        assert_non_null(strstr(err, "test.passthru has no message type"));
+    }
+    assert_int_equal(gbi_codec_request_key(kind, 7, 5, pb, 4, rec, 64, &rec_len, &slot, err, sizeof err),
+                     GPUBRIDGE__STATUS__STATUS_HANDLER_ERROR);
+    assert_non_null(strstr(err, "test.passthru's codec gave message type 5 the record type 65280, which is reserved"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_hold_copies),
         cmocka_unit_test(test_name_print),
         cmocka_unit_test(test_codec_limits),
+        cmocka_unit_test(test_codec_reserved_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
