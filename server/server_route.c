@@ -178,7 +178,7 @@ static void route_one(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p, uin
                  gb_grain_get(r->t->kind)->targets[m->target]);
         undeliverable(s, r, &o, forward, why);
     } else if (o.hops > s->mail_max_hops) {
-        snprintf(why, sizeof why, "the request passed %u grains (messaging.max_hops): a cycle?", s->mail_max_hops);
+        snprintf(why, sizeof why, "the request was forwarded more than %u times (messaging.max_hops): a cycle?", s->mail_max_hops);
         undeliverable(s, r, &o, forward, why);
     } else {
         const gb_engine_type_t *tt = gb_engine_at(s->engine, &s->engine->types[r->t->target[m->target]], m->key);
