@@ -42,7 +42,12 @@ gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
      * here (their number is bounded by the requests it sent).
      * RECONNECT_IVL: a new connection comes no sooner than this after one
      * ends, which lets try_send read the monitor only every
-     * GBCI_MON_EVERY_NS (far below it). */
+     * GBCI_MON_EVERY_NS (far below it). MAXMSGSIZE: no bridge sends a
+     * frame past twice its largest max_message_size; a peer that does is
+     * not one, and its connection is closed rather than read. */
+    int64_t max_frame = (int64_t)GBCI_MAX_FRAME;
+    if (zmq_setsockopt(ep->sock, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame) != 0)
+        return zfail(GBC_ERR_IO, "zmq_setsockopt", addr);
     if (setopt_int(ep->sock, ZMQ_LINGER, 0) || setopt_int(ep->sock, ZMQ_IMMEDIATE, 1) ||
         setopt_int(ep->sock, ZMQ_RCVHWM, 0) || setopt_int(ep->sock, ZMQ_RECONNECT_IVL, GBCI_RECONNECT_IVL_MS) ||
         setopt_int(ep->sock, ZMQ_IPV6, 1)) /* tcp://[IPV6]:PORT endpoints */
@@ -208,11 +213,22 @@ static gbc_err route(gbc_client_t *c, const gb_pb_reply_view_t *in, size_t ep, u
         *found = true;
         return copy_reply(in, ep, got);
     }
+    if (id == 0 && want && !*found && c->ids.n == 0 && ep == c->want_ep) {
+        /* The bridge refused a frame whole, and nothing of ours is in
+         * flight but the awaited call's: its frame was the one. */
+        *found = true;
+        return copy_reply(in, ep, got);
+    }
     uint8_t kind = gbci_idset_take(&c->ids, id);
     /* id 0: the bridge could not decode one of our frames; no request can be
-     * matched, so hand it to gbc_poll for the application to see. */
+     * matched, so hand it to gbc_poll for the application to see (a few:
+     * a peer that sends them without end is not a bridge). */
     if (kind != GBCI_ID_ASYNC && id != 0)
         return GBC_OK;
+    if (id == 0 && c->ready.n >= c->async_in_flight + GBCI_MAX_UNMATCHED) {
+        c->bad_frames++;
+        return GBC_OK;
+    }
     if (kind == GBCI_ID_ASYNC)
         c->async_in_flight--;
     gbc_reply_t r;
@@ -241,12 +257,13 @@ static gbc_err handle_frame(gbc_client_t *c, size_t ep, const void *data, size_t
     return err;
 }
 
-/* Reads every frame already waiting on endpoint i (stops early once the
- * awaited reply is found). */
+/* Reads the frames already waiting on endpoint i, up to GBCI_DRAIN_MAX
+ * (stops early once the awaited reply is found): a caller whose peer sends
+ * without end still gets back to its deadline. */
 static gbc_err drain(gbc_client_t *c, size_t i, uint64_t want, gbc_reply_t *got, bool *found)
 {
     void *sock = c->eps[i].sock;
-    for (;;) {
+    for (int n = 0; n < GBCI_DRAIN_MAX; n++) {
         zmq_msg_t m;
         zmq_msg_init(&m);
         if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
@@ -271,6 +288,7 @@ static gbc_err drain(gbc_client_t *c, size_t i, uint64_t want, gbc_reply_t *got,
         if (*found)
             return GBC_OK;
     }
+    return GBC_OK;
 }
 
 static long poll_ms(int64_t deadline)
@@ -390,6 +408,7 @@ bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, size_t want_ep,
 {
     bool found = false;
     *err = GBC_OK;
+    c->want_ep = want ? want_ep : SIZE_MAX;
     for (size_t i = 0; i < c->n; i++) {
         if ((*err = drain(c, i, want, got, &found)) != GBC_OK)
             return false;

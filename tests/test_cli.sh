@@ -71,5 +71,42 @@ ctl send echo 11 still > /dev/null || fail "not serving after a request to the m
 kill -TERM $B
 wait $B || fail "the bridge exited $?"
 B=""
+# A frame the bridge refuses whole (here: over max_message_size) is gbctl's
+# own: its one frame in flight. The refusal is reported at once, not as a
+# timeout.
+printf 'endpoints = [ "%s" ];\nmode = "cpu";\nmax_message_size = 64;\n' "$EP" > "$T/s.cfg"
+"$BUILD/bridge/gpubridge" --config "$T/s.cfg" 2> "$T/s.log" &
+B=$!
+for _ in $(seq 100); do ctl list > /dev/null 2>&1 && break; sleep 0.1; done
+t0=$(date +%s%N)
+out=$("$BUILD/client/gbctl" --endpoint "$EP" --timeout 20000 send echo 1 "$(printf 'x%.0s' $(seq 100))" 2>&1); rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ $rc = 1 ] && grep -q "STATUS_TOO_LARGE" <<< "$out" && grep -q "exceeds max_message_size (64)" <<< "$out" \
+  || fail "frame over max_message_size: exit $rc after $ms ms: $out"
+[ $ms -lt 10000 ] || fail "frame over max_message_size: reported after $ms ms, as a timeout would be"
+kill -TERM $B
+wait $B || fail "the small bridge exited $?"
+B=""
+# A peer that answers without end (batches of replies to ids never sent)
+# does not keep gbctl past its deadline.
+/usr/bin/python3 - "ipc://$T/flood.sock" <<'PY' > "$T/flood.log" 2>&1 &
+import sys, time, zmq
+s = zmq.Context().socket(zmq.ROUTER)
+s.bind(sys.argv[1])
+ident = s.recv_multipart()[0]
+reply = bytes([0x0a, 0x03, 0x08, 0xe7, 0x07])  # Reply{correlation_id 999}
+body = reply * 2000
+frame = bytes([0x12]) + bytes([0x80 | (len(body) & 0x7f), len(body) >> 7]) + body  # ServerFrame{batch}
+t_end = time.time() + 30
+while time.time() < t_end:
+    s.send_multipart([ident, frame])
+PY
+F=$!
+t0=$(date +%s%N)
+out=$(timeout 60 "$BUILD/client/gbctl" --endpoint "ipc://$T/flood.sock" --timeout 1000 status echo 2>&1); rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+kill $F 2>/dev/null; wait $F 2>/dev/null
+[ $rc = 1 ] && grep -q "no reply to request" <<< "$out" || fail "flooding peer: exit $rc after $ms ms: $out"
+[ $ms -lt 10000 ] || fail "flooding peer: gbctl returned after $ms ms, its timeout 1000 ms"
 if [ $fails = 0 ]; then echo "PASS: command lines"; exit 0; fi
 exit 1
