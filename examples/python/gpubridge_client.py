@@ -285,6 +285,7 @@ class Client:
         self._stash = {}                # correlation_id -> Reply, received, not handed out
         self._extra = []                # replies with id 0 or a duplicate id
         self._abandoned = set()         # ids whose caller timed out: drop late replies
+        self.replies_dropped = 0        # past the bounds below: a peer that is not a bridge
         self._echo_seq = itertools.count(1)
         self.frames_sent = 0
         self.frames_received = 0
@@ -475,8 +476,16 @@ class Client:
                     return self._extra.pop(i)
         return r
 
+    # A bridge answers each request once: more replies kept than these
+    # come from a peer that is not one, and are dropped (replies_dropped).
+    MAX_STASHED = 1 << 20
+    MAX_EXTRA = 1024
+    # Frames one _receive reads before its caller looks at the deadline.
+    MAX_FRAMES_AT_ONCE = 4096
+
     def _receive(self, timeout_ms):
-        """Wait up to timeout_ms for a frame, then read every frame at hand.
+        """Wait up to timeout_ms for a frame, then read the frames at hand
+        (at most MAX_FRAMES_AT_ONCE).
 
         Replies go to the stash; late replies of abandoned ids are dropped.
         Returns the number of replies stashed.
@@ -485,7 +494,7 @@ class Client:
                                                    zmq.POLLIN):
             return 0
         n = 0
-        while True:
+        for _ in range(self.MAX_FRAMES_AT_ONCE):
             try:
                 data = self._sock.recv(zmq.NOBLOCK, copy=True)
             except zmq.Again:
@@ -509,10 +518,17 @@ class Client:
                     self._abandoned.discard(cid)
                     continue
                 if cid == 0 or cid in self._stash:
+                    if len(self._extra) >= self.MAX_EXTRA:
+                        self.replies_dropped += 1
+                        continue
                     self._extra.append(r)
+                elif len(self._stash) >= self.MAX_STASHED:
+                    self.replies_dropped += 1
+                    continue
                 else:
                     self._stash[cid] = r
                 n += 1
+        return n
 
     # -- typed helpers
 

@@ -457,6 +457,50 @@ def test_timeout_and_late_reply_dropped(srv, c):
     assert c.call("test.echo", 1, 1, b"after").payload == b"after"
 
 
+def test_flooding_peer_bounded(srv, c):
+    """A peer that sends reply batches without end (ids never sent, and id 0)
+    keeps no call past its deadline, and what the client keeps stays bounded."""
+    import zmq
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def flood():
+        ident = router.recv_multipart()[0]
+        body = gbc.gpubridge_pb2.ServerFrame()
+        for i in range(2000):
+            body.batch.replies.add(correlation_id=(10 ** 9 + i) if i % 2 else 0)
+        frame = body.SerializeToString()
+        n = 0
+        while not stop.is_set():
+            router.send_multipart([ident, frame])
+            n += 1
+            if n % 50 == 0:  # new ids each round: the stash would grow without its bound
+                body = gbc.gpubridge_pb2.ServerFrame()
+                for i in range(2000):
+                    body.batch.replies.add(correlation_id=(10 ** 9 + n * 2000 + i) if i % 2 else 0)
+                frame = body.SerializeToString()
+
+    t = threading.Thread(target=flood, daemon=True)
+    t.start()
+    try:
+        with gbc.Client("tcp://127.0.0.1:%d" % port, timeout_ms=500) as fc:
+            t0 = time.monotonic()
+            try:
+                fc.call("test.echo", 1, 1, b"x")
+                raise AssertionError("no TimeoutError")
+            except TimeoutError:
+                pass
+            dt = time.monotonic() - t0
+            assert dt < 10.0, "call held %.1f s past its 0.5 s timeout" % dt
+            assert len(fc._extra) <= fc.MAX_EXTRA and len(fc._stash) <= fc.MAX_STASHED
+    finally:
+        stop.set()
+        t.join(5)
+        router.close(0)
+
+
 def test_garbage_frame_answered_id0(srv, c):
     pb = gbc.gpubridge_pb2
     c.send_raw(b"\x0a\x7fgarbage")
