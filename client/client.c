@@ -93,6 +93,10 @@ gbc_err gbci_fail_status(const gbc_client_t *c, const gbc_reply_t *r)
     else
         snprintf(last_error, sizeof last_error, "%s: status %d%s%s", ep, r->status,
                  r->error ? ": " : "", r->error ? r->error : "");
+    /* The text is the peer's: no byte of it acts on a terminal it is shown on. */
+    for (char *p = last_error; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     return GBC_ERR_STATUS;
 }
 

@@ -108,5 +108,24 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 kill $F 2>/dev/null; wait $F 2>/dev/null
 [ $rc = 1 ] && grep -q "no reply to request" <<< "$out" || fail "flooding peer: exit $rc after $ms ms: $out"
 [ $ms -lt 10000 ] || fail "flooding peer: gbctl returned after $ms ms, its timeout 1000 ms"
+# A peer's error text reaches the terminal without bytes that act on it.
+/usr/bin/python3 - "ipc://$T/esc.sock" <<'PY' > "$T/esc.log" 2>&1 &
+import sys, zmq
+s = zmq.Context().socket(zmq.ROUTER)
+s.bind(sys.argv[1])
+for _ in range(2):
+    ident = s.recv_multipart()[0]
+    text = b"\x1b[31mred\r\n\x07"
+    reply = bytes([0x08, 0x01, 0x10, 0x05, 0x1a, len(text)]) + text  # Reply{id 1, status 5, error}
+    s.send_multipart([ident, bytes([0x0a, len(reply)]) + reply])
+PY
+F=$!
+out=$("$BUILD/client/gbctl" --endpoint "ipc://$T/esc.sock" --timeout 5000 status echo 2>&1); rc=$?
+out2=$("$BUILD/client/gbctl" --endpoint "ipc://$T/esc.sock" --timeout 5000 send echo 1 1 2>&1)
+kill $F 2>/dev/null; wait $F 2>/dev/null
+[ $rc = 1 ] && grep -q "red" <<< "$out" || fail "peer's error text: exit $rc: $out"
+if printf '%s%s' "$out" "$out2" | grep -q $'[\x01-\x08\x0b-\x1f\x7f]'; then
+  fail "a peer's control bytes reached the terminal: $(printf '%s' "$out$out2" | od -c | head -3)"
+fi
 if [ $fails = 0 ]; then echo "PASS: command lines"; exit 0; fi
 exit 1
