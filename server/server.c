@@ -276,9 +276,13 @@ void gbi_reply_record(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, con
                   "the bridge is out of memory for this reply; retry later", 0, NULL, 0);
     else if (rec && gbi_codec_reply(r->t->kind, h, rec, out, bound, &len, &mt) == 0)
         gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_OK, NULL, mt, out, len);
-    else
-        gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL,
-                  "the grain wrote a malformed reply record", 0, NULL, 0);
+    else {
+        /* A grain library's fault, not the bridge's: name the type. */
+        char why[192];
+        snprintf(why, sizeof why, "grain type '%s' wrote a reply record (type %u, %u bytes) its codec could not "
+                 "decode", r->t->name, (unsigned)h->type, (unsigned)h->len);
+        gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL, why, 0, NULL, 0);
+    }
     if (out != pb)
         free(out);
 }
