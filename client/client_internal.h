@@ -21,7 +21,7 @@
 #define GBCI_RECONNECT_IVL_MS 100
 #define GBCI_MAX_FRAME (128ull << 20) /* twice the bridge's largest max_message_size */
 #define GBCI_DRAIN_MAX 4096           /* frames one drain reads before the caller looks at its deadline */
-#define GBCI_MAX_UNMATCHED 1024       /* whole-frame refusals kept for gbc_poll past the async replies due */
+#define GBCI_MAX_UNMATCHED 1024       /* whole-frame refusals kept for gbc_poll at once */
 /* Sizes of the growable structs in 0.2, where struct_size came in (what a
  * struct_size of 0 stands for). Fixed: never sizeof of today's struct. */
 #define GBCI_OPTIONS_V02_SIZE 56
@@ -147,6 +147,7 @@ struct gbc_client {
     gbci_deadlines_t deadlines; /* of the async ids, in send order */
     uint64_t bad_frames;    /* frames from a bridge that did not decode, and unmatched refusals dropped */
     size_t want_ep;         /* gbci_pump: the awaited call's endpoint (SIZE_MAX: none) */
+    size_t unmatched;       /* whole-frame refusals (correlation id 0) in ready, at most GBCI_MAX_UNMATCHED */
     struct zmq_pollitem_t *items; /* 2n, for zmq_poll: the DEALERs, then their monitors */
 };
 

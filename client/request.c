@@ -199,6 +199,8 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
             break;
     }
     if (gbci_replyq_pop(&c->ready, out)) {
+        if (out->correlation_id == 0 && c->unmatched)
+            c->unmatched--;
         gbci_clear_error();
         return out->status == GBC_STATUS_OK ? GBC_OK : gbci_fail_status(c, out);
     }

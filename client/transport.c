@@ -215,7 +215,9 @@ static gbc_err route(gbc_client_t *c, const gb_pb_reply_view_t *in, size_t ep, u
     }
     if (id == 0 && want && !*found && c->ids.n == 0 && ep == c->want_ep) {
         /* The bridge refused a frame whole, and nothing of ours is in
-         * flight but the awaited call's: its frame was the one. */
+         * flight but the awaited call's: its frame was the one. (An id
+         * abandoned after a timeout stays in ids until its late reply:
+         * until then refusals go to gbc_poll, unattributed.) */
         *found = true;
         return copy_reply(in, ep, got);
     }
@@ -225,10 +227,11 @@ static gbc_err route(gbc_client_t *c, const gb_pb_reply_view_t *in, size_t ep, u
      * a peer that sends them without end is not a bridge). */
     if (kind != GBCI_ID_ASYNC && id != 0)
         return GBC_OK;
-    if (id == 0 && c->ready.n >= c->async_in_flight + GBCI_MAX_UNMATCHED) {
+    if (id == 0 && c->unmatched >= GBCI_MAX_UNMATCHED) {
         c->bad_frames++;
         return GBC_OK;
     }
+    c->unmatched += id == 0;
     if (kind == GBCI_ID_ASYNC)
         c->async_in_flight--;
     gbc_reply_t r;
@@ -257,13 +260,15 @@ static gbc_err handle_frame(gbc_client_t *c, size_t ep, const void *data, size_t
     return err;
 }
 
-/* Reads the frames already waiting on endpoint i, up to GBCI_DRAIN_MAX
- * (stops early once the awaited reply is found): a caller whose peer sends
- * without end still gets back to its deadline. */
-static gbc_err drain(gbc_client_t *c, size_t i, uint64_t want, gbc_reply_t *got, bool *found)
+/* Reads the frames already waiting on endpoint i, up to max (stops early
+ * once the awaited reply is found): GBCI_DRAIN_MAX while the peer may
+ * still send, so that a caller whose peer sends without end gets back to
+ * its deadline; SIZE_MAX once its connection ended (what is queued then is
+ * finite, and must all be read before requests are counted lost). */
+static gbc_err drain(gbc_client_t *c, size_t i, uint64_t want, gbc_reply_t *got, bool *found, size_t max)
 {
     void *sock = c->eps[i].sock;
-    for (int n = 0; n < GBCI_DRAIN_MAX; n++) {
+    for (size_t n = 0; n < max; n++) {
         zmq_msg_t m;
         zmq_msg_init(&m);
         if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
@@ -356,7 +361,7 @@ static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
                 c->items[i].revents |= ZMQ_POLLIN;
         }
         if (c->items[i].revents & ZMQ_POLLIN) {
-            gbc_err err = drain(c, i, want, got, found);
+            gbc_err err = drain(c, i, want, got, found, GBCI_DRAIN_MAX);
             if (err || *found)
                 return err;
         }
@@ -389,7 +394,7 @@ gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline)
 gbc_err gbci_drain_ep(gbc_client_t *c, size_t i)
 {
     bool found = false;
-    return drain(c, i, 0, NULL, &found);
+    return drain(c, i, 0, NULL, &found, SIZE_MAX); /* its connection ended: read all */
 }
 
 /* Whether the pump should stop for requests lost with their connection. */
@@ -410,7 +415,7 @@ bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, size_t want_ep,
     *err = GBC_OK;
     c->want_ep = want ? want_ep : SIZE_MAX;
     for (size_t i = 0; i < c->n; i++) {
-        if ((*err = drain(c, i, want, got, &found)) != GBC_OK)
+        if ((*err = drain(c, i, want, got, &found, GBCI_DRAIN_MAX)) != GBC_OK)
             return false;
         if (found)
             return true;
@@ -424,7 +429,7 @@ bool gbci_pump(gbc_client_t *c, int64_t deadline, uint64_t want, size_t want_ep,
             gbci_monitor_drain(&c->eps[i]);
         if (lost(c, want, want_ep)) {
             /* Its reply may have come just before the connection ended. */
-            if (want && (*err = drain(c, want_ep, want, got, &found)) == GBC_OK && found)
+            if (want && (*err = drain(c, want_ep, want, got, &found, SIZE_MAX)) == GBC_OK && found)
                 return true;
             return false;
         }

@@ -277,10 +277,15 @@ void gbi_reply_record(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, con
     else if (rec && gbi_codec_reply(r->t->kind, h, rec, out, bound, &len, &mt) == 0)
         gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_OK, NULL, mt, out, len);
     else {
-        /* A grain library's fault, not the bridge's: name the type. */
+        /* A grain library's fault, not the bridge's: name the type. A raw
+         * type's reply always encodes; only a codec refuses one. */
         char why[192];
-        snprintf(why, sizeof why, "grain type '%s' wrote a reply record (type %u, %u bytes) its codec could not "
-                 "decode", r->t->name, (unsigned)h->type, (unsigned)h->len);
+        if (!rec)
+            snprintf(why, sizeof why, "grain type '%s' wrote a reply record of %u bytes, more than its slot holds",
+                     r->t->name, (unsigned)h->len);
+        else
+            snprintf(why, sizeof why, "grain type '%s' wrote a reply record (type %u, %u bytes) its codec could not "
+                     "decode", r->t->name, (unsigned)h->type, (unsigned)h->len);
         gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_INTERNAL, why, 0, NULL, 0);
     }
     if (out != pb)

@@ -14,8 +14,8 @@
  * - A message is undeliverable when its target type is not served, has
  *   stopped (terminated or failed), when the outbox is at its bound
  *   (messaging.outbox_kb), when it waited past messaging.hold_ms (a target
- *   paused or stuck), or when its request passed messaging.max_hops grains
- *   (a cycle of forwards). A forward's caller then gets
+ *   paused or stuck), or when its request was passed on more than
+ *   messaging.max_hops times (a cycle of forwards). A forward's caller then gets
  *   STATUS_UNDELIVERABLE with a sentence; a send is counted. */
 #include <stddef.h>
 #include <stdio.h>

@@ -26,13 +26,15 @@ for k in 1 2 3 4; do   # every place: clients waiting on the paused type
   pids+=($!)
 done
 sleep 1
-# Another client's request has no place (refused with correlation id 0,
-# which gbctl does not wait for: it times out), nor has a status request
-# (control, but no state change).
+# Another client's request has no place (its frame refused whole, which
+# gbctl reports as its own: its one frame in flight), nor has a status
+# request (control, but no state change).
 out=$("$GBCTL" -e "$EP" -t 2000 send vecadd 1 add 1 2 2>&1)
-grep -q "no reply to request 1" <<<"$out" || fail "a request past the places: '$out'"
+grep -q "STATUS_BUSY: the supervisor serves too many clients at once" <<<"$out" \
+  || fail "a request past the places: '$out'"
 out=$("$GBCTL" -e "$EP" -t 2000 status echo 2>&1)
-grep -q "no reply" <<<"$out" || fail "a status request past the places: '$out'"
+grep -q "STATUS_BUSY: the supervisor serves too many clients at once" <<<"$out" \
+  || fail "a status request past the places: '$out'"
 out=$("$GBCTL" -e "$EP" -t 5000 activate echo 2>&1) || fail "activate refused with every place waiting: '$out'"
 for k in 1 2 3 4; do
   wait "${pids[$((k - 1))]}" || fail "waiting client $k: $(cat "$T/w$k.out")"

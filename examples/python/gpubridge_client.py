@@ -285,7 +285,8 @@ class Client:
         self._stash = {}                # correlation_id -> Reply, received, not handed out
         self._extra = []                # replies with id 0 or a duplicate id
         self._abandoned = set()         # ids whose caller timed out: drop late replies
-        self.replies_dropped = 0        # past the bounds below: a peer that is not a bridge
+        self.replies_dropped = 0        # ids never sent, or past MAX_EXTRA: a peer that is not a bridge
+        self._max_sent = 0              # the highest correlation id sent
         self._echo_seq = itertools.count(1)
         self.frames_sent = 0
         self.frames_received = 0
@@ -336,18 +337,29 @@ class Client:
 
     def send_raw(self, frame_bytes):
         """Send one frame of arbitrary bytes (for tests of bad input)."""
+        try:  # the ids it carries, when it decodes, may be answered
+            f = gpubridge_pb2.ClientFrame.FromString(frame_bytes)
+            ids = [f.envelope.correlation_id] + [e.correlation_id for e in f.batch.envelopes]
+            self._max_sent = max([self._max_sent] + ids)
+        except Exception:  # google.protobuf.message.DecodeError: answered with id 0
+            pass
         self._send_frame(frame_bytes)
 
     def send_frame(self, frame):
         """Send a ClientFrame (or an Envelope, wrapped) as one frame, now."""
         if isinstance(frame, gpubridge_pb2.Envelope):
             frame = gpubridge_pb2.ClientFrame(envelope=frame)
+        if frame.HasField("envelope"):
+            self._max_sent = max(self._max_sent, frame.envelope.correlation_id)
+        elif frame.HasField("batch"):
+            self._max_sent = max([self._max_sent] + [e.correlation_id for e in frame.batch.envelopes])
         self._send_frame(frame.SerializeToString())
 
     def send_batch(self, envelopes):
         """Send envelopes as one Batch frame, now (not through the queue)."""
         f = gpubridge_pb2.ClientFrame()
         f.batch.envelopes.extend(envelopes)
+        self._max_sent = max([self._max_sent] + [e.correlation_id for e in f.batch.envelopes])
         self._send_frame(f.SerializeToString())
 
     def _send_frame(self, data):
@@ -476,9 +488,9 @@ class Client:
                     return self._extra.pop(i)
         return r
 
-    # A bridge answers each request once: more replies kept than these
+    # A bridge answers each request once, with its id: replies to ids never
+    # sent, and whole-frame refusals (id 0) past MAX_EXTRA not yet taken,
     # come from a peer that is not one, and are dropped (replies_dropped).
-    MAX_STASHED = 1 << 20
     MAX_EXTRA = 1024
     # Frames one _receive reads before its caller looks at the deadline.
     MAX_FRAMES_AT_ONCE = 4096
@@ -517,14 +529,14 @@ class Client:
                 if cid in self._abandoned:
                     self._abandoned.discard(cid)
                     continue
+                if cid > self._max_sent:
+                    self.replies_dropped += 1
+                    continue
                 if cid == 0 or cid in self._stash:
                     if len(self._extra) >= self.MAX_EXTRA:
                         self.replies_dropped += 1
                         continue
                     self._extra.append(r)
-                elif len(self._stash) >= self.MAX_STASHED:
-                    self.replies_dropped += 1
-                    continue
                 else:
                     self._stash[cid] = r
                 n += 1
