@@ -111,7 +111,8 @@ typedef struct gpubridge_options {
     gpubridge_placement placement; /* AUTO, or STAGING to keep rings in device memory */
     const char *config_path;  /* a libconfig file (config/gpubridge.cfg documents it); NULL: defaults */
     const char *config_text;  /* or the same as a string (used when config_path is NULL) */
-    const char *log_level;    /* "error", "warn", "info", "debug"; NULL: the file's, else "warn"
+    const char *log_level;    /* "error", "warn", "info", "debug"; NULL: with a config (path or
+                               * text), its log_level ("info" when it sets none); without, "warn"
                                * (process-wide: the log goes to stderr) */
     uint32_t flags;           /* GPUBRIDGE_NO_CONFIG_GRAINS, GPUBRIDGE_NO_CPU_FALLBACK */
 } gpubridge_options_t;
