@@ -10,6 +10,20 @@
 # against a gpubridge built without CUDA (GPUBRIDGE_HAS_CUDA OFF: its daemon
 # runs cpu mode only), the library serves cpu mode only (the daemon refuses
 # it on a GPU mode).
+# Records that grain library target compiles source s one way (kind: CPU or
+# GPU) in the calling directory; stops when a library there already compiles
+# it the other way (other), which `how` describes.
+function(_gpubridge_claim_source target s kind other how)
+  get_filename_component(abs "${s}" ABSOLUTE)
+  get_filename_component(dir "${CMAKE_CURRENT_SOURCE_DIR}" ABSOLUTE)
+  get_property(taken GLOBAL PROPERTY "GPUBRIDGE_${other}_SOURCES:${dir}")
+  if(abs IN_LIST taken)
+    message(FATAL_ERROR "gpubridge: grain library ${target} uses ${s}, which ${how}: a source has one language "
+                        "per directory; define the CPU_ONLY library in its own directory")
+  endif()
+  set_property(GLOBAL APPEND PROPERTY "GPUBRIDGE_${kind}_SOURCES:${dir}" "${abs}")
+endfunction()
+
 function(gpubridge_add_grain_library target)
   cmake_parse_arguments(G "CPU_ONLY" "" "SOURCES" ${ARGN})
   set(srcs ${G_SOURCES} ${G_UNPARSED_ARGUMENTS})
@@ -27,31 +41,16 @@ function(gpubridge_add_grain_library target)
   # A source's language is one per directory, not per target: a file that
   # a GPU library compiles as CUDA cannot also be C in a CPU_ONLY library of
   # the same directory (it would silently get GPU code), nor the reverse.
-  get_filename_component(dir "${CMAKE_CURRENT_SOURCE_DIR}" ABSOLUTE)
   if(G_CPU_ONLY OR NOT "CUDA" IN_LIST langs)
     foreach(s ${srcs})
-      get_filename_component(abs "${s}" ABSOLUTE)
-      get_property(gpu_srcs GLOBAL PROPERTY "GPUBRIDGE_GPU_SOURCES:${dir}")
-      if(abs IN_LIST gpu_srcs)
-        message(FATAL_ERROR "gpubridge: grain library ${target} (CPU_ONLY) uses ${s}, which a grain library "
-                            "with GPU code in this directory compiles with nvcc: a source has one language per "
-                            "directory; define the CPU_ONLY library in its own directory")
-      endif()
-      set_property(GLOBAL APPEND PROPERTY "GPUBRIDGE_CPU_SOURCES:${dir}" "${abs}")
+      _gpubridge_claim_source(${target} ${s} CPU GPU "a grain library with GPU code in this directory compiles with nvcc")
     endforeach()
     message(STATUS "gpubridge: grain library ${target} without GPU code (cpu mode only)")
     return()
   endif()
   foreach(s ${srcs})
     if(s MATCHES "\\.(c|cu)$")
-      get_filename_component(abs "${s}" ABSOLUTE)
-      get_property(cpu_srcs GLOBAL PROPERTY "GPUBRIDGE_CPU_SOURCES:${dir}")
-      if(abs IN_LIST cpu_srcs)
-        message(FATAL_ERROR "gpubridge: grain library ${target} uses ${s}, which a CPU_ONLY grain library in "
-                            "this directory compiles as C: a source has one language per directory; define "
-                            "the CPU_ONLY library in its own directory")
-      endif()
-      set_property(GLOBAL APPEND PROPERTY "GPUBRIDGE_GPU_SOURCES:${dir}" "${abs}")
+      _gpubridge_claim_source(${target} ${s} GPU CPU "a CPU_ONLY grain library in this directory compiles as C")
       set_source_files_properties(${s} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CUDA)
     endif()
   endforeach()

@@ -403,6 +403,12 @@ static int port_parse(const char *p, unsigned long *port)
     return p[0] >= '0' && p[0] <= '9' && !*end && !errno && *port <= 65535 ? 0 : -1;
 }
 
+/* Whether a tcp endpoint's host (len bytes) binds every address. */
+static bool tcp_any_host(const char *host, size_t len)
+{
+    return (len == 1 && host[0] == '*') || (len == 7 && strncmp(host, "0.0.0.0", 7) == 0);
+}
+
 /* Whether binding endpoint a and then b (both checked) fails because they
  * take the same address: the same ipc or inproc name (but the ipc wildcard,
  * a fresh name each time); tcp, the same port (not 0 or the wildcard, a
@@ -417,9 +423,7 @@ static bool endpoints_clash(const char *a, const char *b)
     if (port_parse(ca + 1, &pa) != 0 || port_parse(cb + 1, &pb) != 0 || pa == 0 || pa != pb)
         return false; /* a '*' port, or different ports */
     const size_t la = (size_t)(ca - a) - 6, lb = (size_t)(cb - b) - 6;
-    const bool wa = (la == 1 && a[6] == '*') || (la == 7 && strncmp(a + 6, "0.0.0.0", 7) == 0);
-    const bool wb = (lb == 1 && b[6] == '*') || (lb == 7 && strncmp(b + 6, "0.0.0.0", 7) == 0);
-    return wa || wb || (la == lb && strncmp(a + 6, b + 6, la) == 0);
+    return tcp_any_host(a + 6, la) || tcp_any_host(b + 6, lb) || (la == lb && strncmp(a + 6, b + 6, la) == 0);
 }
 
 static int gbi_load_endpoints(gbi_ctx *c, const config_setting_t *root, gb_config_t *cfg)
