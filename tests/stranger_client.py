@@ -673,9 +673,20 @@ def t_terminate(s):
     """Terminate: 'queued and later requests get STATUS_TERMINATED until the
     bridge restarts'; Activate: 'a terminated ... type stays so'."""
     ctl, pb = s.ctl, s.pb
+    # requests waiting in the ring of a paused type when it is terminated
+    s.control_ok(ctl.CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS, deactivate=ctl.Deactivate(grain_type="echo"))
+    queued = [s.echo(key=8800, seq=i) for i in range(5)]
+    for e in queued:
+        s.send_env(e)
+    check(s.telemetry("echo").queue_depth_in == len(queued), "queue_depth_in of a paused type")
     st = s.control_ok(ctl.CONTROL_MESSAGE_TYPE_GRAIN_TYPE_STATUS,
                       terminate=ctl.Terminate(grain_type="echo"))
     check(st.state == ctl.GRAIN_STATE_TERMINATED, f"Terminate answered state {st.state}")
+    for r in s.wait([e.correlation_id for e in queued]):
+        s.expect(r, pb.STATUS_TERMINATED, "a request queued at Terminate")
+    # 'fed to the ring and not yet handled': none is left to handle
+    depth = s.telemetry("echo").queue_depth_in
+    check(depth == 0, f"queue_depth_in after Terminate answered the queue: {depth}")
     s.expect(s.call(s.echo(key=1)), pb.STATUS_TERMINATED, "echo after Terminate")
     # A stopped kernel's heartbeat stands still, so its heartbeat_age_ns ('how
     # long since the bridge saw it change (staleness)') grows from 0.
