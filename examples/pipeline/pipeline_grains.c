@@ -9,6 +9,7 @@
  * Raw payloads (no codec): the request is the text, the reply two
  * little-endian int64. Built as a grain library (gpubridge_add_grain_library):
  * with nvcc the handlers also run in the types' ring kernels. */
+#include <stdio.h>
 #include <string.h>
 
 #include "gpubridge/grain.h"
@@ -118,14 +119,29 @@ GB_HD uint16_t sum_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t t
     return GB_SLOT_OK;
 }
 
+/* The text a client gets when pipeline.parse refuses its text (host side):
+ * aux holds the offset of the byte where the numbers went wrong. */
+static const char *parse_error_text(const gb_slot_hdr_t *hdr, char *buf, size_t cap)
+{
+    if (hdr->status != GB_SLOT_HANDLER_ERROR)
+        return NULL;
+    snprintf(buf, cap,
+             "not a number at byte %u of the text: pipeline.parse takes decimal int64s (at most 18 digits) "
+             "separated by spaces, commas, tabs or newlines",
+             (unsigned)hdr->aux);
+    return buf;
+}
+
 static const gb_grain_msg_t parse_msgs[] = {{PIPELINE_MSG_TEXT, "Text"}};
+static const gb_grain_hooks_t parse_hooks = {NULL /* raw payloads */, parse_error_text, NULL, NULL};
 static const gb_grain_msg_t square_msgs[] = {{PIPELINE_MSG_VALUES, "Values"}};
 static const gb_grain_msg_t sum_msgs[] = {{PIPELINE_MSG_VALUES, "Values"}, {PIPELINE_MSG_TOTAL, "Total"}};
 /* Each stage names the next; the handler says PIPELINE_*_TO_* (its index). */
 static const char *const parse_targets[] = {"pipeline.square"};
 static const char *const square_targets[] = {"pipeline.sum"};
 
-GB_DEFINE_GRAIN_TARGETS(pipeline_parse, "pipeline.parse", 8, 0, parse_on_message, parse_msgs, NULL, parse_targets)
+GB_DEFINE_GRAIN_TARGETS(pipeline_parse, "pipeline.parse", 8, 0, parse_on_message, parse_msgs, &parse_hooks,
+                        parse_targets)
 GB_DEFINE_GRAIN_TARGETS(pipeline_square, "pipeline.square", 8, 0, square_on_message, square_msgs, NULL,
                         square_targets)
 GB_DEFINE_GRAIN(pipeline_sum, "pipeline.sum", 8, 0, sum_on_message, sum_msgs, NULL)
