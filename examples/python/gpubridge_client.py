@@ -496,17 +496,22 @@ class Client:
     MAX_FRAMES_AT_ONCE = 4096
 
     def _receive(self, timeout_ms):
-        """Wait up to timeout_ms for a frame, then read the frames at hand
-        (at most MAX_FRAMES_AT_ONCE).
+        """Wait up to timeout_ms for a frame, then read the frames at hand:
+        at most MAX_FRAMES_AT_ONCE and, with a timeout_ms above 0, none
+        started after it has passed (a peer that sends without end holds no
+        caller past its deadline by more than one frame's decoding).
 
         Replies go to the stash; late replies of abandoned ids are dropped.
         Returns the number of replies stashed.
         """
+        end = time.monotonic() + max(timeout_ms, 0) / 1000.0
         if timeout_ms != 0 and not self._sock.poll(None if timeout_ms < 0 else timeout_ms,
                                                    zmq.POLLIN):
             return 0
         n = 0
-        for _ in range(self.MAX_FRAMES_AT_ONCE):
+        for i in range(self.MAX_FRAMES_AT_ONCE):
+            if i and timeout_ms > 0 and time.monotonic() > end:
+                return n
             try:
                 data = self._sock.recv(zmq.NOBLOCK, copy=True)
             except zmq.Again:
