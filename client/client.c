@@ -93,11 +93,16 @@ gbc_err gbci_fail_status(const gbc_client_t *c, const gbc_reply_t *r)
     else
         snprintf(last_error, sizeof last_error, "%s: status %d%s%s", ep, r->status,
                  r->error ? ": " : "", r->error ? r->error : "");
-    /* The text is the peer's: no byte of it acts on a terminal it is shown on. */
-    for (char *p = last_error; *p; p++)
+    gbci_text_clean(last_error); /* the text is the peer's */
+    return GBC_ERR_STATUS;
+}
+
+char *gbci_text_clean(char *s)
+{
+    for (char *p = s; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
-    return GBC_ERR_STATUS;
+    return s;
 }
 
 /* ---- time ---- */

@@ -157,6 +157,9 @@ gbc_err gbci_fail(gbc_err err, const char *fmt, ...) __attribute__((format(print
  * endpoint); returns GBC_ERR_STATUS. */
 gbc_err gbci_fail_status(const gbc_client_t *c, const gbc_reply_t *r);
 void gbci_clear_error(void);
+/* Replaces the bytes of s that act on a terminal (C0 controls, DEL) with
+ * '?': every string the client keeps from a peer goes through it. Returns s. */
+char *gbci_text_clean(char *s);
 
 /* time (client.c) */
 int64_t gbci_now_ns(void);
@@ -168,6 +171,12 @@ int gbci_timeout_ms(const gbc_client_t *c, int timeout_ms);
 /* Bytes to read or write of a growable struct: the caller's struct_size (0:
  * the 0.2 size), at most ours. */
 size_t gbci_struct_size(size_t given, size_t v02, size_t ours);
+
+/* pb_depth.c: protobuf_c_message_unpack of a peer's bytes, refused (NULL)
+ * when submessages nest deeper than GBCI_PB_MAX_DEPTH levels, as no bridge
+ * sends and as would overflow unpack's recursion. */
+#define GBCI_PB_MAX_DEPTH 8u
+ProtobufCMessage *gbci_pb_unpack(const ProtobufCMessageDescriptor *d, size_t len, const uint8_t *data);
 
 /* transport.c */
 gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,

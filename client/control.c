@@ -8,7 +8,9 @@
 #include "client_internal.h"
 #include "control.pb-c.h"
 
-#define COPY(dst, src) snprintf((dst), sizeof(dst), "%s", (src) ? (src) : "")
+/* A string of the peer's into a field of ours, truncated, with no byte that
+ * acts on a terminal it is printed to (gbci_text_clean). */
+#define COPY(dst, src) (snprintf((dst), sizeof(dst), "%s", (src) ? (src) : ""), gbci_text_clean(dst))
 
 static gbc_err check_ep(const gbc_client_t *c, size_t i, bool all_ok)
 {
@@ -58,7 +60,7 @@ static gbc_err decode_status(const gbc_client_t *c, const gbc_reply_t *r,
                              gbc_grain_status_t *out)
 {
     Gpubridge__GrainTypeStatus *s =
-        gpubridge__grain_type_status__unpack(NULL, r->payload_len, r->payload);
+        (Gpubridge__GrainTypeStatus *)gbci_pb_unpack(&gpubridge__grain_type_status__descriptor, r->payload_len, r->payload);
     if (!s)
         return gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as GrainTypeStatus",
                          c->eps[r->endpoint].addr);
@@ -211,7 +213,7 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
     err = ctl_call(c, endpoint, &ctl,
                    GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_TELEMETRY, &r, timeout_ms);
     Gpubridge__Telemetry *t = NULL;
-    if (!err && !(t = gpubridge__telemetry__unpack(NULL, r.payload_len, r.payload)))
+    if (!err && !(t = (Gpubridge__Telemetry *)gbci_pb_unpack(&gpubridge__telemetry__descriptor, r.payload_len, r.payload)))
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as Telemetry",
                         c->eps[endpoint].addr);
     if (t && out) {
@@ -281,7 +283,7 @@ gbc_err gbc_ctl_list(gbc_client_t *c, size_t endpoint, gbc_type_list_t *out, int
                    GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_GRAIN_TYPE_LIST, &r,
                    timeout_ms);
     Gpubridge__GrainTypeList *gl = NULL;
-    if (!err && !(gl = gpubridge__grain_type_list__unpack(NULL, r.payload_len, r.payload)))
+    if (!err && !(gl = (Gpubridge__GrainTypeList *)gbci_pb_unpack(&gpubridge__grain_type_list__descriptor, r.payload_len, r.payload)))
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as GrainTypeList",
                         c->eps[endpoint].addr);
     if (gl && gl->n_grain_types) {
@@ -289,6 +291,7 @@ gbc_err gbc_ctl_list(gbc_client_t *c, size_t endpoint, gbc_type_list_t *out, int
         for (size_t i = 0; out->names && i < gl->n_grain_types; i++) {
             if (!(out->names[i] = strdup(gl->grain_types[i] ? gl->grain_types[i] : "")))
                 break;
+            gbci_text_clean(out->names[i]);
             out->n++;
         }
         if (out->n != gl->n_grain_types) {
@@ -318,7 +321,7 @@ gbc_err gbc_ctl_detect(gbc_client_t *c, size_t endpoint, gbc_detect_report_t *ou
                    GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_DETECT_REPORT, &r,
                    timeout_ms);
     Gpubridge__DetectReport *d = NULL;
-    if (!err && !(d = gpubridge__detect_report__unpack(NULL, r.payload_len, r.payload)))
+    if (!err && !(d = (Gpubridge__DetectReport *)gbci_pb_unpack(&gpubridge__detect_report__descriptor, r.payload_len, r.payload)))
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as DetectReport",
                         c->eps[endpoint].addr);
     if (d && out) {
@@ -461,7 +464,7 @@ gbc_err gbc_ctl_limits(gbc_client_t *c, size_t endpoint, gbc_limits_t *out, int 
     err = ctl_call(c, endpoint, &ctl, GPUBRIDGE__CONTROL_MESSAGE_TYPE__CONTROL_MESSAGE_TYPE_LIMITS, &r,
                    timeout_ms);
     Gpubridge__Limits *l = NULL;
-    if (!err && !(l = gpubridge__limits__unpack(NULL, r.payload_len, r.payload)))
+    if (!err && !(l = (Gpubridge__Limits *)gbci_pb_unpack(&gpubridge__limits__descriptor, r.payload_len, r.payload)))
         err = gbci_fail(GBC_ERR_PROTO, "%s: reply does not decode as Limits", c->eps[endpoint].addr);
     if (l) {
         err = limits_fill(out, l);

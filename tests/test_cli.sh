@@ -127,5 +127,48 @@ kill $F 2>/dev/null; wait $F 2>/dev/null
 if printf '%s%s' "$out" "$out2" | grep -q $'[\x01-\x08\x0b-\x1f\x7f]'; then
   fail "a peer's control bytes reached the terminal: $(printf '%s' "$out$out2" | od -c | head -3)"
 fi
+# A peer's names and status strings reach the terminal without bytes that act
+# on it (list, status), and a reply that nests GrainTypeStatus 20,000 deep is
+# refused as undecodable, not unpacked until the stack runs out.
+/usr/bin/python3 - "ipc://$T/peer.sock" <<'PY' > "$T/peer.log" 2>&1 &
+import sys, zmq
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7f) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+def ld(field, body):  # a length-delimited field
+    return varint(field << 3 | 2) + varint(len(body)) + body
+def reply(mt, payload):  # ServerFrame{reply: Reply{id 1, message_type mt, payload}}
+    return ld(1, bytes([0x08, 0x01, 0x20, mt]) + ld(5, payload))
+nested = b""
+for _ in range(20000):
+    nested = ld(16, nested)  # GrainTypeStatus.devices, inside itself
+answers = [
+    reply(3, ld(1, b"ok") + ld(1, b"\x1b]0;pwned\x07\x1b[2J\rX")),           # GrainTypeList
+    reply(1, ld(1, b"e\x1b[31m") + ld(2, b"m\x1b[2J") + bytes([0x30, 0x05])
+          + ld(7, b"\x1b[31mRED")),                                            # GrainTypeStatus
+    reply(1, ld(1, b"echo") + nested),
+]
+s = zmq.Context().socket(zmq.ROUTER)
+s.bind(sys.argv[1])
+for a in answers:
+    ident = s.recv_multipart()[0]
+    s.send_multipart([ident, a])
+PY
+F=$!
+out=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 list 2>&1); rc=$?
+out2=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 status echo 2>&1); rc2=$?
+out3=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 status echo 2>&1); rc3=$?
+kill $F 2>/dev/null; wait $F 2>/dev/null
+[ $rc = 0 ] && grep -q "pwned" <<< "$out" || fail "peer's list: exit $rc: $out"
+[ $rc2 = 0 ] && grep -q "RED" <<< "$out2" || fail "peer's status: exit $rc2: $out2"
+if printf '%s%s' "$out" "$out2" | grep -q $'[\x01-\x08\x0b-\x1f\x7f]'; then
+  fail "a peer's names reached the terminal raw: $(printf '%s' "$out$out2" | od -c | head -4)"
+fi
+[ $rc3 = 1 ] && grep -q "does not decode as GrainTypeStatus" <<< "$out3" ||
+  fail "status nested 20000 deep: exit $rc3: $(head -c 300 <<< "$out3")"
 if [ $fails = 0 ]; then echo "PASS: command lines"; exit 0; fi
 exit 1

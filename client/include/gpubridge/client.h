@@ -388,6 +388,12 @@ typedef struct gbc_detect_report {  /* control.DetectReport */
     char fallback_reason[768];
 } gbc_detect_report_t;
 
+/* The control calls below decode the bridge's reply into these structs.
+ * Every string in them (and in gbc_type_list_t, gbc_limits_t and error
+ * texts) is the peer's, with its C0 control bytes and DEL replaced by '?'
+ * so that printing it cannot act on a terminal; a bridge's names never hold
+ * such bytes. A reply that does not decode, or nests its messages deeper
+ * than a bridge does (8 levels), is GBC_ERR_PROTO. */
 #define GBC_GRAIN_STATUS_INIT {.struct_size = sizeof(gbc_grain_status_t)}
 #define GBC_TELEMETRY_INIT {.struct_size = sizeof(gbc_telemetry_t)}
 #define GBC_DETECT_REPORT_INIT {.struct_size = sizeof(gbc_detect_report_t)}
