@@ -224,14 +224,34 @@ static size_t unescape_no_nul(void *cls, struct MHD_Connection *c, char *uri)
     return MHD_http_unescape(uri);
 }
 
+/* The raw URI's length as libmicrohttpd read it, up to its first NUL byte,
+ * before it is split or unescaped: on_request gets it as *con_cls. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls, (void)c;
+    return (void *)(uintptr_t)(strlen(uri) + 1);
+}
+
+/* Whether the request line's URI held a raw NUL byte, which ends `url`
+ * early ("/metrics\0x" read as "/metrics"). libmicrohttpd keeps the URI and
+ * the version in the request line's buffer, the version right after the
+ * URI and the space it ended at; a URI whose first NUL comes before that
+ * space had a raw one. Only a version found where that layout puts it is
+ * compared, so another layout refuses nothing. */
+static bool uri_had_nul(const char *url, const char *version, uintptr_t seen)
+{
+    if (seen == 0 || !version || version <= url || (size_t)(version - url) > 65536)
+        return false;
+    const size_t raw = (size_t)(version - url) - 1; /* the URI's bytes up to the space */
+    return version[-1] == '\0' && strncmp(version, "HTTP/", 5) == 0 && seen - 1 < raw;
+}
+
 /* The HTTP thread: GET /metrics renders a copy of the published snapshot. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
 {
-    (void)version;
     (void)upload;
-    (void)con_cls;
     gb_metrics_t *m = cls;
     static char not_found[] = "not found: the metrics are at /metrics\n";
     static char bad_method[] = "only GET and HEAD\n";
@@ -240,7 +260,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", bad_method,
                        sizeof bad_method - 1, MHD_RESPMEM_PERSISTENT);
-    if (strcmp(url, "/metrics") != 0)
+    if (strcmp(url, "/metrics") != 0 || uri_had_nul(url, version, (uintptr_t)*con_cls))
         return respond(c, MHD_HTTP_NOT_FOUND, "text/plain", not_found, sizeof not_found - 1,
                        MHD_RESPMEM_PERSISTENT);
     gb_metrics_snap_t *copy = malloc(sizeof *copy);
@@ -294,7 +314,7 @@ gb_err gb_metrics_start(const gb_metrics_config_t *mc, gb_metrics_t **out, char 
     m->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 16u,
                             MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul,
-                            NULL, MHD_OPTION_END);
+                            NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL, MHD_OPTION_END);
     if (!m->d) {
         snprintf(err, errlen, "metrics: cannot listen on %s (address in use, or not an "
                               "address of this host)", mc->listen);
