@@ -255,15 +255,16 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
             t++; /* a blank line of a \r\n file; a \r before the ids is parse_edge's error */
         uint64_t a = 0, b = 0;
         char why[256], shown[4 * 40 + 8];
-        if (t == eol || *s == '#' || *s == '%') { /* '%': KONECT and Matrix Market comments */
-        } else if (parse_edge(s, eol, &a, &b, why, sizeof why) != 0) {
-            const char *nul = memchr(p, '\0', (size_t)(eol - p));
+        const char *nul = memchr(p, '\0', (size_t)(eol - p)); /* on any line, comments included */
+        if (nul) {
             excerpt(shown, sizeof shown, p, eol);
-            if (nul)
-                snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
-                         "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
-            else
-                snprintf(err, errlen, "%s:%llu: %s (the line: '%s')", name, (unsigned long long)line, why, shown);
+            snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
+                     "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
+            rc = -1;
+        } else if (t == eol || *s == '#' || *s == '%') { /* '%': KONECT and Matrix Market comments */
+        } else if (parse_edge(s, eol, &a, &b, why, sizeof why) != 0) {
+            excerpt(shown, sizeof shown, p, eol);
+            snprintf(err, errlen, "%s:%llu: %s (the line: '%s')", name, (unsigned long long)line, why, shown);
             rc = -1;
         } else if (add_edge(g, &map, &ecap, &idcap, a, b) != 0) {
             snprintf(err, errlen, "%s:%llu: out of memory or too many vertices (at most %u)", name,

@@ -27,6 +27,7 @@
  * reached with --allow-unconverged, with the error bound within --max-error;
  * 1 an error (ranks failing the check included), 2 usage. */
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <signal.h>
 #include <inttypes.h>
@@ -120,6 +121,8 @@ static bool parse_f64(const char *s, double min, double max, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
+    if (errno == ERANGE && fabs(v) <= DBL_MIN)
+        errno = 0; /* an underflow, as 1e-400: the nearest double (0 or subnormal) stands */
     if (errno || end == s || *end || !(v >= min && v <= max) || strpbrk(s, "xX"))
         return false; /* decimal only: strtod also takes hexadecimal */
     *out = v;
@@ -410,6 +413,12 @@ static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ra
                         "float32 rounding of the ranks, which damping %g magnifies; L1 error bound %.3e is past "
                         "what --max-error takes (2): lower --damping\n", st->delta, st->goal, st->it, o->damping,
                 *bound);
+    else if (st->converged && st->delta == 0)
+        fprintf(stderr, PROG ": the ranks stopped changing in float32 after %u iterations (L1 step 0), but their "
+                        "L1 error bound %.3e (from the host's residual) exceeds %.1e (--max-error): the float32 "
+                        "rounding of the ranks, which damping %g magnifies (about 1e-7 / (1 - d)); raise "
+                        "--max-error to at least %.1e, or lower --damping\n", st->it, *bound, o->max_error,
+                o->damping, *bound * 1.05);
     else if (!st->converged)
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): L1 error bound "
                         "%.3e exceeds %.1e (--max-error); raise --max-iter\n", o->max_iter, st->delta, st->goal,

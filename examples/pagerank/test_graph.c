@@ -151,6 +151,12 @@ static void test_binary_line(void **state)
     if (!strstr(err, "t.txt:2: a NUL byte at column 4") || !strstr(err, "'3 4\\x00 5'"))
         fail_msg("NUL: '%s'", err);
     assert_null(g);
+    /* in a comment too: the docs call any NUL an error */
+    const char cnul[] = "# a\0b\n1 2\n";
+    assert_int_equal(gb_graph_parse_snap(cnul, sizeof cnul - 1, "t.txt", &g, err, sizeof err), -1);
+    if (!strstr(err, "t.txt:1: a NUL byte at column 4"))
+        fail_msg("NUL in a comment: '%s'", err);
+    assert_null(g);
 }
 
 static void test_kronecker(void **state)

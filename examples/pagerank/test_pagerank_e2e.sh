@@ -129,10 +129,19 @@ run_file damp5 "$T/star.txt" -d 0.5
 # driver iterates on until the ranks meet --max-error.
 run_check k4 --kron 12 --edgefactor 4 -p 3
 run_file damp999 "$T/k4.edges" -d 0.999
+# Ranks that stop changing in float32 short of --max-error: the message
+# names the rounding, not a wrong PageRank.
+out=$("$PR" -e "$SOCK" -q -g "$T/star.txt" --damping 0.999999 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "stopped changing in float32 .* raise --max-error to at least" <<<"$out" \
+  || fail "rounding floor at step 0: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 1 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "bad value '1' for --damping" <<<"$out" || fail "damping 1: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 0x0.8 2>&1); rc=$?   # decimal only
 [ $rc = 2 ] && grep -q "bad value '0x0.8' for --damping" <<<"$out" || fail "hex damping: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 1e-400 --tolerance 1e-320 2>&1); rc=$?   # underflow: 0, subnormal
+[ $rc = 0 ] || fail "damping and tolerance that underflow: rc $rc, '$out'"
+out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --tolerance 1e400 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "bad value '1e400' for --tolerance" <<<"$out" || fail "tolerance 1e400: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" stray 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "unexpected argument 'stray'" <<<"$out" || fail "stray argument: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --max-error 0 2>&1); rc=$?
