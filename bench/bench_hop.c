@@ -8,9 +8,14 @@
  *
  *   hop = (median round trip of N hops - median of 0 hops) / N
  *
+ * Then the throughput of grain-to-grain messages: KEYS requests of HOPS hops
+ * each (--rate KEYSxHOPS), to as many keys, in one batch frame, all replies
+ * awaited, round after round for a second: forwards a second.
+ *
  * Prints a table and a JSON line.
  *
  *   bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...] [--links on|off]
+ *             [--rate KEYSxHOPS,...]
  *
  * On a GPU it first measures the floor beside it: a bare ping-pong of a
  * sequence number in device memory between two resident kernels
@@ -130,6 +135,75 @@ static int measure(void *s, uint32_t hops, int iters, double *median, double *p9
     return 0;
 }
 
+/* Grain-to-grain throughput: `keys` requests of `hops` hops each, to keys
+ * 1..keys, in one batch frame, all replies awaited, round after round for
+ * `seconds`. Returns forwards a second (keys * hops per round), or -1. */
+static double measure_rate(void *s, uint32_t keys, uint32_t hops, double seconds, uint64_t *forwards)
+{
+    Gpubridge__GrainId *g = calloc(keys, sizeof *g);
+    Gpubridge__Envelope *e = calloc(keys, sizeof *e), **ep = calloc(keys, sizeof *ep);
+    const size_t cap = 1u << 20;
+    uint8_t *frame = malloc(cap), *buf = malloc(cap);
+    double rate = -1;
+    if (!g || !e || !ep || !frame || !buf)
+        goto out;
+    for (uint32_t i = 0; i < keys; i++) {
+        gpubridge__grain_id__init(&g[i]);
+        g[i].type = "pingpong.ping";
+        g[i].key = 1000 + i;
+        gpubridge__envelope__init(&e[i]);
+        e[i].correlation_id = i + 1;
+        e[i].grain = &g[i];
+        e[i].kind = GPUBRIDGE__KIND__KIND_REQUEST;
+        e[i].message_type = 1; /* PINGPONG_MSG_HOPS */
+        e[i].payload.data = (uint8_t *)&hops;
+        e[i].payload.len = 4;
+        ep[i] = &e[i];
+    }
+    Gpubridge__Batch bt = GPUBRIDGE__BATCH__INIT;
+    bt.n_envelopes = keys;
+    bt.envelopes = ep;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &bt;
+    if (gpubridge__client_frame__get_packed_size(&f) > cap)
+        goto out;
+    const size_t len = gpubridge__client_frame__pack(&f, frame);
+    uint64_t rounds = 0;
+    const double t0 = now_us();
+    double t = t0;
+    while (t - t0 < seconds * 1e6 || rounds < 2) {
+        zmq_send(s, frame, len, 0);
+        for (uint32_t got = 0; got < keys;) {
+            const int n = zmq_recv(s, buf, cap, 0);
+            Gpubridge__ServerFrame *r = n > 0 ? gpubridge__server_frame__unpack(NULL, (size_t)n, buf) : NULL;
+            if (!r)
+                goto out;
+            Gpubridge__Reply *one[1] = {r->reply};
+            Gpubridge__Reply **reps = r->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? r->batch->replies : one;
+            const size_t nr = r->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? r->batch->n_replies : 1;
+            for (size_t k = 0; k < nr; k++) {
+                const Gpubridge__Reply *q = reps[k];
+                if (!q || q->status != 0 || q->payload.len != 4 || memcmp(q->payload.data, &hops, 4) != 0) {
+                    fprintf(stderr, "bench_hop: rate: status %d %s\n", q ? (int)q->status : -1,
+                            q && q->error ? q->error : "");
+                    gpubridge__server_frame__free_unpacked(r, NULL);
+                    goto out;
+                }
+            }
+            got += (uint32_t)nr;
+            gpubridge__server_frame__free_unpacked(r, NULL);
+        }
+        rounds++;
+        t = now_us();
+    }
+    *forwards += rounds * keys * (uint64_t)hops;
+    rate = (double)rounds * keys * hops / ((t - t0) / 1e6);
+out:
+    free(g), free(e), free(ep), free(frame), free(buf);
+    return rate;
+}
+
 static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib, const char *endpoint, int links)
 {
     char err[1024];
@@ -157,15 +231,16 @@ static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib,
 
 #define USAGE                                                                                                  \
     "usage: bench_hop [--mode cpu|persistent|relaunch] [--lib PATH] [--iters N] [--hops a,b,...]\n"            \
-    "                 [--links on|off]\n"                                                                       \
+    "                 [--links on|off] [--rate KEYSxHOPS,...]\n"                                               \
     "  Round trips through a chain of grain-to-grain messages (the pipeline example's\n"                        \
     "  ping-pong grains), median per hop count (default 0,1,16,64; --iters default\n"                          \
     "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's); --links off:\n"             \
-    "  every message by the host. On a GPU, the floor first: a bare ping-pong between two kernels.\n"
+    "  every message by the host. On a GPU, the floor first: a bare ping-pong between two kernels.\n"         \
+    "  --rate: throughput rows, KEYS requests of HOPS hops each in flight at once (default 256x64).\n"
 
 int main(int argc, char **argv)
 {
-    const char *mode_name = "cpu", *lib = GB_PIPELINE_LIB, *hops_list = "0,1,16,64";
+    const char *mode_name = "cpu", *lib = GB_PIPELINE_LIB, *hops_list = "0,1,16,64", *rate_list = "256x64";
     int iters = 2000, links = 1;
     for (int i = 1; i < argc; i += 2) {
         const int has = i + 1 < argc;
@@ -177,6 +252,8 @@ int main(int argc, char **argv)
             iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--hops") && has)
             hops_list = argv[i + 1];
+        else if (!strcmp(argv[i], "--rate") && has)
+            rate_list = argv[i + 1];
         else if (!strcmp(argv[i], "--links") && has && (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
             links = !strcmp(argv[i + 1], "on");
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -251,6 +328,28 @@ int main(int argc, char **argv)
     }
     if (rc == 0 && floor_med > 0)
         printf("hop / floor: %.2f\n", hop_us * 1e3 / floor_med);
+    jl += snprintf(json + jl, sizeof json - (size_t)jl, "],\"rates\":[");
+    first = 1;
+    if (rc == 0 && *rate_list)
+        printf("%8s %8s %18s\n", "keys", "hops", "forwards M msg/s");
+    for (const char *p = rate_list; *p && rc == 0; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
+        char *x;
+        const uint32_t keys = (uint32_t)strtoul(p, &x, 10), hops = *x == 'x' ? (uint32_t)strtoul(x + 1, NULL, 10) : 0;
+        if (keys == 0 || keys > 4096 || hops == 0) {
+            fprintf(stderr, "bench_hop: --rate wants KEYSxHOPS, keys 1..4096 and hops > 0: '%s'\n", p);
+            rc = 2;
+            break;
+        }
+        const double r = measure_rate(s, keys, hops, 1.0, &want_linked);
+        if (r < 0) {
+            rc = 1;
+            break;
+        }
+        printf("%8u %8u %18.3f\n", keys, hops, r / 1e6);
+        jl += snprintf(json + jl, sizeof json - (size_t)jl, "%s{\"keys\":%u,\"hops\":%u,\"forwards_per_s\":%.0f}",
+                       first ? "" : ",", keys, hops, r);
+        first = 0;
+    }
     if (rc == 0)
         printf("%s],\"hop_us\":%.4f,\"hop_per_floor\":%.3f}\n", json, hop_us,
                floor_med > 0 ? hop_us * 1e3 / floor_med : 0.0);
