@@ -229,7 +229,7 @@ static size_t unescape_no_nul(void *cls, struct MHD_Connection *c, char *uri)
 static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
 {
     (void)cls, (void)c;
-    return (void *)(uintptr_t)(strlen(uri) + 1);
+    return (void *)(uintptr_t)((uri ? strlen(uri) : 0) + 1);
 }
 
 /* Whether the request line's URI held a raw NUL byte, which ends `url`
