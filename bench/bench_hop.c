@@ -25,6 +25,7 @@
  * --lib: the pipeline example's libpipeline_grains.so (default: this build's). */
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,21 @@ static int measure(void *s, uint32_t hops, int iters, double *median, double *p9
     return 0;
 }
 
+/* Appends to the JSON line in buf (cap bytes, *len used): what does not fit
+ * is cut, never written past the end. */
+static void json_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void json_add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = *len + (size_t)n < cap - 1 ? *len + (size_t)n : cap - 1;
+}
+
 /* Grain-to-grain throughput: `keys` requests of `hops` hops each, to keys
  * 1..keys, in one batch frame, all replies awaited, round after round for
  * `seconds`. Returns forwards a second (keys * hops per round), or -1. */
@@ -173,12 +189,19 @@ static double measure_rate(void *s, uint32_t keys, uint32_t hops, double seconds
     const double t0 = now_us();
     double t = t0;
     while (t - t0 < seconds * 1e6 || rounds < 2) {
-        zmq_send(s, frame, len, 0);
+        if (zmq_send(s, frame, len, 0) < 0) {
+            fprintf(stderr, "bench_hop: rate: cannot send: %s\n", zmq_strerror(zmq_errno()));
+            goto out;
+        }
         for (uint32_t got = 0; got < keys;) {
             const int n = zmq_recv(s, buf, cap, 0);
-            Gpubridge__ServerFrame *r = n > 0 ? gpubridge__server_frame__unpack(NULL, (size_t)n, buf) : NULL;
-            if (!r)
+            Gpubridge__ServerFrame *r =
+                n > 0 && (size_t)n <= cap ? gpubridge__server_frame__unpack(NULL, (size_t)n, buf) : NULL;
+            if (!r) {
+                fprintf(stderr, "bench_hop: rate: %s after %u of %u replies\n",
+                        n < 0 ? "no reply within 20 s" : "a reply frame that does not decode", got, keys);
                 goto out;
+            }
             Gpubridge__Reply *one[1] = {r->reply};
             Gpubridge__Reply **reps = r->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? r->batch->replies : one;
             const size_t nr = r->body_case == GPUBRIDGE__SERVER_FRAME__BODY_BATCH ? r->batch->n_replies : 1;
@@ -203,6 +226,10 @@ out:
     free(g), free(e), free(ep), free(frame), free(buf);
     return rate;
 }
+
+/* --rate's keys: pingpong's activation tables hold 1,024 grains each (its
+ * default max_grains) beside the latency rows' key. */
+#define RATE_MAX_KEYS 1000u
 
 static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib, const char *endpoint, int links)
 {
@@ -236,7 +263,8 @@ static int start_bridge(bridge_thr_t *b, const char *mode_name, const char *lib,
     "  ping-pong grains), median per hop count (default 0,1,16,64; --iters default\n"                          \
     "  2000, at least 10); --lib: libpipeline_grains.so (default: this build's); --links off:\n"             \
     "  every message by the host. On a GPU, the floor first: a bare ping-pong between two kernels.\n"         \
-    "  --rate: throughput rows, KEYS requests of HOPS hops each in flight at once (default 256x64).\n"
+    "  --rate: throughput rows, KEYS (1..1000) requests of HOPS hops each in flight at once\n"           \
+    "  (default 256x64).\n"
 
 int main(int argc, char **argv)
 {
@@ -299,7 +327,8 @@ int main(int argc, char **argv)
                floor_med / 1e3, floor_p99 / 1e3, clock_med / 1e3, cas_med / 1e3);
     printf("%8s %14s %11s %14s\n", "hops", "round trip us", "p99 us", "us per hop");
     char json[2048];
-    int jl = snprintf(json, sizeof json,
+    size_t jl = 0;
+    json_add(json, sizeof json, &jl,
                       "{\"bench\":\"hop\",\"mode\":\"%s\",\"links\":%s,\"iters\":%d,\"floor_us\":%.4f,"
                       "\"floor_p99_us\":%.4f,\"floor_clock_us\":%.4f,\"floor_cas_us\":%.4f,\"rows\":[",
                       gb_mode_name(b.sel.mode), links ? "true" : "false", iters, floor_med / 1e3, floor_p99 / 1e3,
@@ -321,32 +350,33 @@ int main(int argc, char **argv)
         if (hops)
             hop_us = per; /* the longest chain's, the last row */
         printf("%8u %14.2f %11.2f %14.3f\n", hops, med, p99, per);
-        jl += snprintf(json + jl, sizeof json - (size_t)jl,
+        json_add(json, sizeof json, &jl,
                        "%s{\"hops\":%u,\"median_us\":%.3f,\"p99_us\":%.3f,\"hop_us\":%.4f}", first ? "" : ",", hops,
                        med, p99, per);
         first = 0;
     }
     if (rc == 0 && floor_med > 0)
         printf("hop / floor: %.2f\n", hop_us * 1e3 / floor_med);
-    jl += snprintf(json + jl, sizeof json - (size_t)jl, "],\"rates\":[");
+    json_add(json, sizeof json, &jl, "],\"rates\":[");
     first = 1;
     if (rc == 0 && *rate_list)
         printf("%8s %8s %18s\n", "keys", "hops", "forwards M msg/s");
     for (const char *p = rate_list; *p && rc == 0; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
-        char *x;
-        const uint32_t keys = (uint32_t)strtoul(p, &x, 10), hops = *x == 'x' ? (uint32_t)strtoul(x + 1, NULL, 10) : 0;
-        if (keys == 0 || keys > 4096 || hops == 0) {
-            fprintf(stderr, "bench_hop: --rate wants KEYSxHOPS, keys 1..4096 and hops > 0: '%s'\n", p);
+        char *x, *y = NULL;
+        const unsigned long keys = strtoul(p, &x, 10), hops = *x == 'x' ? strtoul(x + 1, &y, 10) : 0;
+        if (keys == 0 || keys > RATE_MAX_KEYS || hops == 0 || hops > UINT32_MAX || !y || (*y && *y != ',')) {
+            fprintf(stderr, "bench_hop: --rate wants KEYSxHOPS[,...], keys 1..%u and hops > 0: '%s'\n",
+                    RATE_MAX_KEYS, p);
             rc = 2;
             break;
         }
-        const double r = measure_rate(s, keys, hops, 1.0, &want_linked);
+        const double r = measure_rate(s, (uint32_t)keys, (uint32_t)hops, 1.0, &want_linked);
         if (r < 0) {
             rc = 1;
             break;
         }
-        printf("%8u %8u %18.3f\n", keys, hops, r / 1e6);
-        jl += snprintf(json + jl, sizeof json - (size_t)jl, "%s{\"keys\":%u,\"hops\":%u,\"forwards_per_s\":%.0f}",
+        printf("%8lu %8lu %18.3f\n", keys, hops, r / 1e6);
+        json_add(json, sizeof json, &jl, "%s{\"keys\":%lu,\"hops\":%lu,\"forwards_per_s\":%.0f}",
                        first ? "" : ",", keys, hops, r);
         first = 0;
     }

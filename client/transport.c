@@ -190,6 +190,7 @@ static gbc_err copy_reply(const gb_pb_reply_view_t *in, size_t ep, gbc_reply_t *
             return GBC_ERR_NOMEM;
         memcpy(r->error, in->error, elen);
         r->error[elen] = '\0';
+        gbci_text_clean(r->error);
     }
     if (in->payload_len) {
         r->payload = malloc(in->payload_len);

@@ -237,7 +237,8 @@ static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
  * the version in the request line's buffer, the version right after the
  * URI and the space it ended at; a URI whose first NUL comes before that
  * space had a raw one. Only a version found where that layout puts it is
- * compared, so another layout refuses nothing. */
+ * compared, so another layout refuses nothing here (newer libmicrohttpd
+ * refuses a request line with a NUL before it gets this far). */
 static bool uri_had_nul(const char *url, const char *version, uintptr_t seen)
 {
     if (seen == 0 || !version || version <= url || (size_t)(version - url) > 65536)

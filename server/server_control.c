@@ -130,8 +130,9 @@ static void fill_telemetry(const ctl_ctx_t *c, const gb_engine_type_t *t, Gpubri
     m->launches = st.launches;
     m->iterations = st.iterations;
     /* A stopped ring's requests were answered by the host (STATUS_TERMINATED
-     * or the failure's status): none is left for a kernel to handle. Its
-     * replies still leave as before. */
+     * or the failure's status): none is left for a kernel to handle.
+     * Replies the kernel wrote before it stopped still count in
+     * queue_depth_out. */
     const int stopped = st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED;
     m->queue_depth_in = (uint32_t)(!stopped && st.sent > st.processed ? st.sent - st.processed : 0);
     m->queue_depth_out = (uint32_t)(st.processed > st.received ? st.processed - st.received : 0);

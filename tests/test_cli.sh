@@ -143,14 +143,19 @@ def ld(field, body):  # a length-delimited field
     return varint(field << 3 | 2) + varint(len(body)) + body
 def reply(mt, payload):  # ServerFrame{reply: Reply{id 1, message_type mt, payload}}
     return ld(1, bytes([0x08, 0x01, 0x20, mt]) + ld(5, payload))
-nested = b""
-for _ in range(20000):
-    nested = ld(16, nested)  # GrainTypeStatus.devices, inside itself
+def nest(field, depth):  # a message inside itself, depth levels below the top
+    m = b""
+    for _ in range(depth):
+        m = ld(field, m)
+    return m
 answers = [
     reply(3, ld(1, b"ok") + ld(1, b"\x1b]0;pwned\x07\x1b[2J\rX")),           # GrainTypeList
     reply(1, ld(1, b"e\x1b[31m") + ld(2, b"m\x1b[2J") + bytes([0x30, 0x05])
           + ld(7, b"\x1b[31mRED")),                                            # GrainTypeStatus
-    reply(1, ld(1, b"echo") + nested),
+    reply(1, ld(1, b"echo") + nest(16, 20000)),  # GrainTypeStatus.devices, 20,000 deep
+    reply(1, ld(1, b"echo") + nest(16, 8)),      # at the client's bound: decoded
+    reply(1, ld(1, b"echo") + nest(16, 9)),      # one past it
+    reply(2, ld(1, b"echo") + nest(22, 9)),      # Telemetry.devices, one past it
 ]
 s = zmq.Context().socket(zmq.ROUTER)
 s.bind(sys.argv[1])
@@ -162,7 +167,13 @@ F=$!
 out=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 list 2>&1); rc=$?
 out2=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 status echo 2>&1); rc2=$?
 out3=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 status echo 2>&1); rc3=$?
+out4=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 status echo 2>&1); rc4=$?
+out5=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 status echo 2>&1); rc5=$?
+out6=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 telemetry echo 2>&1); rc6=$?
 kill $F 2>/dev/null; wait $F 2>/dev/null
+[ $rc4 = 0 ] || fail "status nested 8 deep (the bound): exit $rc4: $out4"
+[ $rc5 = 1 ] && grep -q "does not decode as GrainTypeStatus" <<< "$out5" || fail "status nested 9 deep: exit $rc5: $out5"
+[ $rc6 = 1 ] && grep -q "does not decode as Telemetry" <<< "$out6" || fail "telemetry nested 9 deep: exit $rc6: $out6"
 [ $rc = 0 ] && grep -q "pwned" <<< "$out" || fail "peer's list: exit $rc: $out"
 [ $rc2 = 0 ] && grep -q "RED" <<< "$out2" || fail "peer's status: exit $rc2: $out2"
 if printf '%s%s' "$out" "$out2" | grep -q $'[\x01-\x08\x0b-\x1f\x7f]'; then

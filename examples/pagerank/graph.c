@@ -255,17 +255,22 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
             t++; /* a blank line of a \r\n file; a \r before the ids is parse_edge's error */
         uint64_t a = 0, b = 0;
         char why[256], shown[4 * 40 + 8];
-        const char *nul = memchr(p, '\0', (size_t)(eol - p)); /* on any line, comments included */
-        if (nul) {
+        const bool skip = t == eol || *s == '#' || *s == '%'; /* '%': KONECT and Matrix Market comments */
+        /* A NUL on any line, comments included; an edge line's shows only
+         * when it fails to parse, which it then does, off the hot path. */
+        const char *nul = NULL;
+        if (skip ? (nul = memchr(p, '\0', (size_t)(eol - p))) != NULL
+                 : parse_edge(s, eol, &a, &b, why, sizeof why) != 0) {
+            if (!skip)
+                nul = memchr(p, '\0', (size_t)(eol - p));
             excerpt(shown, sizeof shown, p, eol);
-            snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
-                     "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
+            if (nul)
+                snprintf(err, errlen, "%s:%llu: a NUL byte at column %llu (not a text edge list?); the line "
+                         "starts '%s'", name, (unsigned long long)line, (unsigned long long)(nul - p + 1), shown);
+            else
+                snprintf(err, errlen, "%s:%llu: %s (the line: '%s')", name, (unsigned long long)line, why, shown);
             rc = -1;
-        } else if (t == eol || *s == '#' || *s == '%') { /* '%': KONECT and Matrix Market comments */
-        } else if (parse_edge(s, eol, &a, &b, why, sizeof why) != 0) {
-            excerpt(shown, sizeof shown, p, eol);
-            snprintf(err, errlen, "%s:%llu: %s (the line: '%s')", name, (unsigned long long)line, why, shown);
-            rc = -1;
+        } else if (skip) {
         } else if (add_edge(g, &map, &ecap, &idcap, a, b) != 0) {
             snprintf(err, errlen, "%s:%llu: out of memory or too many vertices (at most %u)", name,
                      (unsigned long long)line, UINT32_MAX);

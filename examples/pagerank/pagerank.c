@@ -413,7 +413,8 @@ static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ra
                         "float32 rounding of the ranks, which damping %g magnifies; L1 error bound %.3e is past "
                         "what --max-error takes (2): lower --damping\n", st->delta, st->goal, st->it, o->damping,
                 *bound);
-    else if (st->converged && st->delta == 0)
+    else if (st->converged && st->delta == 0 && st->it > 1 && *bound * 1.05 <= 2.0 &&
+             *bound <= 100 * 1e-7 / (1 - o->damping))
         fprintf(stderr, PROG ": the ranks stopped changing in float32 after %u iterations (L1 step 0), but their "
                         "L1 error bound %.3e (from the host's residual) exceeds %.1e (--max-error): the float32 "
                         "rounding of the ranks, which damping %g magnifies (about 1e-7 / (1 - d)); raise "

@@ -38,7 +38,7 @@ def main():
             run(c, key, "1 two")
             raise AssertionError("bad text was accepted")
         except gb.BridgeError as e:
-            assert e.status_name == "STATUS_HANDLER_ERROR" and "not a number at byte 2" in e.error, e
+            assert e.status_name == "STATUS_HANDLER_ERROR" and "not a number at offset 2" in e.error, e
         # pipeline.square takes whole int64s: 3 bytes are refused for their size.
         try:
             c.call("pipeline.square", key, 1, b"\1\2\3")

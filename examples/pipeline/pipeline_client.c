@@ -108,7 +108,7 @@ int main(int argc, char **argv)
     CHECK(run(c, key, "-4,10", &sum, &total, why, sizeof why) == GBC_STATUS_OK && sum == 116 && total == 130,
           "-4,10: sum %" PRId64 " total %" PRId64 " %s", sum, total, why);
     int st = run(c, key, "1 2x", &sum, &total, why, sizeof why);
-    CHECK(st == GBC_STATUS_HANDLER_ERROR && strstr(why, "not a number at byte 3"), "1 2x: status %d (%s)", st, why);
+    CHECK(st == GBC_STATUS_HANDLER_ERROR && strstr(why, "not a number at offset 3"), "1 2x: status %d (%s)", st, why);
     /* 56 numbers fit parse's out buffer beside the forward's header; 57 and
      * 100 are valid texts that do not. */
     char many[201];

@@ -126,14 +126,14 @@ static const char *parse_error_text(const gb_slot_hdr_t *hdr, char *buf, size_t 
     if (hdr->status != GB_SLOT_HANDLER_ERROR)
         return NULL;
     snprintf(buf, cap,
-             "not a number at byte %u of the text: pipeline.parse takes decimal int64s (at most 18 digits) "
+             "not a number at offset %u of the text (from 0): pipeline.parse takes decimal int64s (at most 18 digits) "
              "separated by spaces, commas, tabs or newlines",
              (unsigned)hdr->aux);
     return buf;
 }
 
 static const gb_grain_msg_t parse_msgs[] = {{PIPELINE_MSG_TEXT, "Text"}};
-static const gb_grain_hooks_t parse_hooks = {NULL /* raw payloads */, parse_error_text, NULL, NULL};
+static const gb_grain_hooks_t parse_hooks = {.codec = NULL /* raw payloads */, .error_text = parse_error_text};
 static const gb_grain_msg_t square_msgs[] = {{PIPELINE_MSG_VALUES, "Values"}};
 static const gb_grain_msg_t sum_msgs[] = {{PIPELINE_MSG_VALUES, "Values"}, {PIPELINE_MSG_TOTAL, "Total"}};
 /* Each stage names the next; the handler says PIPELINE_*_TO_* (its index). */

@@ -158,7 +158,7 @@ typedef struct gbc_options {
 typedef struct gbc_reply {
     uint64_t correlation_id; /* the request's id (0: the bridge could not decode a frame) */
     int status;              /* gbc_status */
-    char *error;             /* the bridge's error text, NUL-terminated; NULL when none */
+    char *error;             /* the bridge's error text, NUL-terminated, C0 controls and DEL as '?'; NULL when none */
     uint32_t message_type;   /* type of payload (grain message or ControlMessageType) */
     uint8_t *payload;        /* the reply message, protobuf-encoded; NULL when empty */
     size_t payload_len;
@@ -389,11 +389,12 @@ typedef struct gbc_detect_report {  /* control.DetectReport */
 } gbc_detect_report_t;
 
 /* The control calls below decode the bridge's reply into these structs.
- * Every string in them (and in gbc_type_list_t, gbc_limits_t and error
- * texts) is the peer's, with its C0 control bytes and DEL replaced by '?'
- * so that printing it cannot act on a terminal; a bridge's names never hold
- * such bytes. A reply that does not decode, or nests its messages deeper
- * than a bridge does (8 levels), is GBC_ERR_PROTO. */
+ * Every string in them (and in gbc_type_list_t, gbc_limits_t, a reply's
+ * error and gbc_last_error) is the peer's, with its C0 control bytes and
+ * DEL replaced by '?', so that printing it sends a terminal no escape or
+ * control sequence; a bridge's names never hold such bytes. A reply that
+ * does not decode, or nests its messages more than 8 levels deep (a
+ * bridge's nest 1), is GBC_ERR_PROTO. */
 #define GBC_GRAIN_STATUS_INIT {.struct_size = sizeof(gbc_grain_status_t)}
 #define GBC_TELEMETRY_INIT {.struct_size = sizeof(gbc_telemetry_t)}
 #define GBC_DETECT_REPORT_INIT {.struct_size = sizeof(gbc_detect_report_t)}
