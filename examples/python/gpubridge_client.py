@@ -163,7 +163,19 @@ class BridgeError(Exception):
 
 
 class ProtocolError(Exception):
-    """The bridge sent something that is not an encoded ServerFrame."""
+    """The bridge sent something that is not an encoded ServerFrame, or a
+    reply payload that does not decode as the message it should be."""
+
+
+def _parse(cls, data, what):
+    """data decoded as protobuf message cls, or ProtocolError naming `what`
+    (bytes that are not one, or nest deeper than protobuf's recursion limit)."""
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except Exception as e:  # google.protobuf.message.DecodeError
+        raise ProtocolError("%s payload does not decode (%d bytes): %s" % (what, len(data), e)) from e
+    return msg
 
 
 # --------------------------------------------------------------- grain codecs
@@ -193,9 +205,7 @@ def decode_vecadd(reply):
     if reply.message_type != VECADD_RESPONSE:
         raise ProtocolError("vecadd reply has message_type %d, not %d"
                             % (reply.message_type, VECADD_RESPONSE))
-    resp = vecadd_pb2.VectorAddResponse()
-    resp.ParseFromString(reply.payload)
-    return list(resp.result)
+    return list(_parse(vecadd_pb2.VectorAddResponse, reply.payload, "vecadd reply").result)
 
 
 def encode_echo(data, sequence=0, client_time_ns=None):
@@ -213,9 +223,7 @@ def decode_echo(reply):
     if reply.message_type != ECHO_RESPONSE:
         raise ProtocolError("echo reply has message_type %d, not %d"
                             % (reply.message_type, ECHO_RESPONSE))
-    resp = echo_pb2.EchoResponse()
-    resp.ParseFromString(reply.payload)
-    return resp
+    return _parse(echo_pb2.EchoResponse, reply.payload, "echo reply")
 
 
 def _check(reply):
@@ -236,9 +244,7 @@ def _decode_control(reply):
     }.get(reply.message_type)
     if cls is None:
         return None
-    msg = cls()
-    msg.ParseFromString(reply.payload)
-    return msg
+    return _parse(cls, reply.payload, cls.__name__)
 
 
 # ---------------------------------------------------------------------- client

@@ -503,6 +503,43 @@ def test_flooding_peer_bounded(srv, c):
         router.close(0)
 
 
+def test_nested_control_reply(srv, c):
+    """A peer's GrainTypeStatus that nests its devices 20,000 deep is a
+    ProtocolError, not an exception from inside protobuf."""
+    import zmq
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    nested = b""
+    for _ in range(20000):  # field 16 (devices), length-delimited: key 0x82 0x01, then the length
+        n, ln = len(nested), bytearray()
+        while True:
+            ln.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                break
+        nested = b"\x82\x01" + bytes(ln) + nested
+
+    def answer():
+        parts = router.recv_multipart()
+        env = gbc.gpubridge_pb2.ClientFrame.FromString(parts[-1]).envelope
+        rep = gbc.gpubridge_pb2.Reply(correlation_id=env.correlation_id, message_type=1, payload=nested)
+        router.send_multipart(parts[:-1] + [gbc.gpubridge_pb2.ServerFrame(reply=rep).SerializeToString()])
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        with gbc.Client("tcp://127.0.0.1:%d" % port, timeout_ms=5000) as fc:
+            try:
+                fc.status("echo")
+                raise AssertionError("a reply nested 20,000 deep decoded")
+            except gbc.ProtocolError as e:
+                assert "GrainTypeStatus payload does not decode" in str(e), e
+    finally:
+        t.join(5)
+        router.close(0)
+
+
 def test_garbage_frame_answered_id0(srv, c):
     pb = gbc.gpubridge_pb2
     c.send_raw(b"\x0a\x7fgarbage")
