@@ -133,7 +133,7 @@ static const char *parse_error_text(const gb_slot_hdr_t *hdr, char *buf, size_t 
 }
 
 static const gb_grain_msg_t parse_msgs[] = {{PIPELINE_MSG_TEXT, "Text"}};
-static const gb_grain_hooks_t parse_hooks = {.codec = NULL /* raw payloads */, .error_text = parse_error_text};
+static const gb_grain_hooks_t parse_hooks = {NULL /* raw payloads */, parse_error_text, NULL, NULL};
 static const gb_grain_msg_t square_msgs[] = {{PIPELINE_MSG_VALUES, "Values"}};
 static const gb_grain_msg_t sum_msgs[] = {{PIPELINE_MSG_VALUES, "Values"}, {PIPELINE_MSG_TOTAL, "Total"}};
 /* Each stage names the next; the handler says PIPELINE_*_TO_* (its index). */
