@@ -749,10 +749,14 @@ static void test_unread_large_replies(void **state)
      * to 2 MiB of large replies and one more. Supervised, the supervisor
      * also takes up to 32 frames a client from the worker while that client
      * does not read. Checked in cpu mode only: in GPU modes more than the
-     * reply path (the same code in every mode) grows with this load. */
-    const char *sup = getenv("GB_E2E_SUPERVISE");
+     * reply path (the same code in every mode) grows with this load. And
+     * with one device only: with several, each device's worker threads
+     * allocate from glibc arenas of their own, which keep freed 1 MiB
+     * frames resident for a while: the peak then varies from run to run by
+     * more than the bounds, and says more about the allocator than them. */
+    const char *sup = getenv("GB_E2E_SUPERVISE"), *devs = getenv("GB_E2E_DEVICES");
     const long per = sup && *sup == '1' ? 27 * 1024 : 19 * 1024;
-    if (strcmp(e2e_mode(), "cpu") == 0)
+    if (strcmp(e2e_mode(), "cpu") == 0 && !(devs && *devs))
         assert_true(peak - rss0 < RSS_BOUND_KIB(CLIENTS * per));
     for (int c = 0; c < CLIENTS; c++)
         zmq_close(hog[c]);
