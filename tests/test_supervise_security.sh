@@ -55,7 +55,7 @@ fi
 # A killed supervisor: its worker drains, exits, and removes the directory.
 W=$(children $SUP)
 { kill -KILL $SUP; wait $SUP; } 2>/dev/null
-for _ in $(seq 150); do [ -d "$WDIR" ] || break; sleep 0.1; done
+for _ in $(seq 400); do [ -d "$WDIR" ] || break; sleep 0.1; done # its drain (shutdown_drain_ms, 10 s) and exit, slower under sanitizers
 [ -d "$WDIR" ] && fail "$WDIR left behind by a killed supervisor"
 # (an exit can take seconds under a sanitizer: leak checks at exit)
 if [ -n "$W" ]; then
