@@ -78,19 +78,28 @@ static void *bridge_main(void *arg)
     return NULL;
 }
 
+/* e: a request {*hops} to pingpong.ping `key` (g is its grain id). */
+static void ping_envelope(Gpubridge__Envelope *e, Gpubridge__GrainId *g, uint64_t key, uint64_t corr,
+                          const uint32_t *hops)
+{
+    gpubridge__grain_id__init(g);
+    g->type = "pingpong.ping";
+    g->key = key;
+    gpubridge__envelope__init(e);
+    e->correlation_id = corr;
+    e->grain = g;
+    e->kind = GPUBRIDGE__KIND__KIND_REQUEST;
+    e->message_type = 1; /* PINGPONG_MSG_HOPS */
+    e->payload.data = (uint8_t *)hops;
+    e->payload.len = 4;
+}
+
 /* A request {hops} to pingpong.ping key 1, encoded into buf. */
 static size_t make_frame(uint8_t *buf, uint32_t hops)
 {
-    Gpubridge__GrainId g = GPUBRIDGE__GRAIN_ID__INIT;
-    g.type = "pingpong.ping";
-    g.key = 1;
-    Gpubridge__Envelope e = GPUBRIDGE__ENVELOPE__INIT;
-    e.correlation_id = 1;
-    e.grain = &g;
-    e.kind = GPUBRIDGE__KIND__KIND_REQUEST;
-    e.message_type = 1; /* PINGPONG_MSG_HOPS */
-    e.payload.data = (uint8_t *)&hops;
-    e.payload.len = 4;
+    Gpubridge__GrainId g;
+    Gpubridge__Envelope e;
+    ping_envelope(&e, &g, 1, 1, &hops);
     Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
     f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_ENVELOPE;
     f.envelope = &e;
@@ -164,16 +173,7 @@ static double measure_rate(void *s, uint32_t keys, uint32_t hops, double seconds
     if (!g || !e || !ep || !frame || !buf)
         goto out;
     for (uint32_t i = 0; i < keys; i++) {
-        gpubridge__grain_id__init(&g[i]);
-        g[i].type = "pingpong.ping";
-        g[i].key = 1000 + i;
-        gpubridge__envelope__init(&e[i]);
-        e[i].correlation_id = i + 1;
-        e[i].grain = &g[i];
-        e[i].kind = GPUBRIDGE__KIND__KIND_REQUEST;
-        e[i].message_type = 1; /* PINGPONG_MSG_HOPS */
-        e[i].payload.data = (uint8_t *)&hops;
-        e[i].payload.len = 4;
+        ping_envelope(&e[i], &g[i], 1000 + i, i + 1, &hops);
         ep[i] = &e[i];
     }
     Gpubridge__Batch bt = GPUBRIDGE__BATCH__INIT;

@@ -374,12 +374,8 @@ static int send_raw(gbc_client_t *c, const char *type, uint64_t key, int argc, c
         for (size_t i = 0; i < r.payload_len; i++)
             printf("%02x", r.payload[i]);
     }
-    if (r.error) { /* the peer's text: shown without bytes a terminal would act on */
-        printf(" (");
-        for (const char *q = r.error; *q; q++)
-            putchar((unsigned char)*q < 0x20 || *q == 0x7f ? '?' : *q);
-        printf(")");
-    }
+    if (r.error) /* cleaned of terminal controls by the client library */
+        printf(" (%s)", r.error);
     printf("\n");
     gbc_reply_clear(&r);
     return err ? failed() : 0;
