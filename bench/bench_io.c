@@ -6,12 +6,14 @@
  *
  *   bench_io [--mode cpu|persistent|relaunch] [--threads 1,2,4] [--clients C]
  *            [--seconds S] [--window F] [--rounds R] [--ipc] [--devices 0,1]
+ *            [--thread-load]
  *
  * --devices: each io_threads value also with the bridge on those devices
  * (`devices` in the config), beside the first device alone.
  * Each client keeps F frames of 64 requests in flight (to 64 keys) and checks
  * every reply; rows give the median over rounds, the io_threads values taking
  * turns within a round so that a noisy moment hits each. */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +48,74 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The CPU time of each thread of this process (/proc/self/task), by name. */
+#define MAX_TASKS 256
+typedef struct tload {
+    int n;
+    int tid[MAX_TASKS];
+    char name[MAX_TASKS][20];
+    double cpu_s[MAX_TASKS];
+    double at;
+} tload_t;
+
+static void tload_read(tload_t *t)
+{
+    t->n = 0;
+    t->at = now_s();
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    const double tick = (double)sysconf(_SC_CLK_TCK);
+    for (struct dirent *e; (e = readdir(d)) && t->n < MAX_TASKS;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[len] = 0;
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        unsigned long ut = 0, st = 0;
+        /* after the name: state, then fields 4..13, then utime and stime */
+        if (!open || !close || sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+            continue;
+        const int k = t->n++;
+        t->tid[k] = atoi(e->d_name);
+        snprintf(t->name[k], sizeof t->name[k], "%.*s", (int)(close - open - 1), open + 1);
+        t->cpu_s[k] = (double)(ut + st) / tick;
+    }
+    closedir(d);
+}
+
+/* Each thread's share of one core between snapshots a and b, busiest first. */
+static void tload_print(const tload_t *a, const tload_t *b, int io, size_t devs)
+{
+    const double span = b->at - a->at;
+    int order[MAX_TASKS];
+    double pct[MAX_TASKS];
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; j < a->n; j++)
+            if (a->tid[j] == b->tid[i]) {
+                pct[i] = span > 0 ? 100.0 * (b->cpu_s[i] - a->cpu_s[j]) / span : 0;
+                order[n++] = i;
+                break;
+            }
+    for (int i = 1; i < n; i++) /* a few dozen threads: insertion sort */
+        for (int j = i; j > 0 && pct[order[j]] > pct[order[j - 1]]; j--) {
+            const int x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    printf("  threads, io_threads %d, %zu device(s), %% of a core:", io, devs);
+    for (int i = 0; i < n; i++)
+        if (pct[order[i]] >= 1.0)
+            printf(" %s %.0f", b->name[order[i]], pct[order[i]]);
+    printf("\n");
+}
+
 typedef struct bridge_thr {
     gb_config_t cfg;
     gb_facts_t facts;
@@ -59,6 +129,7 @@ typedef struct bridge_thr {
 static void *bridge_main(void *arg)
 {
     bridge_thr_t *b = arg;
+    pthread_setname_np(pthread_self(), "gb-front");
     gb_server_run(b->server, &b->stop, 5000);
     return NULL;
 }
@@ -120,11 +191,15 @@ typedef struct client {
     uint64_t replies;
     double elapsed;
     int failed;
+    int index;
 } client_t;
 
 static void *client_main(void *arg)
 {
     client_t *c = arg;
+    char name[16];
+    snprintf(name, sizeof name, "client-%d", c->index);
+    pthread_setname_np(pthread_self(), name);
     void *s = zmq_socket(c->ctx, ZMQ_DEALER);
     int to = 10000, linger = 0;
     zmq_setsockopt(s, ZMQ_RCVTIMEO, &to, sizeof to);
@@ -203,7 +278,7 @@ static void bridge_stop(bridge_thr_t *b)
 /* One run: the bridge with io threads, n_clients clients for `seconds`.
  * Replies per second, or -1. */
 static double run_once(gb_mode mode, const char *mode_name, const char *endpoint, int io, const devset_t *ds,
-                       int n_clients, int window, double seconds)
+                       int n_clients, int window, double seconds, int thread_load)
 {
     static bridge_thr_t b;
     if (bridge_start(&b, mode, mode_name, endpoint, io, ds) != 0)
@@ -211,11 +286,24 @@ static double run_once(gb_mode mode, const char *mode_name, const char *endpoint
     uint8_t frame[16384];
     size_t len = make_batch(frame);
     void *ctx = zmq_ctx_new();
+    zmq_ctx_set(ctx, ZMQ_THREAD_NAME_PREFIX, 2); /* the clients' ZeroMQ threads: 2/ZMQbg/... */
     client_t cs[MAX_CLIENTS];
     pthread_t th[MAX_CLIENTS];
     for (int i = 0; i < n_clients; i++) {
-        cs[i] = (client_t){ctx, endpoint, frame, len, window, seconds, 0, 0, 0};
+        cs[i] = (client_t){ctx, endpoint, frame, len, window, seconds, 0, 0, 0, i};
         pthread_create(&th[i], NULL, client_main, &cs[i]);
+    }
+    if (thread_load) {
+        tload_t *ta = malloc(sizeof *ta), *tb = malloc(sizeof *tb);
+        if (ta && tb) {
+            usleep((useconds_t)(seconds * 250000));
+            tload_read(ta);
+            usleep((useconds_t)(seconds * 500000));
+            tload_read(tb);
+            tload_print(ta, tb, io, ds->n);
+        }
+        free(ta);
+        free(tb);
     }
     uint64_t total = 0;
     double longest = 0;
@@ -265,7 +353,7 @@ static void print_results(double rate[2][MAX_VALUES][15], const devset_t *sets, 
 int main(int argc, char **argv)
 {
     const char *mode_name = "cpu", *list = "1,2,4", *dev_list = NULL;
-    int n_clients = 4, window = 16, rounds = 3, ipc = 0;
+    int n_clients = 4, window = 16, rounds = 3, ipc = 0, thread_load = 0;
     double seconds = 1.0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--mode") && a + 1 < argc)
@@ -284,13 +372,16 @@ int main(int argc, char **argv)
             ipc = 1;
         else if (!strcmp(argv[a], "--devices") && a + 1 < argc)
             dev_list = argv[++a];
+        else if (!strcmp(argv[a], "--thread-load"))
+            thread_load = 1;
         else {
             printf("usage: bench_io [--mode cpu|persistent|relaunch] [--threads 1,2,4] [--clients C] [--seconds S]\n"
-                   "                [--window F] [--rounds R] [--ipc] [--devices 0,1]\n"
+                   "                [--window F] [--rounds R] [--ipc] [--devices 0,1] [--thread-load]\n"
                    "  Batched vecadd throughput (frames of 64 requests to 64 keys, F in flight per client,\n"
                    "  default 16) from C clients (default 4) over tcp loopback (--ipc: ipc), with each\n"
                    "  io_threads value of the list; the median over R rounds (default 3). --devices: each\n"
-                   "  value also on those devices, beside the first device alone.\n");
+                   "  value also on those devices, beside the first device alone. --thread-load: each\n"
+                   "  thread's CPU over the middle half of each run, by name.\n");
             return strcmp(argv[a], "--help") ? 2 : 0;
         }
     }
@@ -326,7 +417,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < n_values; i++)
             for (int d = 0; d < n_sets; d++)
                 if ((rate[d][i][r] = run_once(mode, mode_name, endpoint, values[i], &sets[d], n_clients, window,
-                                              seconds)) < 0)
+                                              seconds, thread_load)) < 0)
                     return 1;
     print_results(rate, sets, n_sets, values, n_values, rounds);
     printf("{\"bench\":\"io_threads\",\"mode\":\"%s\",\"endpoint\":\"%s\",\"clients\":%d,\"window\":%d,"

@@ -13,6 +13,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -355,6 +356,9 @@ static gb_err cpu_launch(gb_rk_t *rk)
             return GB_ERR_IO;
         }
         w->started = 1;
+        char name[16]; /* what top -H shows: the type's first letters and the lane */
+        snprintf(name, sizeof name, "gb-%.7s-%u", rk->type_name, i % 1000u);
+        pthread_setname_np(w->thread, name);
     }
     return GB_OK;
 }

@@ -808,10 +808,18 @@ static gb_err cuda_table_put(gb_rk_t *rk, uint32_t part, uint32_t n)
     return GB_OK;
 }
 
+/* A persistent kernel on mapped memory: its stamped replies are in host
+ * memory, and cuda_pull does nothing (gb_rk_consumer_apart). */
+static int cuda_consumer_apart(const gb_rk_t *rk)
+{
+    const cuda_backend_t *b = (const cuda_backend_t *)rk->be;
+    return b && !b->relaunch && !gbi_cuda_staging(rk);
+}
+
 extern "C" const gbi_backend_ops_t gbi_backend_cuda = {
     /* notify_fd, arm: a GPU cannot write an eventfd; the server polls. */
     "cuda", cuda_create, cuda_launch, cuda_publish, cuda_pull, cuda_control, cuda_poll, NULL, NULL,
-    cuda_stop, cuda_destroy, cuda_quiesce, cuda_table_get, cuda_table_put,
+    cuda_stop, cuda_destroy, cuda_quiesce, cuda_table_get, cuda_table_put, cuda_consumer_apart,
 };
 
 extern "C" gb_err gbi_cuda_kstate(gb_rk_t *rk, gb_kstate_t *out)

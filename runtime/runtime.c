@@ -416,6 +416,11 @@ int gb_rk_reply_visible(gb_rk_t *rk)
     return next_reply(rk, &stamped) && stamped;
 }
 
+int gb_rk_consumer_apart(const gb_rk_t *rk)
+{
+    return !rk->ops->consumer_apart || rk->ops->consumer_apart(rk);
+}
+
 void gb_rk_consume(gb_rk_t *rk)
 {
     if (rk->large)

@@ -193,6 +193,14 @@ uint64_t gb_rk_next_pos(const gb_rk_t *rk);
  * GB_ERR_EMPTY when none is ready. peek/consume is the zero-copy form. */
 gb_err gb_rk_recv(gb_rk_t *rk, gb_reply_t *out, void *payload, uint32_t cap);
 const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk);
+/* Whether peek, reply_payload and consume may run on one thread while
+ * another claims and publishes, with no lock between the two: true where
+ * the replies are in host-visible memory by themselves (cpu mode, a
+ * persistent kernel on mapped memory). False where peeking launches the
+ * next relaunch or copies staged replies in, on the producer's streams and
+ * launch state; the two sides then need one lock. It can change once, when
+ * a persistent kernel falls back to relaunch (gb_rk_poll). */
+int gb_rk_consumer_apart(const gb_rk_t *rk);
 /* The payload of reply h, which gb_rk_peek just returned (h->len bytes): in
  * its slot, or in the large area for a request sent out of line. NULL when a
  * large reply claims more than its room or cannot be copied from the device. */

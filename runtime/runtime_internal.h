@@ -45,6 +45,8 @@ typedef struct gbi_backend_ops {
     gb_err (*quiesce)(gb_rk_t *rk, int on);
     unsigned char *(*table_get)(gb_rk_t *rk, uint32_t part, uint32_t n);
     gb_err (*table_put)(gb_rk_t *rk, uint32_t part, uint32_t n);
+    /* See gb_rk_consumer_apart. NULL: always. */
+    int (*consumer_apart)(const gb_rk_t *rk);
 } gbi_backend_ops_t;
 
 struct gb_rk {

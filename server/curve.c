@@ -192,6 +192,7 @@ gb_err gbi_curve_setup(gb_server_t *s, char *err, size_t errlen)
         return GB_ERR_IO;
     }
     s->zap_running = 1;
+    pthread_setname_np(s->zap_thread, "gb-zap");
     int one = 1;
     const char *domain = "gpubridge";
     if (zmq_setsockopt(s->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||

@@ -392,7 +392,7 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
         gb_rk_consume(rk);
         n++;
     }
-    if (!h && gb_rk_in_flight(rk) > 0) {
+    if (!h && gb_rk_in_flight(rk) > 0 && gbi_ring_take(s, r)) { /* its lock: the state; else next pass */
         gb_rk_status_t st;
         gb_rk_status(rk, &st);
         if (st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED) {
@@ -416,18 +416,25 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     return n;
 }
 
-/* A shard drains a ring it owns under the ring's lock, kept (pinned) while
- * routing its messages tries the other rings' locks. */
+/* A shard drains a ring it owns. Where the ring's consumer side may run
+ * apart from its producers (gb_rk_consumer_apart), with no lock: the other
+ * shards go on feeding the ring while this one encodes its replies. Else
+ * under the ring's lock, kept (pinned) meanwhile. Either way routing the
+ * replies' messages only tries the rings' locks. */
 static int drain_owned(gb_server_t *s, gbi_ring_t *r)
 {
     if (!s->front)
         return drain_ring(s, r);
     if (gb_rk_in_flight(r->t->rk) == 0)
         return 0;
-    gbi_ring_take(s, r);
-    s->pinned = 1u << (r - s->rings);
+    if (!gb_rk_consumer_apart(r->t->rk)) {
+        gbi_ring_take(s, r); /* before draining is set: waits as any take */
+        s->pinned = 1u << (r - s->rings);
+    }
+    s->draining = 1;
     int n = drain_ring(s, r);
     s->pinned = 0;
+    s->draining = 0;
     gbi_publish_all(s);
     if (n)
         gbi_io_room_bell(s);

@@ -91,7 +91,7 @@ int gbi_ring_take(gb_server_t *s, gbi_ring_t *r)
     if (!s->front || (s->locked & bit))
         return 1;
     pthread_mutex_t *m = &s->ring_locks[r - s->rings];
-    if (s->pinned) {
+    if (s->pinned || s->draining) {
         if (pthread_mutex_trylock(m) != 0)
             return 0;
     } else if ((s->locked & ~(bit - 1)) == 0) {

@@ -289,6 +289,7 @@ struct gb_server {
     pthread_mutex_t *ring_locks; /* the front's, one per ring */
     uint32_t locked;             /* a shard: rings whose lock it holds */
     uint32_t pinned;             /* a shard: the ring it drains (its lock stays held) */
+    int draining;                /* a shard: draining a ring; other locks are only tried */
     uint64_t taken;              /* a shard: frames fully handled (atomic) */
     int quiet;                   /* a shard: passes in a row with nothing to do (atomic) */
     int io_shutting, io_stop, io_abort; /* the front's word to its shards (atomic) */

@@ -10,10 +10,11 @@
  * rings it owns (ring i: shard i % n), encodes the replies and sends them to
  * the front, which sends them on or keeps them for a slow client.
  *
- * Rings are shared by the shards: every ring call of a shard on ring i is
- * made holding ring_locks[i] (gbi_ring_take), so each ring keeps one
- * producer and one consumer at a time. Only the owner drains a ring, so the
- * replies of one ring leave in ring order through one pair. */
+ * Rings are shared by the shards: every producer-side ring call of a shard
+ * on ring i is made holding ring_locks[i] (gbi_ring_take), so each ring
+ * keeps one producer at a time. Only the owner drains a ring, so the replies
+ * of one ring leave in ring order through one pair; it needs the lock only
+ * where peeking acts for the producer too (drain_owned, server.c). */
 #include "server_internal.h"
 
 #include <errno.h>
@@ -371,6 +372,9 @@ static gb_err io_start(gb_server_t *s, int n)
         if (pthread_create(&s->shards[k]->thread, NULL, shard_main, s->shards[k]) != 0)
             return GB_ERR_NOMEM; /* those started are stopped by io_stop */
         s->shards[k]->running = 1;
+        char name[16]; /* what top -H and /proc/PID/task/TID/comm show */
+        snprintf(name, sizeof name, "gb-io-%u", (unsigned)k % 1000u);
+        pthread_setname_np(s->shards[k]->thread, name);
     }
     s->n_shards = n;
     return GB_OK;

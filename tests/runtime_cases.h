@@ -93,6 +93,12 @@ static void test_lifecycle(void **state)
         assert_int_equal(st.lanes, g_lanes ? g_lanes : 1);
     assert_int_equal(gb_rk_launch(rk), GB_OK);
     assert_int_equal(gb_rk_launch(rk), GB_ERR_STATE);
+    /* Replies visible by themselves (cpu, a persistent kernel on mapped
+     * memory): a consumer thread may drain with no lock against producers. */
+    gb_rk_status(rk, &st);
+    assert_int_equal(gb_rk_consumer_apart(rk),
+                     st.placement == GB_PLACEMENT_HOST ||
+                         (st.mode == GB_MODE_PERSISTENT && st.placement == GB_PLACEMENT_MAPPED && !st.fallback_reason[0]));
 
     const char msg[] = "hello ring";
     assert_int_equal(gb_rk_send(rk, 7, 99, GB_ECHO_MSG_ECHO, msg, sizeof msg), GB_OK);
