@@ -7,6 +7,7 @@
  * load, and SIGTERM drains: every request sent before it gets one reply,
  * OK or SHUTTING_DOWN, and the bridge exits 0. */
 #include "e2e_harness.h"
+#include "gpu_skip.h"
 
 #define N_CLIENTS 8
 #define N_KEYS 8       /* per client */
@@ -418,6 +419,8 @@ int main(int argc, char **argv)
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
+    if (strcmp(e2e_mode(), "cpu") != 0)
+        gb_require_gpu();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (g_zctx && rc == 0) /* a failed test may leave sockets open: the term would wait for them */
         zmq_ctx_term(g_zctx);
