@@ -383,10 +383,18 @@ static gb_err cpu_stop(gb_rk_t *rk, int timeout_ms)
 static void cpu_control(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
-    if (b->lanes == 0)
+    if (b->lanes == 0) {
+        /* The grains run in the consumer's gb_rk_peek, which may be on
+         * another thread (gb_rk_consumer_apart) in the middle of a window
+         * that read is_active before this change: the acknowledgement waits
+         * for that window, so that no request published after deactivate
+         * returns is taken. */
+        pthread_mutex_lock(&b->workers[0].table);
         GB_CTL_STORE(&rk->ctl->active_seen, GB_CTL_LOAD(&rk->ctl->is_active));
-    else
+        pthread_mutex_unlock(&b->workers[0].table);
+    } else {
         cpu_wake(rk);
+    }
 }
 
 const gbi_backend_ops_t gbi_backend_cpu = {

@@ -506,6 +506,7 @@ static void test_window_shared_memory(void **state)
     cmocka_unit_test(test_concurrent_kernels),            \
     cmocka_unit_test(test_window_shared_memory),          \
     cmocka_unit_test(test_producer_consumer_threads),     \
+    cmocka_unit_test(test_deactivate_with_consumer_apart), \
     cmocka_unit_test(test_concurrent_activation),         \
     cmocka_unit_test(test_window_same_grain_per_thread),  \
     cmocka_unit_test(test_activation_collection),         \

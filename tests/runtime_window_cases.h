@@ -194,4 +194,91 @@ static void test_producer_consumer_threads(void **state)
     stream_threads(4096, 1024, 3000, (uint64_t)scaled(12000)); /* activations at once in each partition */
 }
 
+/* A consumer thread drains a ring whose consumer side runs apart from its
+ * producer (gb_rk_consumer_apart; in cpu mode without worker threads the
+ * grains run in its gb_rk_recv), while this thread deactivates the type: a
+ * request published once gb_rk_deactivate has returned waits for
+ * gb_rk_activate, even when a window that began before the deactivation
+ * still has requests to walk. Large echo requests make that window long. */
+typedef struct pause_case {
+    gb_rk_t *rk;
+    int stop;            /* atomic */
+    uint64_t got;        /* replies of the large requests (atomic) */
+    uint64_t probe_seen; /* the probe's reply came (atomic) */
+    int bad;             /* a reply that is not OK (atomic) */
+} pause_case_t;
+
+#define PAUSE_PROBE (1ull << 40)
+#define PAUSE_BIG (256u * 1024u)
+
+static void *pause_case_consumer(void *arg)
+{
+    pause_case_t *c = arg;
+    unsigned char *buf = malloc(PAUSE_BIG);
+    while (buf && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+        gb_reply_t r;
+        gb_err err = gb_rk_recv(c->rk, &r, buf, PAUSE_BIG);
+        if (err == GB_ERR_EMPTY)
+            continue;
+        if (err != GB_OK || r.status != GB_SLOT_OK)
+            __atomic_store_n(&c->bad, 1, __ATOMIC_RELEASE);
+        if (r.corr >= PAUSE_PROBE)
+            __atomic_store_n(&c->probe_seen, 1, __ATOMIC_RELEASE);
+        else
+            __atomic_add_fetch(&c->got, 1, __ATOMIC_ACQ_REL);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void test_deactivate_with_consumer_apart(void **state)
+{
+    (void)state;
+    enum { BIG = 8, ROUNDS = 20 };
+    gb_rk_params_t p = params_for("echo", 64, 64, 1024);
+    p.large_max = 4 * PAUSE_BIG; /* the area holds the BIG requests and their replies at once */
+    gb_rk_t *rk = NULL;
+    assert_int_equal(gb_rk_new(&p, &rk), GB_OK);
+    assert_int_equal(gb_rk_launch(rk), GB_OK);
+    if (!gb_rk_consumer_apart(rk)) { /* relaunch, staging: one thread, or a lock, for both sides */
+        gb_rk_destroy(&rk);
+        return;
+    }
+    unsigned char *big = calloc(1, PAUSE_BIG);
+    assert_non_null(big);
+    pause_case_t c = {rk, 0, 0, 0, 0};
+    pthread_t consumer;
+    assert_int_equal(pthread_create(&consumer, NULL, pause_case_consumer, &c), 0);
+    for (uint64_t round = 0; round < ROUNDS; round++) {
+        for (uint32_t i = 0; i < BIG; i++)
+            assert_int_equal(gb_rk_claim_large(rk, i, round * BIG + i, GB_ECHO_MSG_ECHO, big, PAUSE_BIG, PAUSE_BIG),
+                             GB_OK);
+        gb_rk_publish(rk); /* one window walks them all */
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+        assert_int_equal(gb_rk_deactivate(rk, 5000), GB_OK);
+        const char probe[] = "probe";
+        assert_int_equal(gb_rk_send(rk, 99, PAUSE_PROBE + round, GB_ECHO_MSG_ECHO, probe, sizeof probe), GB_OK);
+        /* Whatever the running window took is answered; then a while more. */
+        uint64_t end = now_ms() + 5000;
+        while (__atomic_load_n(&c.got, __ATOMIC_ACQUIRE) < (round + 1) * BIG && now_ms() < end)
+            nanosleep(&ts, NULL);
+        ts.tv_nsec = 20000000;
+        nanosleep(&ts, NULL);
+        assert_int_equal(__atomic_load_n(&c.probe_seen, __ATOMIC_ACQUIRE), 0); /* ran while paused */
+        assert_int_equal(gb_rk_activate(rk, 5000), GB_OK);
+        end = now_ms() + 5000;
+        while (!__atomic_load_n(&c.probe_seen, __ATOMIC_ACQUIRE) && now_ms() < end)
+            sched_yield();
+        assert_int_equal(__atomic_load_n(&c.probe_seen, __ATOMIC_ACQUIRE), 1);
+        assert_int_equal(__atomic_load_n(&c.got, __ATOMIC_ACQUIRE), (round + 1) * BIG);
+        __atomic_store_n(&c.probe_seen, 0, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_join(consumer, NULL), 0);
+    assert_int_equal(c.bad, 0);
+    free(big);
+    gb_rk_destroy(&rk);
+}
+
 #endif
