@@ -330,7 +330,7 @@ static void *cpu_worker_main(void *arg)
 static int cpu_pull_inline(gb_rk_t *rk)
 {
     cpu_backend_t *b = rk->be;
-    if (b->lanes || rk->state != GB_RK_RUNNING || GB_CTL_LOAD(&rk->ctl->should_terminate))
+    if (b->lanes || gb_rk_state_of(rk) != GB_RK_RUNNING || GB_CTL_LOAD(&rk->ctl->should_terminate))
         return 0;
     pthread_mutex_lock(&b->workers[0].table);
     const uint32_t n = cpu_window(&b->workers[0]);

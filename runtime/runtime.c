@@ -283,14 +283,15 @@ gb_err gb_rk_terminate(gb_rk_t *rk, int timeout_ms)
     if (rk->ops->control)
         rk->ops->control(rk);
     gb_err err = rk->ops->stop(rk, timeout_ms);
-    if (rk->state != GB_RK_FAILED)
-        rk->state = err == GB_OK ? GB_RK_TERMINATED : rk->state;
+    /* Atomic: a consumer thread apart (gb_rk_consumer_apart) reads it. */
+    if (rk->state != GB_RK_FAILED && err == GB_OK)
+        __atomic_store_n(&rk->state, GB_RK_TERMINATED, __ATOMIC_RELEASE);
     return err;
 }
 
 uint32_t gb_rk_payload_cap(const gb_rk_t *rk) { return gb_slot_payload_cap(rk->geom); }
 uint32_t gb_rk_capacity(const gb_rk_t *rk) { return rk->geom.cap; }
-gb_rk_state gb_rk_state_of(const gb_rk_t *rk) { return rk->state; }
+gb_rk_state gb_rk_state_of(const gb_rk_t *rk) { return __atomic_load_n(&rk->state, __ATOMIC_ACQUIRE); }
 int gb_rk_is_active(const gb_rk_t *rk)
 {
     return rk->state == GB_RK_RUNNING && __atomic_load_n(&rk->ctl->is_active, __ATOMIC_RELAXED) != 0;
