@@ -496,7 +496,7 @@ static gb_err fall_back_to_relaunch(gb_rk_t *rk)
     while ((e = cudaStreamQuery(b->kstream)) == cudaErrorNotReady) {
         if (gb_now_ns() > deadline) {
             GB_ERROR("ring kernel '%s': the silent persistent kernel does not stop; giving up", rk->type_name);
-            rk->state = GB_RK_FAILED;
+            __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
             return GB_ERR_TIMEOUT;
         }
         struct timespec ts = {0, 100000};
@@ -669,13 +669,13 @@ static gb_err cuda_poll(gb_rk_t *rk)
             return GB_OK;
         GB_ERROR("ring kernel '%s': kernel exited unexpectedly (reason %s)", rk->type_name,
                  gb_exit_reason_name(rk->ctl->exit_reason));
-        rk->state = GB_RK_FAILED;
+        __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
         return GB_ERR_TERMINATED;
     }
     gbi_cuda_fail(rk, e, "kernel failed");
     gbi_cuda_set_resident(b, 0);
     rk->ctl->exit_reason = GB_EXIT_ERROR;
-    rk->state = GB_RK_FAILED;
+    __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
     return GB_ERR_CUDA;
 }
 
@@ -700,7 +700,7 @@ static gb_err cuda_stop(gb_rk_t *rk, int timeout_ms)
         if (e != cudaErrorNotReady) {
             gbi_cuda_fail(rk, e, "kernel failed");
             gbi_cuda_set_resident(b, 0);
-            rk->state = GB_RK_FAILED;
+            __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
             return GB_OK; /* stopped, by failure; status says so */
         }
         if (gb_now_ns() > deadline) {

@@ -516,7 +516,7 @@ static gb_err kick(gb_rk_t *rk)
         else
             return GB_OK;
         if (err != GB_OK) {
-            rk->state = GB_RK_FAILED;
+            __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
             rk->ctl->exit_reason = GB_EXIT_ERROR;
             retire_failed(rk);
             return err;
@@ -549,7 +549,7 @@ static int progress(gb_rk_t *rk)
             gbi_cuda_fail(rk, e, "relaunch failed");
             b->in_flight = 0;
             gbi_cuda_set_resident(b, 0);
-            rk->state = GB_RK_FAILED;
+            __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
             rk->ctl->exit_reason = GB_EXIT_ERROR;
             return -1;
         }
@@ -596,7 +596,7 @@ static gb_err wait_idle(gb_rk_t *rk, int timeout_ms)
             gbi_cuda_fail(rk, e, "relaunch failed");
             b->in_flight = 0;
             gbi_cuda_set_resident(b, 0);
-            rk->state = GB_RK_FAILED;
+            __atomic_store_n(&rk->state, GB_RK_FAILED, __ATOMIC_RELEASE);
             return GB_ERR_CUDA;
         }
         if (gb_now_ns() > deadline)

@@ -417,6 +417,14 @@ int gb_rk_reply_visible(gb_rk_t *rk)
     return next_reply(rk, &stamped) && stamped;
 }
 
+void gb_rk_evicted_store(const gb_rk_t *rk, uint64_t *max_bytes, uint64_t *evicted)
+{
+    gbi_act_stats_t as;
+    gbi_act_stats(rk->act, &as); /* a snapshot of atomic counters */
+    *max_bytes = as.spill_max_bytes;
+    *evicted = as.spilled;
+}
+
 int gb_rk_consumer_apart(const gb_rk_t *rk)
 {
     return !rk->ops->consumer_apart || rk->ops->consumer_apart(rk);

@@ -198,9 +198,14 @@ const gb_slot_hdr_t *gb_rk_peek(gb_rk_t *rk);
  * the replies are in host-visible memory by themselves (cpu mode, a
  * persistent kernel on mapped memory). False where peeking launches the
  * next relaunch or copies staged replies in, on the producer's streams and
- * launch state; the two sides then need one lock. It can change once, when
- * a persistent kernel falls back to relaunch (gb_rk_poll). */
+ * launch state; the two sides then need one lock. Fixed once gb_rk_launch
+ * returns (a persistent kernel falls back to relaunch only there). In cpu
+ * mode without worker threads the grains run in peek: deactivate and
+ * terminate then wait for the window in progress (backend_cpu.c). */
 int gb_rk_consumer_apart(const gb_rk_t *rk);
+/* The store of evicted activations: its bound in bytes and the activations
+ * it holds. Unlike gb_rk_status, safe on a consumer thread apart. */
+void gb_rk_evicted_store(const gb_rk_t *rk, uint64_t *max_bytes, uint64_t *evicted);
 /* The payload of reply h, which gb_rk_peek just returned (h->len bytes): in
  * its slot, or in the large area for a request sent out of line. NULL when a
  * large reply claims more than its room or cannot be copied from the device. */

@@ -296,14 +296,14 @@ void gbi_reply_record(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h, con
  * states (activation.c): names the bound and what to raise. */
 static void reply_evicted_full(gb_server_t *s, gbi_ring_t *r, const gbi_pending_t *p)
 {
-    gb_rk_status_t st;
-    gb_rk_status(r->t->rk, &st);
+    uint64_t max_bytes = 0, evicted = 0;
+    gb_rk_evicted_store(r->t->rk, &max_bytes, &evicted); /* the drainer may hold no lock */
     char why[400];
     snprintf(why, sizeof why,
              "activation table full, and the store of evicted activations of grain type '%s' reached its bound "
              "(grains.max_evicted_kb = %llu KiB, %llu evicted grains): a new key needs an idle activation "
              "evicted; raise grains.max_evicted_kb or grains.max_grains, or deactivate grains you are done with",
-             r->t->name, (unsigned long long)(st.evicted_max_bytes / 1024), (unsigned long long)st.evicted);
+             r->t->name, (unsigned long long)(max_bytes / 1024), (unsigned long long)evicted);
     gbi_reply(s, p->id, p->id_len, p->delim, p->corr, GPUBRIDGE__STATUS__STATUS_BUSY, why, 0, NULL, 0);
 }
 
@@ -375,43 +375,65 @@ static void pending_done(gb_server_t *s, gbi_pending_t *p)
     }
 }
 
+/* Answers the reply h that gb_rk_peek just gave for ring r, and consumes it. */
+static void answer_peeked(gb_server_t *s, gbi_ring_t *r, const gb_slot_hdr_t *h)
+{
+    gb_rk_t *rk = r->t->rk;
+    gbi_pending_t *p = &r->pending[h->corr & (gb_rk_capacity(rk) - 1)];
+    const int status = answer(s, r, reply_from(s, r, h), h, p);
+    pending_done(s, p);
+    if (s->stats)
+        gbi_stats_ring_reply(s, r, h->corr, status, h->type);
+    gb_rk_consume(rk);
+}
+
+/* Ring r stopped (st): every request still in flight is answered, in
+ * order, by its reply where its grain wrote one, else with an error.
+ * Called holding the ring's lock, so the stop happened before these peeks:
+ * no reply lands after them. Returns how many it answered. */
+static int answer_stopped(gb_server_t *s, gbi_ring_t *r, const gb_rk_status_t *st)
+{
+    gb_rk_t *rk = r->t->rk;
+    const uint32_t mask = gb_rk_capacity(rk) - 1;
+    int status = st->state == GB_RK_FAILED ? GPUBRIDGE__STATUS__STATUS_GPU_ERROR : GPUBRIDGE__STATUS__STATUS_TERMINATED;
+    char err[256];
+    snprintf(err, sizeof err, "grain type '%s' %s before answering%s%s", r->t->name,
+             st->state == GB_RK_FAILED ? "failed" : "was terminated", st->last_error_name[0] ? ": " : "",
+             st->last_error_name);
+    int n = 0;
+    for (uint64_t pos = st->received; gb_rk_in_flight(rk) > 0; pos++, n++) {
+        const gb_slot_hdr_t *h = gb_rk_peek(rk);
+        if (h) { /* written before the stop (several cpu lanes stamp out of order) */
+            answer_peeked(s, r, h);
+            continue;
+        }
+        gbi_pending_t *p = &r->pending[pos & mask];
+        if (!(p->one_way && p->corr == 0))
+            gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, err, 0, NULL, 0);
+        pending_done(s, p);
+        if (s->stats)
+            gbi_stats_ring_reply(s, r, pos, status, 0);
+        gb_rk_consume(rk);
+    }
+    return n;
+}
+
 /* Sends the replies that are ready in ring r; answers, with an error, the
  * requests a stopped kernel will never answer. Returns how many it handled. */
 static int drain_ring(gb_server_t *s, gbi_ring_t *r)
 {
     gb_rk_t *rk = r->t->rk;
-    const uint32_t mask = gb_rk_capacity(rk) - 1;
     const gb_slot_hdr_t *h = NULL;
     int n = 0;
     while (n < 4096 && (h = gb_rk_peek(rk))) {
-        gbi_pending_t *p = &r->pending[h->corr & mask];
-        const int status = answer(s, r, reply_from(s, r, h), h, p);
-        pending_done(s, p);
-        if (s->stats)
-            gbi_stats_ring_reply(s, r, h->corr, status, h->type);
-        gb_rk_consume(rk);
+        answer_peeked(s, r, h);
         n++;
     }
     if (!h && gb_rk_in_flight(rk) > 0 && gbi_ring_take(s, r)) { /* its lock: the state; else next pass */
         gb_rk_status_t st;
         gb_rk_status(rk, &st);
-        if (st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED) {
-            int status = st.state == GB_RK_FAILED ? GPUBRIDGE__STATUS__STATUS_GPU_ERROR
-                                                  : GPUBRIDGE__STATUS__STATUS_TERMINATED;
-            char err[256];
-            snprintf(err, sizeof err, "grain type '%s' %s before answering%s%s", r->t->name,
-                     st.state == GB_RK_FAILED ? "failed" : "was terminated", st.last_error_name[0] ? ": " : "",
-                     st.last_error_name);
-            for (uint64_t pos = st.received; gb_rk_in_flight(rk) > 0; pos++, n++) {
-                gbi_pending_t *p = &r->pending[pos & mask];
-                if (!(p->one_way && p->corr == 0))
-                    gbi_reply(s, p->id, p->id_len, p->delim, p->corr, status, err, 0, NULL, 0);
-                pending_done(s, p);
-                if (s->stats)
-                    gbi_stats_ring_reply(s, r, pos, status, 0);
-                gb_rk_consume(rk);
-            }
-        }
+        if (st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED)
+            n += answer_stopped(s, r, &st);
     }
     return n;
 }
@@ -436,6 +458,14 @@ static int drain_owned(gb_server_t *s, gbi_ring_t *r)
     s->pinned = 0;
     s->draining = 0;
     gbi_publish_all(s);
+    const gb_rk_state state = gb_rk_state_of(r->t->rk);
+    if (gb_rk_in_flight(r->t->rk) > 0 && (state == GB_RK_TERMINATED || state == GB_RK_FAILED)) {
+        /* Stopped, and its lock was busy: wait for it now, holding none,
+         * rather than leave its callers until the next pass. */
+        gbi_ring_take(s, r);
+        n += drain_ring(s, r);
+        gbi_publish_all(s);
+    }
     if (n)
         gbi_io_room_bell(s);
     return n;

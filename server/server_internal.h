@@ -275,7 +275,8 @@ struct gb_server {
      * a client's frames stay in order. A shard decodes, feeds rings, drains
      * the rings it owns and encodes replies, sent back to the front over its
      * inproc pair (s->sock in a shard). Rings are shared: a ring's lock
-     * covers every ring call of a shard on it (ring_locks[i]). */
+     * covers every producer-side ring call of a shard on it (ring_locks[i]);
+     * its drainer needs it only where the consumer side is not apart. */
     gb_server_t *front;          /* a shard: its front; NULL otherwise */
     void *cur_body;              /* the front: the zmq_msg_t of the frame being read */
     gb_server_t *shards[GB_MAX_IO_THREADS];
