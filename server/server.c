@@ -461,9 +461,14 @@ static int drain_owned(gb_server_t *s, gbi_ring_t *r)
     const gb_rk_state state = gb_rk_state_of(r->t->rk);
     if (gb_rk_in_flight(r->t->rk) > 0 && (state == GB_RK_TERMINATED || state == GB_RK_FAILED)) {
         /* Stopped, and its lock was busy: wait for it now, holding none,
-         * rather than leave its callers until the next pass. */
+         * rather than leave its callers until the next pass; kept while
+         * routing tries the others, as above. */
         gbi_ring_take(s, r);
+        s->pinned = 1u << (r - s->rings);
+        s->draining = 1;
         n += drain_ring(s, r);
+        s->pinned = 0;
+        s->draining = 0;
         gbi_publish_all(s);
     }
     if (n)
