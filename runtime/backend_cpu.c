@@ -333,7 +333,9 @@ static int cpu_pull_inline(gb_rk_t *rk)
     if (b->lanes || gb_rk_state_of(rk) != GB_RK_RUNNING || GB_CTL_LOAD(&rk->ctl->should_terminate))
         return 0;
     pthread_mutex_lock(&b->workers[0].table);
-    const uint32_t n = cpu_window(&b->workers[0]);
+    /* Again under the lock: a terminate acknowledged (cpu_control) between
+     * the check above and the lock must see no window after it. */
+    const uint32_t n = GB_CTL_LOAD(&rk->ctl->should_terminate) ? 0 : cpu_window(&b->workers[0]);
     pthread_mutex_unlock(&b->workers[0].table);
     return n > 0;
 }

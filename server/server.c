@@ -432,8 +432,13 @@ static int drain_ring(gb_server_t *s, gbi_ring_t *r)
     if (!h && gb_rk_in_flight(rk) > 0 && gbi_ring_take(s, r)) { /* its lock: the state; else next pass */
         gb_rk_status_t st;
         gb_rk_status(rk, &st);
-        if (st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED)
+        if (st.state == GB_RK_TERMINATED || st.state == GB_RK_FAILED) {
+            const uint32_t was = s->pinned; /* routing a reply's messages publishes: keep this lock */
+            if (s->front)
+                s->pinned |= 1u << (r - s->rings);
             n += answer_stopped(s, r, &st);
+            s->pinned = was;
+        }
     }
     return n;
 }
