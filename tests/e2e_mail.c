@@ -21,8 +21,11 @@ static void start_cfg(bridge_t *b, unsigned outbox_kb, unsigned hold_ms, const c
 
 static void start_with(bridge_t *b, unsigned outbox_kb, unsigned hold_ms) { start_cfg(b, outbox_kb, hold_ms, ""); }
 
-/* messaging: more keys of the messaging group (for example "link_slots = 2;"). */
-static void start_cfg(bridge_t *b, unsigned outbox_kb, unsigned hold_ms, const char *messaging)
+#define SINK_DEFAULT "{ type = \"mt.sink\"; queue_capacity = 2; slot_size = 64; }"
+
+/* sink: mt.sink's ring settings; messaging: more keys of the messaging
+ * group (for example "link_slots = 2;"). */
+static void start_sink(bridge_t *b, const char *sink, unsigned outbox_kb, unsigned hold_ms, const char *messaging)
 {
     const char *lib = getenv("GB_MAIL_LIB");
     assert_non_null(lib);
@@ -33,16 +36,21 @@ static void start_cfg(bridge_t *b, unsigned outbox_kb, unsigned hold_ms, const c
              /* mt.sink first: the bridge drains its replies (making room)
               * before it routes mt.a's new messages, which must still queue
               * behind those waiting */
-             "  { type = \"mt.sink\"; queue_capacity = 2; slot_size = 64; },\n"
+             "  %s,\n"
              "  { type = \"mt.b\"; queue_capacity = 8; slot_size = 256; },\n"
              "  { type = \"mt.a\"; queue_capacity = 8; slot_size = 2048; }\n"
              ");\n"
              "messaging = { outbox_kb = %u; hold_ms = %u; max_hops = 24; %s };\n",
-             lib, outbox_kb ? outbox_kb : 64, hold_ms ? hold_ms : 300, messaging);
+             lib, sink, outbox_kb ? outbox_kb : 64, hold_ms ? hold_ms : 300, messaging);
     if (bridge_start(b, cfg) != 0) {
         bridge_print_log(b);
         fail_msg("the bridge did not start");
     }
+}
+
+static void start_cfg(bridge_t *b, unsigned outbox_kb, unsigned hold_ms, const char *messaging)
+{
+    start_sink(b, SINK_DEFAULT, outbox_kb, hold_ms, messaging);
 }
 
 static void start(bridge_t *b) { start_with(b, 0, 0); }
@@ -444,6 +452,141 @@ static void test_target_paused_past_hold(void **st)
     stop(&b);
 }
 
+/* One frame to mt.sink: a busy message (busy_ms) at key 40, then notes at
+ * keys 41 and 42; correlation ids 900-902. With a window of one, a
+ * persistent kernel takes the busy message alone and stays in its window
+ * loop with the notes queued. */
+static void sink_busy_frame(void *s, uint32_t busy_ms)
+{
+    static uint32_t ms;
+    static const uint64_t note = 5;
+    ms = busy_ms;
+    Gpubridge__Envelope envs[3], *ep[3];
+    Gpubridge__GrainId gids[3];
+    for (int i = 0; i < 3; i++) {
+        gpubridge__envelope__init(&envs[i]);
+        gpubridge__grain_id__init(&gids[i]);
+        gids[i].type = (char *)"mt.sink";
+        gids[i].key = 40 + (uint64_t)i;
+        envs[i].grain = &gids[i];
+        envs[i].correlation_id = 900 + (uint64_t)i;
+        envs[i].kind = GPUBRIDGE__KIND__KIND_REQUEST;
+        envs[i].message_type = i == 0 ? MT_SLOW : MT_NOTE;
+        envs[i].payload.data = i == 0 ? (uint8_t *)&ms : (uint8_t *)&note;
+        envs[i].payload.len = i == 0 ? 4 : 8;
+        ep[i] = &envs[i];
+    }
+    Gpubridge__Batch batch = GPUBRIDGE__BATCH__INIT;
+    batch.n_envelopes = 3;
+    batch.envelopes = ep;
+    Gpubridge__ClientFrame f = GPUBRIDGE__CLIENT_FRAME__INIT;
+    f.body_case = GPUBRIDGE__CLIENT_FRAME__BODY_BATCH;
+    f.batch = &batch;
+    send_frame(s, &f);
+}
+
+#define SINK_WINDOW_1 "{ type = \"mt.sink\"; queue_capacity = 8; slot_size = 64; messages_per_iteration = 1; }"
+
+/* A pair's order the other way round: forwards that wait in a device link
+ * (the sink busy), each followed by a one-way send of the same pair, which
+ * takes the host path. The send leaves with its turn's reply, behind the
+ * forward's reply slot in the sender's ring, so the host routes it only
+ * once the sink took the forward: the sink sees every number in order. */
+static void test_send_after_linked_forward_keeps_order(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start_sink(&b, SINK_WINDOW_1, 0, 10000, ""); /* a hold well past the busy time: messages in the outbox wait */
+    void *s = client_open(b.endpoint);
+    sink_busy_frame(s, 800);
+    usleep(200 * 1000); /* the busy message is running */
+    enum { PAIRS = 8 };
+    for (uint64_t i = 0; i < PAIRS; i++) {
+        const uint64_t seq = 2 * i;
+        const uint32_t send[2] = {1, (uint32_t)(2 * i + 1)}; /* one note, numbered 2i + 1 */
+        send_to(s, 960 + 2 * i, "mt.a", 11, MT_FWD_SEQ, &seq, 8);
+        send_to(s, 961 + 2 * i, "mt.a", 11, MT_SEND, send, 8);
+    }
+    replies_t q = {0};
+    for (int k = 0; k < 3 + 2 * PAIRS; k++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        if (r->status != GPUBRIDGE__STATUS__STATUS_OK)
+            fail_msg("reply %llu: status %d: %s", (unsigned long long)r->correlation_id, r->status,
+                     r->error ? r->error : "");
+    }
+    replies_free(&q);
+    uint64_t disorder = 99;
+    assert_int_equal(sink_wait(s, 11, 2 * PAIRS, &disorder), 2 * PAIRS);
+    assert_int_equal(disorder, 0);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    print_message("forwards: %llu, by device link: %llu\n", (unsigned long long)t->mail_forwarded,
+                  (unsigned long long)t->mail_linked);
+    if (linked_mode()) /* the first forward waits in the link while the sink is busy */
+        assert_true(t->mail_linked >= 1);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
+/* mt.sink paused while requests wait in its ring: a persistent kernel then
+ * polls from its window loop, not its poll phase, and must still refuse
+ * the forwards waiting in its device links once they pass the hold (else
+ * they, and every later reply of their sender, wait for Activate). A
+ * second client deactivates the sink while it is busy. In cpu and
+ * relaunch modes the forwards wait in the outbox and end the same way. */
+static void test_paused_with_queue_refuses_links(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start_sink(&b, SINK_WINDOW_1, 0, 0, "");
+    void *s = client_open(b.endpoint), *admin = client_open(b.endpoint);
+    sink_busy_frame(s, 1500);
+    usleep(300 * 1000); /* the busy message is running */
+    /* Answered once the kernel saw it, after the busy message. */
+    assert_int_equal(control_simple(admin, 1, GPUBRIDGE__CONTROL__OP_DEACTIVATE, "mt.sink"), 0);
+    for (uint64_t i = 0; i < 2; i++)
+        send_to(s, 950 + i, "mt.a", 9, MT_TO_SINK, NULL, 0);
+    replies_t q = {0};
+    int busy_ok = 0, refused = 0, notes = 0;
+    while (busy_ok + refused < 3) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        if (r->correlation_id >= 900 && r->correlation_id <= 902) {
+            /* the notes may run before the pause (cpu mode: on the bridge's
+             * thread, right after the busy message) */
+            assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+            r->correlation_id == 900 ? busy_ok++ : notes++;
+        } else if (r->correlation_id == 950 || r->correlation_id == 951) {
+            if (r->status != GPUBRIDGE__STATUS__STATUS_UNDELIVERABLE) {
+                bridge_print_log(&b);
+                fail_msg("forward %llu to the paused sink: status %d: %s", (unsigned long long)r->correlation_id,
+                         r->status, r->error ? r->error : "");
+            }
+            assert_non_null(strstr(r->error, "deactivated"));
+            refused++;
+        } else {
+            fail_msg("reply %llu (status %d) while mt.sink is paused", (unsigned long long)r->correlation_id,
+                     r->status);
+        }
+    }
+    replies_free(&q);
+    /* Any queued notes run once the sink is activated, and the type serves. */
+    assert_int_equal(control_simple(admin, 2, GPUBRIDGE__CONTROL__OP_ACTIVATE, "mt.sink"), 0);
+    for (; notes < 2; notes++) {
+        Gpubridge__Reply *r = next_reply(s, &q);
+        assert_true(r->correlation_id == 901 || r->correlation_id == 902);
+        assert_int_equal(r->status, GPUBRIDGE__STATUS__STATUS_OK);
+    }
+    replies_free(&q);
+    char err[512];
+    assert_int_equal(call(s, "mt.a", 9, MT_TO_SINK, NULL, 0, err, sizeof err, NULL, 0), 0);
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    assert_int_equal(t->mail_undeliverable, 2);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(admin);
+    zmq_close(s);
+    stop(&b);
+}
+
 /* A handler that breaks the rules: one that scribbles a forward flag onto
  * its send and replies too, one that returns FORWARDED after its forward was
  * refused. Each caller gets exactly one reply, an error, never none or two. */
@@ -550,6 +693,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_target_paused_past_hold),   cmocka_unit_test(test_target_terminated),
         cmocka_unit_test(test_target_terminated_in_flight),
         cmocka_unit_test(test_trailer_checked),           cmocka_unit_test(test_forward_order_across_paths),
+        cmocka_unit_test(test_paused_with_queue_refuses_links),
+        cmocka_unit_test(test_send_after_linked_forward_keeps_order),
     };
     if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
         cmocka_set_test_filter(argv[1]);

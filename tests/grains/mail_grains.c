@@ -1,7 +1,9 @@
 /* Grain types that message grains, for the messaging tests (tests/e2e_mail.c):
  * mt.a and mt.b bounce messages between them, mt.sink counts what reaches it.
  * Raw payloads; records are little-endian uint32/uint64. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <string.h>
+#include <time.h>
 
 #include "gpubridge/grain.h"
 #include "mail_grains.h"
@@ -111,6 +113,22 @@ GB_HD uint16_t mt_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t ty
     }
 }
 
+/* Busy for ms milliseconds: the GPU thread spins on the global timer, a
+ * CPU thread sleeps. */
+GB_HD void sink_busy(uint32_t ms)
+{
+#ifdef __CUDA_ARCH__
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    while (t - t0 < (unsigned long long)ms * 1000000ull);
+#else
+    const struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+#endif
+}
+
 /* mt.sink: NOTE counts (and checks that a key's numbered notes come in
  * order), GET replies {count, notes out of order}. */
 GB_HD uint16_t sink_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t type, const unsigned char *in,
@@ -130,6 +148,12 @@ GB_HD uint16_t sink_on_message(const gb_grain_ctx_t *ctx, void *state, uint16_t 
             s[2] += seq + 1 <= s[1];
             s[1] = seq + 1;
         }
+    } else if (type == MT_SLOW) {
+        uint32_t ms;
+        if (in_len != 4)
+            return GB_SLOT_HANDLER_ERROR;
+        memcpy(&ms, in, 4);
+        sink_busy(ms > 5000 ? 5000 : ms);
     } else if (type != MT_GET) {
         return GB_SLOT_UNKNOWN_MESSAGE_TYPE;
     }
@@ -146,7 +170,7 @@ static const gb_grain_msg_t mt_msgs[] = {{MT_HOPS, "Hops"},         {MT_SEND, "S
                                          {MT_SCRIBBLE, "Scribble"},  {MT_LOST_FWD, "LostForward"},
                                          {MT_WALK, "Walk"},          {MT_FWD_SEQ, "ForwardNumbered"},
                                          {MT_BAD_STATUS, "BadStatus"}};
-static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}};
+static const gb_grain_msg_t sink_msgs[] = {{MT_NOTE, "Note"}, {MT_GET, "Get"}, {MT_SLOW, "Slow"}};
 static const char *const a_targets[] = {"mt.b", "mt.sink"};
 static const char *const b_targets[] = {"mt.a"};
 

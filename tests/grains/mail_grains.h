@@ -19,6 +19,7 @@ enum {
     MT_BAD_STATUS = 14, /* mt.a: returns a status of the dispatch's own (GB_SLOT_LINKED): a handler's bug */
     MT_NOTE = 1,       /* mt.sink: {uint64 number} or empty -> {uint64 count, uint64 out of order} */
     MT_GET = 2,        /* mt.sink: -> {uint64 count, uint64 out of order} */
+    MT_SLOW = 3,       /* mt.sink: {uint32 ms} -> busy that long, then as MT_GET (a busy kernel) */
 };
 /* Target indices (mt.a's targets: mt.b, mt.sink; mt.b's: mt.a). */
 #define MT_TO_OTHER 0

@@ -693,7 +693,14 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
     if (n == 0) {
         if (a.budget)
             return GB_EXIT_INPUT_EMPTY;
-        window_idle<G>(a, V, sh, P, ks, t0);
+        /* Paused with requests queued, the kernel stays in this loop, not
+         * the poll phase: its links' messages past messaging.hold_ms are
+         * refused here, so the replies queued behind them in their senders'
+         * rings do not wait for Activate. The window's slots are free. */
+        if (!active && a.n_link_in && threadIdx.x < 32 &&
+            gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, false, P.resume_fence, sh.test))
+            gbk_link_publish(a, P.ltail);
+        window_idle<G>(a, V, sh, P, ks, t0); /* its barrier: warp 0 is done with the slots */
         return GB_EXIT_NONE;
     }
     P.idle_polls = 0;
