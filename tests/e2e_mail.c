@@ -416,6 +416,46 @@ static void test_forward_order_across_paths(void **st)
     stop(&b);
 }
 
+/* Many grains' numbered forwards at once into roomy links: a persistent
+ * target takes a link's messages of distinct keys in one pass, on several
+ * lanes, and a repeated key's later message in a later pass. Each sink key
+ * must see its own numbers in order and each exactly once. */
+static void test_forward_order_many_keys(void **st)
+{
+    (void)st;
+    bridge_t b;
+    start_sink(&b, "{ type = \"mt.sink\"; queue_capacity = 64; slot_size = 64; }", 0, 0, "link_slots = 256;");
+    void *s = client_open(b.endpoint);
+    enum { KEYS = 48, NUMS = 30 };
+    replies_t q = {0};
+    for (uint64_t n = 0; n < NUMS; n++) {
+        for (uint64_t k = 0; k < KEYS; k++) /* round after round: each key's next number */
+            send_to(s, 200000 + n * KEYS + k, "mt.a", 500 + k, MT_FWD_SEQ, &n, 8);
+        if (n % 5 == 4) /* bounded frames in flight (a supervisor's queue) */
+            for (int r = 0; r < 5 * KEYS; r++) {
+                Gpubridge__Reply *rp = next_reply(s, &q);
+                if (rp->status != GPUBRIDGE__STATUS__STATUS_OK)
+                    fail_msg("forward %llu: status %d: %s", (unsigned long long)rp->correlation_id, rp->status,
+                             rp->error ? rp->error : "");
+            }
+    }
+    replies_free(&q);
+    for (uint64_t k = 0; k < KEYS; k++) {
+        uint64_t disorder = 99;
+        assert_int_equal(sink_wait(s, 500 + k, NUMS, &disorder), NUMS);
+        assert_int_equal(disorder, 0);
+    }
+    Gpubridge__Telemetry *t = telemetry(s, "mt.a");
+    print_message("forwards: %llu, by device link: %llu\n", (unsigned long long)t->mail_forwarded,
+                  (unsigned long long)t->mail_linked);
+    assert_int_equal(t->mail_forwarded, KEYS * NUMS);
+    if (linked_mode())
+        assert_true(t->mail_linked > 0);
+    gpubridge__telemetry__free_unpacked(t, NULL);
+    zmq_close(s);
+    stop(&b);
+}
+
 /* mt.sink paused: forwards to it wait in the outbox, not in its ring (which
  * has room for two), past messaging.hold_ms, and are answered undeliverable.
  * Activated, it takes them again. */
@@ -695,6 +735,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_trailer_checked),           cmocka_unit_test(test_forward_order_across_paths),
         cmocka_unit_test(test_paused_with_queue_refuses_links),
         cmocka_unit_test(test_send_after_linked_forward_keeps_order),
+        cmocka_unit_test(test_forward_order_many_keys),
     };
     if (argc > 1) /* a test name or pattern: only those (test_e2e_tmp.sh) */
         cmocka_set_test_filter(argv[1]);

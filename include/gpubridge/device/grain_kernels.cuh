@@ -20,7 +20,9 @@ template <typename G> static cudaError_t gbk_grain_preload(void)
     if constexpr (G::team) {
         return cudaFuncGetAttributes(&fa, gbk_team_kernel<G>);
     } else {
-        cudaError_t e = cudaFuncGetAttributes(&fa, gbk_ring_kernel<G>);
+        cudaError_t e = cudaFuncGetAttributes(&fa, gbk_ring_kernel<G, false>);
+        if (e == cudaSuccess)
+            e = cudaFuncGetAttributes(&fa, gbk_ring_kernel<G, true>);
         if (e == cudaSuccess)
             e = cudaFuncGetAttributes(&fa, gbk_inline_kernel<G, gbk_inline_t>);
         return e == cudaSuccess ? cudaFuncGetAttributes(&fa, gbk_inline_kernel<G, gbk_inline_small_t>) : e;
@@ -32,7 +34,7 @@ template <typename G> static uint32_t gbk_grain_max_window(int device, uint32_t 
     if constexpr (G::team)
         return gbk_max_window(device, slot_size, 1, (const void *)gbk_team_kernel<G>);
     else
-        return gbk_max_window(device, slot_size, 0, (const void *)gbk_ring_kernel<G>);
+        return gbk_max_window(device, slot_size, 0, (const void *)gbk_ring_kernel<G, true>); /* same shared memory */
 }
 
 template <typename G> static uint32_t gbk_grain_team_workers(int device, uint32_t slot_size, uint32_t ring_kernels)

@@ -7,12 +7,14 @@
  *
  * Target (ring_links.cuh): warp 0 of the target's ring kernel polls its
  * links beside its request ring (gbk_link_ready, one L2 load a link) and
- * takes one message from each ready link per pass (gbk_link_step): the
- * handler runs on lane 0, as a lone request's does, so a grain still
- * handles one message at a time, and the reply goes into the caller's slot.
- * While links bring messages it polls them alone, with no PCIe read
- * (gbk_link_spin). Only warp 0 ever takes from links, between dispatch
- * windows, so link turns never run beside a window's. */
+ * takes, from one ready link a pass (gbk_link_step), the messages at its
+ * tail up to the first whose key repeats an earlier one's (at most 32, and
+ * the window's size): their handlers run on as many lanes at once, so a
+ * grain still handles one message at a time, in link order, and each reply
+ * goes into its caller's slot. While links bring messages it polls them
+ * alone, with no PCIe read (gbk_link_spin). Only warp 0 ever takes from
+ * links, between dispatch windows, so link turns never run beside a
+ * window's. */
 #ifndef GB_DEVICE_LINK_CUH
 #define GB_DEVICE_LINK_CUH
 

@@ -28,7 +28,12 @@
  *
  * Idle: spin `idle_spin_polls` polls, then __nanosleep with a doubling
  * back-off up to `idle_backoff_max_ns`. A relaunched kernel (budget > 0)
- * exits instead of idling, and as soon as in_head shows nothing more. */
+ * exits instead of idling, and as soon as in_head shows nothing more.
+ *
+ * Device links in (ring_links.cuh): each type's kernel comes twice, with
+ * LINKS (it takes messages from links: launched when another kernel forwards
+ * into it) and without. The code that takes from links needs registers that
+ * the poll loop of a kernel with none should not pay for. */
 #ifndef GB_RING_KERNEL_CUH
 #define GB_RING_KERNEL_CUH
 
@@ -85,6 +90,7 @@ typedef struct gbk_view {
     uint32_t C16_LOG; /* chunk -> slot by a shift (slot sizes are powers of two, gb_rk_new), not a
                        * division by a run-time value (some 20 instructions a load) */
     gb_link_cache_t *lc; /* the kernel's view of its links out (link.h) */
+    gb_grain_table_t *ltab; /* a kernel with links in: its table, lone and concurrent (ring_links.cuh) */
 } gbk_view_t;
 
 /* Words one thread reads or decides for the whole block (shared memory). */
@@ -116,6 +122,21 @@ static __device__ __forceinline__ gbk_view_t gbk_view_of(const gb_kargs_t &a)
     V.s_bid = (uint32_t *)(V.s_bslot + a.window);
     V.nbid = gbk_bid_slots(a.window);
     return V;
+}
+
+/* Whether this kernel takes messages from device links: compiled in
+ * (LINKS) and given some (a kernel without links in runs the variant without
+ * the code). */
+template <bool LINKS> static __device__ __forceinline__ bool gbk_takes_links(const gb_kargs_t &a)
+{
+    return LINKS && a.n_link_in;
+}
+
+/* The window's shared slots, for warp 0's link passes between windows. */
+static __device__ __forceinline__ gbk_link_room_t link_room(const gb_kargs_t &a, const gbk_view_t &V)
+{
+    const gbk_link_room_t R = {V.s_in, V.s_out, V.ltab, V.S, V.SP, min(32u, a.window)};
+    return R;
 }
 
 /* Acknowledges an activation change on the control line (one thread). */
@@ -317,7 +338,7 @@ static __device__ __forceinline__ void poll_lone(gb_kargs_t &a, const gbk_view_t
  * kernel must exit: returns GB_EXIT_NONE or the exit reason. Only lane 0's
  * ks and P.beat are kept (as thread 0's are in the window phase); the
  * positions are the same in every lane. */
-template <typename G>
+template <typename G, bool LINKS>
 static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t &V, gbk_progress_t &P,
                                                  gb_kstate_t &ks)
 {
@@ -334,7 +355,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             ack_active(V.ctl, ks, r.active);
         /* Link messages first: the request ring's slot, already read, waits
          * no longer than one link message a link. */
-        const bool linked = a.n_link_in && gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, r.active,
+        const bool linked = gbk_takes_links<LINKS>(a) && gbk_link_step<G>(a, V.lc, link_room(a, V), P.ltail, r.active,
                                                             P.resume_fence, r.test);
         const bool ready = r.active && r.seq == gb_stamp(P.tail);
         if (!r.active)
@@ -357,7 +378,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
             return GB_EXIT_INPUT_EMPTY; /* nothing (or deactivated): leave it queued */
         if (linked) {
             if (r.active) /* not after refusing expired messages of a paused kernel */
-                gbk_link_spin<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, P.resume_fence, r.test);
+                gbk_link_spin<G>(a, V.lc, link_room(a, V), P.ltail, P.resume_fence, r.test);
             P.idle_polls = 0;
             P.sleep_ns = 0;
             continue;
@@ -373,13 +394,13 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
 
 /* The poll phase on warp 0 while the other warps wait at the barrier; its
  * progress then goes to the whole block. Returns GB_EXIT_NONE or the reason. */
-template <typename G>
+template <typename G, bool LINKS>
 static __device__ __forceinline__ int poll_block(gb_kargs_t &a, const gbk_view_t &V, gbk_shared_t &sh,
                                                  gbk_progress_t &P, gb_kstate_t &ks)
 {
     const uint32_t tid = threadIdx.x;
     if (tid < 32) {
-        int why = poll_phase<G>(a, V, P, ks);
+        int why = poll_phase<G, LINKS>(a, V, P, ks);
         if (tid == 0) {
             sh.head = P.tail;
             sh.known = P.known_head;
@@ -673,7 +694,7 @@ static __device__ __forceinline__ void window_write(const gb_kargs_t &a, const g
 
 /* One dispatch window of the whole block (see the header comment). Returns
  * GB_EXIT_NONE to go on, or why the kernel exits. */
-template <typename G>
+template <typename G, bool LINKS>
 static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_t &V, gbk_shared_t &sh,
                                                   gbk_progress_t &P, gb_kstate_t &ks)
 {
@@ -697,8 +718,8 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
          * the poll phase: its links' messages past messaging.hold_ms are
          * refused here, so the replies queued behind them in their senders'
          * rings do not wait for Activate. The window's slots are free. */
-        if (!active && a.n_link_in && threadIdx.x < 32 &&
-            gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, false, P.resume_fence, sh.test))
+        if (!active && gbk_takes_links<LINKS>(a) && threadIdx.x < 32 &&
+            gbk_link_step<G>(a, V.lc, link_room(a, V), P.ltail, false, P.resume_fence, sh.test))
             gbk_link_publish(a, P.ltail);
         window_idle<G>(a, V, sh, P, ks, t0); /* its barrier: warp 0 is done with the slots */
         return GB_EXIT_NONE;
@@ -712,9 +733,9 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
     window_dispatch<G>(a, V, sh, P, n, rounds, bid_cycles);
     const long long t2 = gbk_clock<G>();
     window_write<G>(a, V, sh, P, ks, n);
-    if (a.n_link_in) { /* links between windows, on warp 0: a busy ring does not starve them */
+    if (gbk_takes_links<LINKS>(a)) { /* links between windows, on warp 0: a busy ring does not starve them */
         __syncthreads(); /* the window's shared copies are written out */
-        if (threadIdx.x < 32 && gbk_link_step<G>(a, V.lc, V.s_in, V.s_out, V.S, P.ltail, true, P.resume_fence, sh.test))
+        if (threadIdx.x < 32 && gbk_link_step<G>(a, V.lc, link_room(a, V), P.ltail, true, P.resume_fence, sh.test))
             gbk_link_publish(a, P.ltail);
     }
     if (threadIdx.x == 0) {
@@ -759,20 +780,27 @@ static __device__ __forceinline__ void ring_exit(const gb_kargs_t &a, const gbk_
 /* One block per ring kernel (the 1): ptxas may give a thread all 128
  * registers, which keeps the hot loop, large-message call (dispatch.h)
  * included, free of spills. */
-template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
+template <typename G, bool LINKS> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring_kernel(gb_kargs_t a)
 {
     const uint32_t tid = threadIdx.x;
     __shared__ gbk_shared_t sh;
     __shared__ gb_link_cache_t lc;
+    __shared__ gb_grain_table_t ltab[2];
     gbk_view_t V = gbk_view_of(a);
     V.lc = &lc;
+    V.ltab = ltab;
+    if (LINKS && tid == 0) { /* before the barrier below */
+        ltab[0] = ltab[1] = a.tab;
+        ltab[0].concurrent = 0;
+        ltab[1].concurrent = 1;
+    }
     gbk_link_cache_init(a, &lc); /* before the barrier below; a target with no links out has NULLs */
 
     /* Progress lives in device memory: cheap to resume after a relaunch. */
     gb_kstate_t ks = *a.kstate;
     gbk_progress_t P = {ks.tail, ks.tail, 0, 0, 0, 0, 0, 0};
     int reason = GB_EXIT_NONE;
-    if (tid < a.n_link_in)
+    if (LINKS && tid < a.n_link_in)
         P.ltail = a.link_in[tid]->tail;
 
     for (uint32_t i = tid; i < V.nbid; i += V.nthreads)
@@ -789,16 +817,16 @@ template <typename G> __global__ void __launch_bounds__(GBK_THREADS, 1) gbk_ring
     for (;;) {
         if (!a.staging && !gbk_flag<G>(a, GBK_F_NO_FAST) && P.known_head <= P.tail) {
             /* Poll phase (warp 0), see the header comment. */
-            reason = poll_block<G>(a, V, sh, P, ks);
+            reason = poll_block<G, LINKS>(a, V, sh, P, ks);
             if (reason != GB_EXIT_NONE)
                 break;
             __syncthreads(); /* sh.head is rewritten below */
         }
-        reason = window_step<G>(a, V, sh, P, ks);
+        reason = window_step<G, LINKS>(a, V, sh, P, ks);
         if (reason != GB_EXIT_NONE)
             break;
     }
-    if (tid < 32 && reason == GB_EXIT_TERMINATED && a.n_link_in)
+    if (tid < 32 && reason == GB_EXIT_TERMINATED && gbk_takes_links<LINKS>(a))
         gbk_link_close(a); /* its answers before ring_exit's fence and has_terminated */
     if (tid == 0)
         ring_exit<G>(a, V, ks, P, reason, clk0, ns0);
@@ -867,13 +895,22 @@ static inline cudaError_t gbk_add_node(cudaGraphNode_t *node, cudaGraph_t graph,
     return cudaGraphAddKernelNode(node, graph, deps, ndeps, &p);
 }
 
+/* The ring kernel for args: the variant that takes from links if it has any. */
+template <typename G> static const void *gbk_ring_func(const gb_kargs_t *args)
+{
+    return args->n_link_in ? (const void *)gbk_ring_kernel<G, true> : (const void *)gbk_ring_kernel<G, false>;
+}
+
 template <typename G> static cudaError_t gbk_ring_launch(const gb_kargs_t *args, cudaStream_t stream)
 {
     const size_t smem = gbk_ring_smem(args->window, args->geom.slot_size);
-    cudaError_t err = gbk_allow_smem((const void *)gbk_ring_kernel<G>, smem);
+    cudaError_t err = gbk_allow_smem(gbk_ring_func<G>(args), smem);
     if (err != cudaSuccess)
         return err;
-    gbk_ring_kernel<G><<<1, GBK_THREADS, smem, stream>>>(*args);
+    if (args->n_link_in)
+        gbk_ring_kernel<G, true><<<1, GBK_THREADS, smem, stream>>>(*args);
+    else
+        gbk_ring_kernel<G, false><<<1, GBK_THREADS, smem, stream>>>(*args);
     return cudaGetLastError();
 }
 
@@ -881,7 +918,7 @@ template <typename G>
 static cudaError_t gbk_ring_add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
                                      size_t ndeps, const gb_kargs_t *args)
 {
-    return gbk_add_node(node, graph, deps, ndeps, (const void *)gbk_ring_kernel<G>, 1, GBK_THREADS,
+    return gbk_add_node(node, graph, deps, ndeps, gbk_ring_func<G>(args), 1, GBK_THREADS,
                         gbk_ring_smem(args->window, args->geom.slot_size), args);
 }
 

@@ -5,22 +5,37 @@
 
 #include "gpubridge/detail/dispatch.h"
 #include "gpubridge/device/link.cuh"
+#include "gpubridge/device/profile.cuh"
 
-/* Lane 0: the message at link k's tail as a request: runs its handler (or,
- * expired, refuses it) and answers its caller, unless its turn forwarded it
- * on by a link. Inlined, as gbk_link_close is: a reference to the kernel's
- * arguments handed to a function that is not makes every ring kernel, links
- * or not, copy them to local memory (a 480-byte frame and some 200 bytes of
- * spills in the echo kernel's loop, against none). */
+/* Where warp 0 puts the link messages of one pass: up to `most` slots of
+ * the window's shared memory (free between windows), SP bytes apart, each
+ * request in s_in and its origin where the reply's header would go in s_out
+ * (a link turn's reply header lives in registers). */
+typedef struct gbk_link_room {
+    unsigned char *s_in, *s_out;
+    /* the grain table, in shared memory: [0] for a lone message, [1] for a
+     * pass of several (gb_grain_find's concurrent mode, as in a window's
+     * rounds; the lone lookup is cheaper) */
+    gb_grain_table_t *tab;
+    uint32_t S, SP, most;
+} gbk_link_room_t;
+
+/* One lane: message i of a pass over link k (its request at s_in + i * SP)
+ * as a request: runs its handler (or, expired, refuses it) and answers its
+ * caller, unless its turn forwarded it on by a link. Lanes of one pass run
+ * at once, each on a key of its own (tab->concurrent then). Inlined, as
+ * gbk_link_close is: a reference to the kernel's arguments handed to a
+ * function that is not makes every ring kernel, links or not, copy them to
+ * local memory (a 480-byte frame and some 200 bytes of spills in the echo
+ * kernel's loop, against none). */
 template <typename G>
-static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
-                                                 unsigned char *s_out, uint32_t S, uint32_t k, unsigned long long tail,
-                                                 bool expire, uint32_t test, uint4 o0, uint4 o1)
+static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_grain_table_t *tab, gb_link_cache_t *lc,
+                                                    const gbk_link_room_t &R, uint32_t i, uint32_t k, bool expire,
+                                                    uint32_t test)
 {
-    gb_link_t *L = a.link_in[k];
+    unsigned char *s_in = R.s_in + (size_t)i * R.SP, *s_out = R.s_out + (size_t)i * R.SP;
     gb_link_turn_t lt;
-    const uint4 o[2] = {o0, o1};
-    memcpy(&lt.origin, o, sizeof lt.origin);
+    memcpy(&lt.origin, s_out, sizeof lt.origin);
     lt.out = lc->out;
     lt.cache = lc;
     lt.closed = gbk_link_closed(lc, gbi_n_targets<G>::value);
@@ -34,27 +49,79 @@ static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_link_cache
         oh.key = h->key, oh.type = h->type, oh.status = GB_SLOT_LINK_HELD, oh.len = 0, oh.aux = 0;
     } else {
         const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
-        gbi_dispatch_one<G>(&ctx, &a.tab, gb_grain_lane(h->key, a.tab.lanes), h, s_in + GB_SLOT_HDR_SIZE, &oh,
-                            s_out + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE, test, &lt);
+        gbi_dispatch_one<G>(&ctx, tab, gb_grain_lane(h->key, a.tab.lanes), h, s_in + GB_SLOT_HDR_SIZE, &oh,
+                            s_out + GB_SLOT_HDR_SIZE, R.S - GB_SLOT_HDR_SIZE, test, &lt);
     }
     if (oh.status != GB_SLOT_LINKED)
-        gbk_link_answer(lt.origin, a.self, oh, s_out + GB_SLOT_HDR_SIZE, S - GB_SLOT_HDR_SIZE);
-    /* The slot may be reused: a relaxed store, since every read of it has
-     * returned (its values are in shared memory and registers). */
-    gbk_st_relaxed_gpu(&L->tail, tail + 1);
-    if (expire)
+        gbk_link_answer(lt.origin, a.self, oh, s_out + GB_SLOT_HDR_SIZE, R.S - GB_SLOT_HDR_SIZE);
+    if (expire) {
+        gb_link_t *L = a.link_in[k];
         st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 1ull) + 1);
+    }
 }
 
-/* Warp 0, one pass over the links: takes one message from each ready link
- * (active), or refuses those that waited past messaging.hold_ms (not
- * active). s_in / s_out: a slot's room each in shared memory, free between
- * windows. Returns whether it took any. fence: the host may have rewritten
- * the activation table since the last dispatch (see lone_read). */
+/* Warp 0: link L's messages [first, n) of a pass from position tail on
+ * into the room: origins into s_out, requests into s_in. Strong loads at
+ * GPU scope (written from another SM, and this SM's L1 may hold the lap
+ * before), all issued before any is used (the stores wait for them). */
+static __device__ __forceinline__ void gbk_link_load(const gb_link_t *L, unsigned long long tail, uint32_t first,
+                                                     uint32_t n, const gbk_link_room_t &R)
+{
+    const uint32_t chunks = (uint32_t)(sizeof(gb_link_origin_t) + R.S) / 16; /* a link slot's */
+    for (uint32_t c = threadIdx.x + first * chunks; c < n * chunks; c += 32) {
+        const uint32_t i = c / chunks, off = c - i * chunks;
+        const uint4 v = gbk_ld_relaxed_gpu_v4(gbk_link_slot(L, tail + i) + off * 16);
+        *(uint4 *)(off < 2 ? R.s_out + (size_t)i * R.SP + off * 16 : R.s_in + (size_t)i * R.SP + (off - 2) * 16) = v;
+    }
+}
+
+/* Warp 0: the message at link L's tail into the room, and how many are
+ * there from the tail on, up to R.most (1 when not `wide`). Lane i > 0
+ * loads position tail + i's stamp in the same round as the first message's
+ * loads: a lone message pays no second trip to L2 for the look ahead. */
+static __device__ __forceinline__ uint32_t gbk_link_load_first(const gb_link_t *L, unsigned long long tail, bool wide,
+                                                               const gbk_link_room_t &R)
+{
+    const uint32_t lane = threadIdx.x;
+    const bool probe = wide && lane > 0 && lane < R.most && lane < L->cap;
+    uint32_t stamp = 0;
+    if (probe)
+        stamp = gbk_ld_relaxed_gpu32(
+            &((const gb_slot_hdr_t *)(gbk_link_slot(L, tail + lane) + sizeof(gb_link_origin_t)))->seq);
+    gbk_link_load(L, tail, 0, 1, R);
+    if (!wide)
+        return 1;
+    const bool here = lane == 0 || (probe && stamp == gb_stamp(tail + lane));
+    const uint32_t gap = ~__ballot_sync(0xffffffffu, here); /* 0: all 32 lanes' messages are there */
+    return gap ? (uint32_t)__ffs(gap) - 1 : 32u;
+}
+
+/* Warp 0: of messages [0, n) in the pass, the first n' whose keys differ
+ * (n' >= 1): a key's later message waits for the next pass, so a grain
+ * still handles one message at a time, in link order. */
+static __device__ __forceinline__ uint32_t gbk_link_distinct(const gbk_link_room_t &R, uint32_t n)
+{
+    const uint32_t lane = threadIdx.x;
+    bool again = false;
+    if (lane < n) {
+        const uint32_t lanes = n >= 32 ? 0xffffffffu : (1u << n) - 1u;
+        const uint64_t key = ((const gb_slot_hdr_t *)(R.s_in + (size_t)lane * R.SP))->key;
+        again = (__match_any_sync(lanes, key) & ((1u << lane) - 1u)) != 0;
+    }
+    const uint32_t cut = __ballot_sync(0xffffffffu, again);
+    return cut ? (uint32_t)__ffs(cut) - 1 : n;
+}
+
+/* Warp 0, one pass: takes from one ready link the messages at its tail, up
+ * to R.most of distinct keys, and runs them on as many lanes at once
+ * (active), or refuses the one at its tail if it waited past
+ * messaging.hold_ms (not active). Returns whether it took any. fence: the
+ * host may have rewritten the activation table since the last dispatch (see
+ * lone_read). */
 template <typename G>
-static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
-                                                     unsigned char *s_out, uint32_t S, unsigned long long &ltail,
-                                                     bool active, uint32_t &fence, uint32_t test)
+static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cache_t *lc, const gbk_link_room_t &R,
+                                                     unsigned long long &ltail, bool active, uint32_t &fence,
+                                                     uint32_t test)
 {
     const uint32_t lane = threadIdx.x;
     uint32_t ready = gbk_link_ready(a, ltail);
@@ -64,39 +131,39 @@ static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cach
         __threadfence_system();
         fence = 0;
     }
+    /* One link a pass, from a rotating start (the clock's low bits): a busy
+     * link does not starve the others, and a pass keeps no state across a
+     * loop of links while handlers run (registers). */
+    const uint32_t rot = (uint32_t)clock() & 31u;
+    const uint32_t turned = rot ? ready >> rot | ready << (32u - rot) : ready;
     bool took = false;
-    while (ready) {
-        const uint32_t k = __ffs(ready) - 1;
-        ready &= ready - 1;
+    {
+        const uint32_t k = (__ffs(__shfl_sync(0xffffffffu, turned, 0)) - 1 + __shfl_sync(0xffffffffu, rot, 0)) & 31u;
         const unsigned long long tail = __shfl_sync(0xffffffffu, ltail, k);
-        const unsigned char *slot = gbk_link_slot(a.link_in[k], tail);
+        gb_link_t *L = a.link_in[k];
         bool expire = false;
         if (!active) {
+            const unsigned char *slot = gbk_link_slot(L, tail);
             const uint64_t since = gbk_ld_relaxed_gpu((const unsigned long long *)(slot + offsetof(gb_link_origin_t, since_ns)));
             expire = __shfl_sync(0xffffffffu, gbk_now_ns(), 0) - since > a.hold_ns; /* warp-uniform */
             if (!expire)
-                continue; /* deactivated: it waits */
+                return false; /* deactivated: it waits */
         }
-        /* The whole slot in one round of loads (strong, GPU scope: it was written
-         * from another SM, and this SM's L1 may hold the lap before): the
-         * origin into lanes 0 and 1, the request into shared memory. */
-        uint4 o0 = make_uint4(0, 0, 0, 0), o1 = o0;
-        const uint32_t chunks = (uint32_t)(sizeof(gb_link_origin_t) + S) / 16;
-        for (uint32_t c = lane; c < chunks; c += 32) {
-            const uint4 v = gbk_ld_relaxed_gpu_v4(slot + c * 16);
-            if (c < 2)
-                (c == 0 ? o0 : o1) = v;
-            else
-                *(uint4 *)(s_in + (c - 2) * 16) = v;
-        }
-        o1.x = __shfl_sync(0xffffffffu, o1.x, 1), o1.y = __shfl_sync(0xffffffffu, o1.y, 1);
-        o1.z = __shfl_sync(0xffffffffu, o1.z, 1), o1.w = __shfl_sync(0xffffffffu, o1.w, 1);
+        uint32_t n = gbk_link_load_first(L, tail, active && R.most > 1, R);
+        if (n > 1)
+            gbk_link_load(L, tail, 1, n, R);
         __syncwarp();
+        if (n > 1)
+            n = gbk_link_distinct(R, n);
+        if (lane < n)
+            gbk_link_run<G>(a, &R.tab[n > 1], lc, R, lane, k, expire, test);
+        __syncwarp();
+        /* The slots may be reused: a relaxed store, since every read of them
+         * has returned (their values are in shared memory and registers). */
         if (lane == 0)
-            gbk_link_run<G>(a, lc, s_in, s_out, S, k, tail, expire, test, o0, o1);
-        __syncwarp();
+            gbk_st_relaxed_gpu(&L->tail, tail + n);
         if (lane == k)
-            ltail++;
+            ltail += n;
         took = true;
     }
     return took;
@@ -117,16 +184,15 @@ static __device__ __forceinline__ void gbk_link_publish(const gb_kargs_t &a, uns
  * GBK_LINK_IDLE_POLLS polls without one (some tens of microseconds: a poll
  * is an L2 round trip), or GBK_LINK_SPIN_POLLS in all, whichever comes
  * first: a client's request then waits at most that long for its poll.
- * Counted in polls, not read from a clock: no clock read on the hop's path. */
+ * Counted in polls, not timed: no %globaltimer read on the hop's path. */
 #define GBK_LINK_IDLE_POLLS 64u
 #define GBK_LINK_SPIN_POLLS 512u
 template <typename G>
-static __device__ __forceinline__ void gbk_link_spin(gb_kargs_t &a, gb_link_cache_t *lc, unsigned char *s_in,
-                                                     unsigned char *s_out, uint32_t S, unsigned long long &ltail,
-                                                     uint32_t &fence, uint32_t test)
+static __device__ __forceinline__ void gbk_link_spin(gb_kargs_t &a, gb_link_cache_t *lc, const gbk_link_room_t &R,
+                                                     unsigned long long &ltail, uint32_t &fence, uint32_t test)
 {
     for (uint32_t polls = 0, idle = 0; polls < GBK_LINK_SPIN_POLLS && idle < GBK_LINK_IDLE_POLLS; polls++)
-        idle = gbk_link_step<G>(a, lc, s_in, s_out, S, ltail, true, fence, test) ? 0 : idle + 1;
+        idle = gbk_link_step<G>(a, lc, R, ltail, true, fence, test) ? 0 : idle + 1;
     gbk_link_publish(a, ltail);
 }
 
