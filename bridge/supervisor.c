@@ -397,6 +397,18 @@ static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
 
 static int peer_stalled(const peer_t *p) { return p->out_msg || p->own_head || p->refused_owed; }
 
+/* Replies p holds here for its client: a frame waiting for room, the
+ * supervisor's own, refusals owed. */
+static uint64_t peer_kept(const peer_t *p)
+{
+    uint64_t kept = p->refused_owed;
+    if (p->out_msg)
+        kept += gbi_reply_count(zmq_msg_data(p->out_msg), zmq_msg_size(p->out_msg));
+    for (const gbi_outq_t *q = p->own_head; q; q = q->next)
+        kept += gbi_reply_count(q->data, q->len);
+    return kept;
+}
+
 /* A client connection closed (connwatch.h): what its client was owed (ids
  * awaiting the worker's replies, replies kept here) will find it gone and be
  * discarded; logged at most once a second, and counted. */
@@ -411,11 +423,7 @@ static void sup_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
         return;
     p->zero_owed = 0; /* nobody to take those replies now */
     p->closed = true;
-    uint64_t kept = p->refused_owed;
-    if (p->out_msg)
-        kept += gbi_reply_count(zmq_msg_data(p->out_msg), zmq_msg_size(p->out_msg));
-    for (const gbi_outq_t *q = p->own_head; q; q = q->next)
-        kept += gbi_reply_count(q->data, q->len);
+    const uint64_t kept = peer_kept(p);
     const uint64_t pending = p->ids.n;
     if (!pending && !kept)
         return;
@@ -569,7 +577,12 @@ static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
         const bool idle = p->ids.n == 0 && !zeros && !peer_stalled(p) && now - p->last_ns > PEER_IDLE_NS;
         const bool gone = need_room && p->closed && (p->ids.n || peer_stalled(p));
         if (p != s->stall_peer && (idle || gone)) {
-            closed_dropped += gone && !idle;
+            if (gone && !idle) { /* its replies, owed or kept, now reach nobody: counted as discarded */
+                const uint64_t n = p->ids.n + peer_kept(p);
+                s->replies_undelivered += n;
+                s->undelivered_uncounted += n;
+                closed_dropped++;
+            }
             peer_drop(s, i);
         } else {
             i++;
@@ -629,9 +642,11 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool admin)
     if (s->n_peers >= s->max_peers) {
         gb_connwatch_poll(&s->cw); /* closes reported so far count before evicting */
         const size_t gone = peers_evict(s, gb_now_ns() + PEER_IDLE_NS, true); /* any idle one will do */
-        if (gone)
+        if (gone) {
             GB_WARN("supervisor: %zu client(s) whose connections closed with replies owed gave their places to "
                     "new clients (at most %zu at once); their replies are discarded", gone, s->max_peers);
+            dropped_count(s);
+        }
     }
     if (s->n_peers >= s->max_peers + (admin ? CONTROL_PEERS : 0))
         return NULL;

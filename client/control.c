@@ -246,6 +246,8 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
             o->queue_depth_out = dt->queue_depth_out;
             full.devices_mail_linked[d] = dt->mail_linked;
         }
+        full.connections_dropped = t->connections_dropped;
+        full.replies_undelivered = t->replies_undelivered;
         copy_out(out, &full, GBCI_TELEMETRY_V02_SIZE, sizeof full);
     }
     if (t)

@@ -363,6 +363,10 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
      * devices[] (whose messages_processed does not count them). */
     uint64_t mail_linked;
     uint64_t devices_mail_linked[GBC_MAX_DEVICES];
+    /* Clients (0.6): connections that closed with replies owed, and the
+     * replies discarded for them (bridge-wide, the same in every type's). */
+    uint64_t connections_dropped;
+    uint64_t replies_undelivered;
 } gbc_telemetry_t;
 
 typedef struct gbc_type_list {      /* control.GrainTypeList; free with gbc_type_list_clear */
