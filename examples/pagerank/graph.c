@@ -81,7 +81,7 @@ static int64_t idmap_get(idmap_t *m, uint64_t key, uint32_t n)
             return m->vals[j] - 1;
         j = (j + 1) & (m->cap - 1);
     }
-    if (n == UINT32_MAX)
+    if (n >= GB_GRAPH_MAX_VERTICES)
         return -1;
     m->keys[j] = key;
     m->vals[j] = n + 1;
@@ -273,7 +273,7 @@ int gb_graph_parse_snap(const char *text, size_t len, const char *name, gb_graph
         } else if (skip) {
         } else if (add_edge(g, &map, &ecap, &idcap, a, b) != 0) {
             snprintf(err, errlen, "%s:%llu: out of memory or too many vertices (at most %u)", name,
-                     (unsigned long long)line, UINT32_MAX);
+                     (unsigned long long)line, GB_GRAPH_MAX_VERTICES);
             rc = -1;
         }
         p = eol < end ? eol + 1 : end;

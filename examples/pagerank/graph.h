@@ -26,6 +26,9 @@ typedef struct gb_graph {
 /* The longest line gb_graph_load_snap reads: a longer one (a binary file,
  * /dev/zero) is an error as soon as it is seen, not after memory ran out. */
 #define GB_GRAPH_MAX_LINE (64u << 20)
+/* Distinct vertices an edge list may name: dense ids 0 .. 2^32 - 3, so that
+ * a vertex count and UINT32_MAX as "no vertex" both fit 32 bits. */
+#define GB_GRAPH_MAX_VERTICES (UINT32_MAX - 1u)
 
 int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t errlen);
 /* The same from memory (name is used in messages). */

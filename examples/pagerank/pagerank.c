@@ -26,6 +26,7 @@
  * Exit status: 0 converged, or stopped at the rounding floor, or --max-iter
  * reached with --allow-unconverged, with the error bound within --max-error;
  * 1 an error (ranks failing the check included), 2 usage. */
+#include <ctype.h>
 #include <errno.h>
 #include <float.h>
 #include <getopt.h>
@@ -65,7 +66,9 @@ static const char usage_text[] =
     "                          times the bridge's devices)\n"
     "  -d, --damping D         damping factor, 0 <= D < 1 (default 0.85)\n"
     "  -t, --tolerance T       stop when the summed L1 delta is below T, 0..1 (default 1e-6),\n"
-    "                          and small enough for --max-error (d/(1-d) x delta <= E/2)\n"
+    "                          and small enough for --max-error (d/(1-d) x delta <= E/2);\n"
+    "                          0: until a step changes nothing or stalls, which may take\n"
+    "                          more than the default --max-iter\n"
     "      --max-error E       fail unless the host-verified L1 error bound of the ranks\n"
     "                          is at most E, 0 < E <= 2 (default: 100 x the tolerance, at\n"
     "                          least 1e-4, at most 2)\n"
@@ -88,7 +91,8 @@ static const char usage_text[] =
     "                          waits at least 10 s)\n"
     "  -q, --quiet             no per-iteration progress\n"
     "  -j, --json              print a JSON line last\n"
-    "      --allow-unconverged exit 0 when --max-iter is reached first\n"
+    "      --allow-unconverged exit 0 when --max-iter is reached first, if the ranks'\n"
+    "                          error bound is within --max-error\n"
     "      --two-rounds        a senders' round in every iteration (default: the\n"
     "                          aggregators write the next contributions themselves)\n"
     "      --first-device      on a bridge with several devices, every partition on\n"
@@ -123,8 +127,8 @@ static bool parse_f64(const char *s, double min, double max, double *out)
     double v = strtod(s, &end);
     if (errno == ERANGE && fabs(v) <= DBL_MIN)
         errno = 0; /* an underflow, as 1e-400: the nearest double (0 or subnormal) stands */
-    if (errno || end == s || *end || !(v >= min && v <= max) || strpbrk(s, "xX"))
-        return false; /* decimal only: strtod also takes hexadecimal */
+    if (errno || end == s || *end || !(v >= min && v <= max) || strpbrk(s, "xX") || isspace((unsigned char)s[0]))
+        return false; /* decimal only: strtod also takes hexadecimal, and skips leading blanks */
     *out = v;
     return true;
 }
