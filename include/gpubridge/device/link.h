@@ -99,6 +99,7 @@ typedef struct gb_link_cache {
     unsigned long long tail[GB_MAIL_MAX_TARGETS];
     unsigned long long held[GB_MAIL_MAX_TARGETS];
     unsigned long long seen[GB_MAIL_MAX_TARGETS];
+    uint32_t next_in; /* links in: where the next pass starts looking (ring_links.cuh) */
 } gb_link_cache_t;
 
 /* What a turn on the device needs to forward by a link. */

@@ -354,7 +354,7 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
         if (lane == 0)
             ack_active(V.ctl, ks, r.active);
         /* Link messages first: the request ring's slot, already read, waits
-         * no longer than one link message a link. */
+         * no longer than one pass of one link. */
         const bool linked = gbk_takes_links<LINKS>(a) && gbk_link_step<G>(a, V.lc, link_room(a, V), P.ltail, r.active,
                                                             P.resume_fence, r.test);
         const bool ready = r.active && r.seq == gb_stamp(P.tail);
@@ -717,11 +717,16 @@ static __device__ __forceinline__ int window_step(gb_kargs_t &a, const gbk_view_
         /* Paused with requests queued, the kernel stays in this loop, not
          * the poll phase: its links' messages past messaging.hold_ms are
          * refused here, so the replies queued behind them in their senders'
-         * rings do not wait for Activate. The window's slots are free. */
-        if (!active && gbk_takes_links<LINKS>(a) && threadIdx.x < 32 &&
-            gbk_link_step<G>(a, V.lc, link_room(a, V), P.ltail, false, P.resume_fence, sh.test))
-            gbk_link_publish(a, P.ltail);
-        window_idle<G>(a, V, sh, P, ks, t0); /* its barrier: warp 0 is done with the slots */
+         * rings do not wait for Activate. */
+        if (!active && gbk_takes_links<LINKS>(a)) { /* block-uniform */
+            const bool refused = threadIdx.x < 32 && gbk_link_step<G>(a, V.lc, link_room(a, V), P.ltail, false,
+                                                                      P.resume_fence, sh.test);
+            if (refused)
+                gbk_link_publish(a, P.ltail);
+            if (__syncthreads_or(refused)) /* more may be due: no back-off */
+                P.idle_polls = 0, P.sleep_ns = 0;
+        }
+        window_idle<G>(a, V, sh, P, ks, t0);
         return GB_EXIT_NONE;
     }
     P.idle_polls = 0;

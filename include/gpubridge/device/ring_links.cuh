@@ -20,9 +20,9 @@ typedef struct gbk_link_room {
     uint32_t S, SP, most;
 } gbk_link_room_t;
 
-/* One lane: message i of a pass over link k (its request at s_in + i * SP)
- * as a request: runs its handler (or, expired, refuses it) and answers its
- * caller, unless its turn forwarded it on by a link. Lanes of one pass run
+/* One lane: message i of a pass (its request at s_in + i * SP) as a
+ * request: runs its handler and answers its caller, unless its turn
+ * forwarded it on by a link. Lanes of one pass run
  * at once, each on a key of its own (tab->concurrent then). Inlined, as
  * gbk_link_close is: a reference to the kernel's arguments handed to a
  * function that is not makes every ring kernel, links or not, copy them to
@@ -30,8 +30,7 @@ typedef struct gbk_link_room {
  * kernel's loop, against none). */
 template <typename G>
 static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_grain_table_t *tab, gb_link_cache_t *lc,
-                                                    const gbk_link_room_t &R, uint32_t i, uint32_t k, bool expire,
-                                                    uint32_t test)
+                                                    const gbk_link_room_t &R, uint32_t i, uint32_t test)
 {
     unsigned char *s_in = R.s_in + (size_t)i * R.SP, *s_out = R.s_out + (size_t)i * R.SP;
     gb_link_turn_t lt;
@@ -45,25 +44,18 @@ static __device__ __forceinline__ void gbk_link_run(gb_kargs_t &a, gb_grain_tabl
     lt.self = a.self;
     const gb_slot_hdr_t *h = (const gb_slot_hdr_t *)s_in;
     gb_slot_hdr_t oh;
-    if (expire) {
-        oh.key = h->key, oh.type = h->type, oh.status = GB_SLOT_LINK_HELD, oh.len = 0, oh.aux = 0;
-    } else {
-        const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
-        gbi_dispatch_one<G>(&ctx, tab, gb_grain_lane(h->key, a.tab.lanes), h, s_in + GB_SLOT_HDR_SIZE, &oh,
-                            s_out + GB_SLOT_HDR_SIZE, R.S - GB_SLOT_HDR_SIZE, test, &lt);
-    }
+    const gb_grain_ctx_t ctx = {NULL, 0, 0, 1, NULL, NULL, NULL, 1, 0};
+    gbi_dispatch_one<G>(&ctx, tab, gb_grain_lane(h->key, a.tab.lanes), h, s_in + GB_SLOT_HDR_SIZE, &oh,
+                        s_out + GB_SLOT_HDR_SIZE, R.S - GB_SLOT_HDR_SIZE, test, &lt);
     if (oh.status != GB_SLOT_LINKED)
         gbk_link_answer(lt.origin, a.self, oh, s_out + GB_SLOT_HDR_SIZE, R.S - GB_SLOT_HDR_SIZE);
-    if (expire) {
-        gb_link_t *L = a.link_in[k];
-        st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 1ull) + 1);
-    }
 }
 
 /* Warp 0: link L's messages [first, n) of a pass from position tail on
  * into the room: origins into s_out, requests into s_in. Strong loads at
  * GPU scope (written from another SM, and this SM's L1 may hold the lap
- * before), all issued before any is used (the stores wait for them). */
+ * before); each lane's load waits for the one before it, so a pass costs one
+ * L2 round trip per 32 chunks of 16 bytes (a slot of 256 bytes is 18). */
 static __device__ __forceinline__ void gbk_link_load(const gb_link_t *L, unsigned long long tail, uint32_t first,
                                                      uint32_t n, const gbk_link_room_t &R)
 {
@@ -112,61 +104,93 @@ static __device__ __forceinline__ uint32_t gbk_link_distinct(const gbk_link_room
     return cut ? (uint32_t)__ffs(cut) - 1 : n;
 }
 
+/* Warp 0, a paused kernel's pass: refuses the message at the tail of each
+ * ready link that waited past messaging.hold_ms (GB_SLOT_LINK_HELD, into its
+ * caller's slot); the others wait. No handler runs. Returns whether it
+ * refused any. */
+static __device__ __forceinline__ bool gbk_link_refuse(gb_kargs_t &a, uint32_t ready, unsigned long long &ltail)
+{
+    const uint32_t lane = threadIdx.x;
+    const uint64_t now = __shfl_sync(0xffffffffu, gbk_now_ns(), 0);
+    bool took = false;
+    while (ready) {
+        const uint32_t k = __ffs(ready) - 1;
+        ready &= ready - 1;
+        const unsigned long long tail = __shfl_sync(0xffffffffu, ltail, k);
+        gb_link_t *L = a.link_in[k];
+        const unsigned char *slot = gbk_link_slot(L, tail);
+        const uint64_t since = gbk_ld_relaxed_gpu((const unsigned long long *)(slot + offsetof(gb_link_origin_t, since_ns)));
+        if (now - since <= a.hold_ns) /* warp-uniform */
+            continue;
+        if (lane == 0) {
+            const uint4 o[2] = {gbk_ld_relaxed_gpu_v4(slot), gbk_ld_relaxed_gpu_v4(slot + 16)};
+            const uint4 hv = gbk_ld_relaxed_gpu_v4(slot + sizeof(gb_link_origin_t)); /* key, corr */
+            const uint4 ht = gbk_ld_relaxed_gpu_v4(slot + sizeof(gb_link_origin_t) + 16); /* type, status, len, aux, seq */
+            gb_link_origin_t org;
+            memcpy(&org, o, sizeof org);
+            gb_slot_hdr_t h;
+            memcpy((unsigned char *)&h, &hv, 16);
+            memcpy((unsigned char *)&h + 16, &ht, 16);
+            gb_slot_hdr_t oh;
+            oh.key = h.key, oh.type = h.type, oh.status = GB_SLOT_LINK_HELD, oh.len = 0, oh.aux = 0;
+            gbk_link_answer(org, a.self, oh, NULL, 0);
+            st_volatile(&L->host->refused, (uint64_t)atomicAdd(&L->refused, 1ull) + 1);
+            gbk_st_relaxed_gpu(&L->tail, tail + 1); /* after the slot's loads returned (their values are used) */
+        }
+        __syncwarp();
+        if (lane == k)
+            ltail++;
+        took = true;
+    }
+    return took;
+}
+
 /* Warp 0, one pass: takes from one ready link the messages at its tail, up
  * to R.most of distinct keys, and runs them on as many lanes at once
- * (active), or refuses the one at its tail if it waited past
- * messaging.hold_ms (not active). Returns whether it took any. fence: the
- * host may have rewritten the activation table since the last dispatch (see
- * lone_read). */
+ * (active); a paused kernel refuses instead what waited past
+ * messaging.hold_ms (gbk_link_refuse). The link is the first ready one from
+ * lc->next_in on, round robin, so a busy link does not starve the others;
+ * one link a pass keeps no loop's state live while handlers run
+ * (registers). Returns whether it took any. fence: the host may have
+ * rewritten the activation table since the last dispatch (see lone_read). */
 template <typename G>
 static __device__ __forceinline__ bool gbk_link_step(gb_kargs_t &a, gb_link_cache_t *lc, const gbk_link_room_t &R,
                                                      unsigned long long &ltail, bool active, uint32_t &fence,
                                                      uint32_t test)
 {
     const uint32_t lane = threadIdx.x;
-    uint32_t ready = gbk_link_ready(a, ltail);
+    const uint32_t ready = gbk_link_ready(a, ltail);
     if (!ready)
         return false;
-    if (active && fence) {
+    if (!active)
+        return gbk_link_refuse(a, ready, ltail);
+    if (fence) {
         __threadfence_system();
         fence = 0;
     }
-    /* One link a pass, from a rotating start (the clock's low bits): a busy
-     * link does not starve the others, and a pass keeps no state across a
-     * loop of links while handlers run (registers). */
-    const uint32_t rot = (uint32_t)clock() & 31u;
-    const uint32_t turned = rot ? ready >> rot | ready << (32u - rot) : ready;
-    bool took = false;
-    {
-        const uint32_t k = (__ffs(__shfl_sync(0xffffffffu, turned, 0)) - 1 + __shfl_sync(0xffffffffu, rot, 0)) & 31u;
-        const unsigned long long tail = __shfl_sync(0xffffffffu, ltail, k);
-        gb_link_t *L = a.link_in[k];
-        bool expire = false;
-        if (!active) {
-            const unsigned char *slot = gbk_link_slot(L, tail);
-            const uint64_t since = gbk_ld_relaxed_gpu((const unsigned long long *)(slot + offsetof(gb_link_origin_t, since_ns)));
-            expire = __shfl_sync(0xffffffffu, gbk_now_ns(), 0) - since > a.hold_ns; /* warp-uniform */
-            if (!expire)
-                return false; /* deactivated: it waits */
-        }
-        uint32_t n = gbk_link_load_first(L, tail, active && R.most > 1, R);
-        if (n > 1)
-            gbk_link_load(L, tail, 1, n, R);
-        __syncwarp();
-        if (n > 1)
-            n = gbk_link_distinct(R, n);
-        if (lane < n)
-            gbk_link_run<G>(a, &R.tab[n > 1], lc, R, lane, k, expire, test);
-        __syncwarp();
-        /* The slots may be reused: a relaxed store, since every read of them
-         * has returned (their values are in shared memory and registers). */
-        if (lane == 0)
-            gbk_st_relaxed_gpu(&L->tail, tail + n);
-        if (lane == k)
-            ltail += n;
-        took = true;
+    const uint32_t from = lc->next_in, later = from < 32 ? ready >> from : 0;
+    const uint32_t k = later ? from + __ffs(later) - 1 : __ffs(ready) - 1;
+    const unsigned long long tail = __shfl_sync(0xffffffffu, ltail, k);
+    gb_link_t *L = a.link_in[k];
+    uint32_t n = gbk_link_load_first(L, tail, R.most > 1, R);
+    if (n > 1)
+        gbk_link_load(L, tail, 1, n, R);
+    __syncwarp();
+    if (n > 1)
+        n = gbk_link_distinct(R, n);
+    if (lane < n)
+        gbk_link_run<G>(a, &R.tab[n > 1], lc, R, lane, test);
+    __syncwarp();
+    /* The slots may be reused: a relaxed store, since every read of them
+     * has returned (their values are in shared memory and registers). */
+    if (lane == 0) {
+        gbk_st_relaxed_gpu(&L->tail, tail + n);
+        lc->next_in = k + 1 < a.n_link_in ? k + 1 : 0;
     }
-    return took;
+    if (lane == k)
+        ltail += n;
+    __syncwarp(); /* next_in, for the next pass */
+    return true;
 }
 
 /* Warp 0, lane k: link k's count of messages taken onto its host line, for
@@ -200,6 +224,8 @@ static __device__ __forceinline__ void gbk_link_spin(gb_kargs_t &a, gb_link_cach
 static __device__ __forceinline__ void gbk_link_cache_init(const gb_kargs_t &a, gb_link_cache_t *lc)
 {
     const uint32_t t = threadIdx.x;
+    if (t == 0)
+        lc->next_in = 0;
     if (t < GB_MAIL_MAX_TARGETS) {
         gb_link_t *L = a.n_devs ? a.link_out[t] : NULL;
         lc->out[t] = L;
@@ -225,7 +251,7 @@ static __device__ __forceinline__ void gbk_link_close(gb_kargs_t &a)
         gb_link_t *L = a.link_in[k];
         if (lane == 0)
             atomicOr(&L->head, GB_LINK_CLOSED); /* gbk_link_cache_init of a sender launched after */
-        /* lane 0 stored the tail (gbk_link_run) */
+        /* lane 0 stored the tail (gbk_link_step, gbk_link_refuse) */
         const unsigned long long tail = __shfl_sync(0xffffffffu, lane == 0 ? L->tail : 0ull, 0);
         uint32_t answered = 0;
         for (unsigned long long p = tail + lane; p < tail + L->cap; p += 32) {
