@@ -379,6 +379,8 @@ static __device__ __forceinline__ int poll_phase(gb_kargs_t &a, const gbk_view_t
         if (linked) {
             if (r.active) /* not after refusing expired messages of a paused kernel */
                 gbk_link_spin<G>(a, V.lc, link_room(a, V), P.ltail, P.resume_fence, r.test);
+            else
+                gbk_link_publish(a, P.ltail); /* the refusals, for telemetry */
             P.idle_polls = 0;
             P.sleep_ns = 0;
             continue;
