@@ -237,11 +237,11 @@ static uint32_t cpu_window(cpu_worker_t *w)
     const gb_ring_geom_t g = rk->geom;
     const uint32_t pl_cap = gb_slot_payload_cap(g), lane = w->lane, lanes = b->lanes ? b->lanes : 1;
     const uint32_t window = rk->p.grain.messages_per_iteration;
+    /* Read under the lane's table lock: cpu_control acknowledges a change
+     * once every lane's window that read the old value has ended. */
     int active = __atomic_load_n(&ctl->is_active, __ATOMIC_ACQUIRE);
-    if (lane == 0) {
-        __atomic_store_n(&ctl->active_seen, active, __ATOMIC_RELEASE);
+    if (lane == 0)
         __atomic_store_n(&ctl->heartbeat, ctl->heartbeat + 1, __ATOMIC_RELAXED);
-    }
     if (!active)
         return 0;
     uint32_t n = 0, mine = 0;
@@ -380,23 +380,20 @@ static gb_err cpu_stop(gb_rk_t *rk, int timeout_ms)
     return GB_OK;
 }
 
-/* Control changes: wake sleeping workers; inline, there is no worker to
- * acknowledge activation, so acknowledge it here. */
+/* Control changes. is_active is read at the start of each window, under the
+ * lane's table lock, so taking every lane's lock in turn waits out each
+ * window that read the old value; only then is the change acknowledged. A
+ * lane's own acknowledgement would not do: with several lanes, lane 0 could
+ * acknowledge a deactivation while another lane still walks a window begun
+ * active, and take a request published after gb_rk_deactivate returned.
+ * Inline (no worker), the window runs in the consumer's gb_rk_peek, which may
+ * be on another thread (gb_rk_consumer_apart): the same lock covers it. */
 static void cpu_control(gb_rk_t *rk)
 {
-    cpu_backend_t *b = rk->be;
-    if (b->lanes == 0) {
-        /* The grains run in the consumer's gb_rk_peek, which may be on
-         * another thread (gb_rk_consumer_apart) in the middle of a window
-         * that read is_active before this change: the acknowledgement waits
-         * for that window, so that no request published after deactivate
-         * returns is taken. */
-        pthread_mutex_lock(&b->workers[0].table);
-        GB_CTL_STORE(&rk->ctl->active_seen, GB_CTL_LOAD(&rk->ctl->is_active));
-        pthread_mutex_unlock(&b->workers[0].table);
-    } else {
-        cpu_wake(rk);
-    }
+    cpu_quiesce(rk, 1);
+    GB_CTL_STORE(&rk->ctl->active_seen, GB_CTL_LOAD(&rk->ctl->is_active));
+    cpu_quiesce(rk, 0);
+    cpu_wake(rk); /* sleeping workers see the change (or a termination) */
 }
 
 const gbi_backend_ops_t gbi_backend_cpu = {
