@@ -129,6 +129,11 @@ typedef struct gbci_endpoint {
     uint64_t lost_upto;
     bool lost_new;       /* lost_upto grew; async requests not yet completed */
     int64_t mon_read_ns; /* when the monitor was last read */
+    /* A connection of this socket ended: the next send first reads what it
+     * brought, then replaces the socket (gbci_endpoint_renew). */
+    bool ended;
+    uint32_t generation; /* sockets opened for this endpoint (names the monitor) */
+    char *keys[3];       /* CURVE server, public and secret keys (Z85), or NULL */
 } gbci_endpoint_t;
 
 struct gbc_client {

@@ -24,14 +24,11 @@ static gbc_err zfail(gbc_err err, const char *what, const char *addr)
 
 static int setopt_int(void *s, int opt, int v) { return zmq_setsockopt(s, opt, &v, sizeof v); }
 
-gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
-                           const char *server_key, const char *public_key,
-                           const char *secret_key)
+/* Opens endpoint i's DEALER and its monitor, and starts connecting. */
+static gbc_err endpoint_socket(gbc_client_t *c, size_t i)
 {
     gbci_endpoint_t *ep = &c->eps[i];
-    ep->addr = strdup(addr);
-    if (!ep->addr)
-        return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    const char *addr = ep->addr;
     ep->sock = zmq_socket(c->ctx, ZMQ_DEALER);
     if (!ep->sock)
         return zfail(GBC_ERR_IO, "zmq_socket", addr);
@@ -52,15 +49,15 @@ gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
         setopt_int(ep->sock, ZMQ_RCVHWM, 0) || setopt_int(ep->sock, ZMQ_RECONNECT_IVL, GBCI_RECONNECT_IVL_MS) ||
         setopt_int(ep->sock, ZMQ_IPV6, 1)) /* tcp://[IPV6]:PORT endpoints */
         return zfail(GBC_ERR_IO, "zmq_setsockopt", addr);
-    if (server_key) {
+    if (ep->keys[0]) {
         /* Z85 keys go in as 41 bytes: 40 characters and the NUL. */
-        if (zmq_setsockopt(ep->sock, ZMQ_CURVE_SERVERKEY, server_key, 41) ||
-            zmq_setsockopt(ep->sock, ZMQ_CURVE_PUBLICKEY, public_key, 41) ||
-            zmq_setsockopt(ep->sock, ZMQ_CURVE_SECRETKEY, secret_key, 41))
+        if (zmq_setsockopt(ep->sock, ZMQ_CURVE_SERVERKEY, ep->keys[0], 41) ||
+            zmq_setsockopt(ep->sock, ZMQ_CURVE_PUBLICKEY, ep->keys[1], 41) ||
+            zmq_setsockopt(ep->sock, ZMQ_CURVE_SECRETKEY, ep->keys[2], 41))
             return zfail(GBC_ERR_INVALID, "CURVE keys", addr);
     }
-    char mon_addr[96];
-    snprintf(mon_addr, sizeof mon_addr, "inproc://gbc-monitor-%p-%zu", (void *)c, i);
+    char mon_addr[112];
+    snprintf(mon_addr, sizeof mon_addr, "inproc://gbc-monitor-%p-%zu-%u", (void *)c, i, ep->generation++);
     if (zmq_socket_monitor(ep->sock, mon_addr, MON_EVENTS) != 0)
         return zfail(GBC_ERR_IO, "zmq_socket_monitor", addr);
     ep->mon = zmq_socket(c->ctx, ZMQ_PAIR);
@@ -75,7 +72,7 @@ gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
     return GBC_OK;
 }
 
-void gbci_endpoint_close(gbci_endpoint_t *ep)
+static void endpoint_socket_close(gbci_endpoint_t *ep)
 {
     if (ep->sock) {
         if (ep->mon)
@@ -84,7 +81,50 @@ void gbci_endpoint_close(gbci_endpoint_t *ep)
     }
     if (ep->mon)
         zmq_close(ep->mon);
+    ep->sock = ep->mon = NULL;
+}
+
+gbc_err gbci_endpoint_open(gbc_client_t *c, size_t i, const char *addr,
+                           const char *server_key, const char *public_key,
+                           const char *secret_key)
+{
+    gbci_endpoint_t *ep = &c->eps[i];
+    ep->addr = strdup(addr);
+    if (!ep->addr)
+        return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    if (server_key) {
+        const char *k[3] = {server_key, public_key, secret_key};
+        for (int j = 0; j < 3; j++)
+            if (!(ep->keys[j] = strdup(k[j])))
+                return gbci_fail(GBC_ERR_NOMEM, "out of memory");
+    }
+    return endpoint_socket(c, i);
+}
+
+/* Replaces endpoint i's socket, whose connection ended, by a fresh one,
+ * once the replies that connection brought are read (into c->ready, or
+ * dropped for calls given up). A socket connects its first time at once.
+ * Its reconnections are not used: on one of them, libzmq (4.3.4) at times
+ * never wrote a frame sent right after the handshake, and the call waited
+ * for ever on a connection that was up. A fresh socket also carries
+ * nothing of the old connection's queue onto the new one. */
+static gbc_err endpoint_renew(gbc_client_t *c, size_t i)
+{
+    gbc_err err = gbci_drain_ep(c, i);
+    if (err)
+        return err;
+    endpoint_socket_close(&c->eps[i]);
+    c->eps[i].ended = false;
+    c->eps[i].connected = false;
+    return endpoint_socket(c, i);
+}
+
+void gbci_endpoint_close(gbci_endpoint_t *ep)
+{
+    endpoint_socket_close(ep);
     free(ep->addr);
+    for (int j = 0; j < 3; j++)
+        free(ep->keys[j]);
     gbci_batch_free(&ep->batch);
     memset(ep, 0, sizeof *ep);
 }
@@ -118,6 +158,7 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
             break;
         case ZMQ_EVENT_DISCONNECTED:
             ep->connected = false;
+            ep->ended = true;
             if (ep->sent_upto > ep->lost_upto) {
                 ep->lost_upto = ep->sent_upto;
                 ep->lost_new = true;
@@ -310,8 +351,9 @@ static long poll_ms(int64_t deadline)
 
 /* One try at sending endpoint i's queued batch, not waiting: 1 sent, 0 no
  * room or no connection (it stays queued), -1 a ZeroMQ failure. */
-static int try_send(gbci_endpoint_t *ep)
+static int try_send(gbc_client_t *c, size_t i)
 {
+    gbci_endpoint_t *ep = &c->eps[i];
     /* An ended connection is noted before sending: what goes out now may
      * travel on a new one, so it must not count as lost with the old. An
      * empty read of the monitor is a system call, so a sender of many
@@ -321,6 +363,8 @@ static int try_send(gbci_endpoint_t *ep)
      * error, whose text says it may have been processed. */
     if (gbci_now_ns() - ep->mon_read_ns >= GBCI_MON_EVERY_NS)
         gbci_monitor_drain(ep);
+    if (ep->ended) /* a fresh socket, not connected yet */
+        return endpoint_renew(c, i) == GBC_OK ? 0 : -1;
     const uint8_t *data;
     size_t len;
     gbci_batch_frame(&ep->batch, &data, &len);
@@ -353,7 +397,7 @@ static gbc_err wait_and_drain(gbc_client_t *c, int64_t deadline, size_t out_ep,
     for (size_t i = 0; i < c->n; i++) {
         if (i == out_ep && (c->items[i].revents & ZMQ_POLLOUT))
             *writable = true;
-        else if ((c->items[i].revents & ZMQ_POLLOUT) && c->eps[i].batch.count > 0 && try_send(&c->eps[i]) < 0)
+        else if ((c->items[i].revents & ZMQ_POLLOUT) && c->eps[i].batch.count > 0 && try_send(c, i) < 0)
             return zfail(GBC_ERR_IO, "send", c->eps[i].addr);
         /* A connection that ended: the replies it brought are read first. */
         if (c->items[c->n + i].revents & ZMQ_POLLIN) {
@@ -376,7 +420,7 @@ gbc_err gbci_flush_ep(gbc_client_t *c, size_t i, int64_t deadline)
     if (ep->batch.count == 0)
         return GBC_OK;
     for (;;) {
-        int sent = try_send(ep);
+        int sent = try_send(c, i);
         if (sent > 0)
             return GBC_OK;
         if (sent < 0)
