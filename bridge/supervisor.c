@@ -59,6 +59,7 @@
 #include "fdguard.h"
 #include "gpubridge.pb-c.h"
 #include "log.h"
+#include "metrics.h"
 #include "pb_reply.h"
 #include "router_ids.h"
 #include "server_internal.h"
@@ -154,6 +155,10 @@ typedef struct gbi_sup {
     uint64_t too_large_logged_ns, too_large_unlogged, too_large_uncounted, too_large;
     uint64_t unread_uncounted; /* frames refused here, their client not reading, not yet noted */
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
+    /* Client frames answered here and replies made here, by status, not yet
+     * noted to the worker, which counts them in its metrics. */
+    uint64_t frames_here_uncounted, own_uncounted[GB_METRICS_N_STATUS];
+    uint64_t counts_sent_ns; /* when those were last noted */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     bool stopping; /* stop was sent to the worker: it drains (and is not heartbeat-checked) */
     size_t down_total; /* the down_fwd of all clients together (SUP_DOWN_MAX) */
@@ -207,6 +212,9 @@ typedef struct gbi_sup {
  * their count is not exact. */
 #define ZERO_HOLD_NS (600ull * 1000000000ull)
 #define HB_INTERVAL_NS 1000000000ull
+/* How often the frames and replies answered here are noted to the worker:
+ * its metrics are published about every 100 ms too. */
+#define COUNTS_NS 100000000ull
 /* A worker that runs without answering is killed after this many heartbeat
  * timeouts all the same. */
 #define HUNG_RUNNING_TIMEOUTS 3
@@ -360,6 +368,32 @@ static void dropped_count(gbi_sup_t *s)
         s->dropped_uncounted = s->undelivered_uncounted = 0;
 }
 
+/* n replies of status made here: counted in the worker's metrics. */
+static void own_made(gbi_sup_t *s, int status, uint64_t n)
+{
+    if (status >= 0 && status < GB_METRICS_N_STATUS)
+        s->own_uncounted[status] += n;
+}
+
+/* Tells the worker of the client frames answered here and the replies made
+ * here since the last call (on the heartbeat's connection; kept while there
+ * is none, or while its pipe is full). */
+static void own_counts(gbi_sup_t *s, uint64_t now)
+{
+    uint8_t note[GBI_NOTE_LEN];
+    s->counts_sent_ns = now;
+    if (!s->hb)
+        return;
+    gbi_note_make(note, GBI_NOTE_FRAMES_HERE, s->frames_here_uncounted, 0);
+    if (s->frames_here_uncounted && zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
+        s->frames_here_uncounted = 0;
+    for (int st = 0; st < GB_METRICS_N_STATUS; st++) {
+        gbi_note_make(note, GBI_NOTE_REPLIES_HERE, (uint64_t)st, s->own_uncounted[st]);
+        if (s->own_uncounted[st] && zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
+            s->own_uncounted[st] = 0;
+    }
+}
+
 /* Sends [id][delim?][payload] on the ROUTER. 0: sent, or discarded for a
  * vanished client (counted); -1: the client's queue is full (ROUTER_MANDATORY). */
 static int to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
@@ -470,6 +504,7 @@ static size_t answer_tagged(gbi_sup_t *s, peer_t *p, int status, const char *why
         }
         done += k;
         s->replies_own += k;
+        own_made(s, status, k);
     }
     gbi_ids_trim(&p->ids);
     return done;
@@ -613,13 +648,6 @@ static bool admin_frame(gbi_sup_t *s, zmq_msg_t *m)
     return control && changes;
 }
 
-/* Ids that start with the byte 0 and "gb-" are the supervisor's own (its
- * heartbeat's towards the worker, where clients' ids arrive as they are),
- * past the 5 bytes of the ids ZeroMQ makes. */
-static bool reserved_id(const uint8_t *id, size_t len)
-{
-    return len > 5 && memcmp(id, "\0gb-", 4) == 0; /* 5 bytes: one ZeroMQ generated (0 and a counter) */
-}
 
 static peer_t *peer_find(gbi_sup_t *s, const uint8_t *id, size_t len)
 {
@@ -637,7 +665,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool admin)
     peer_t *found = peer_find(s, id, len);
     if (found)
         return found;
-    if (len > ID_MAX || reserved_id(id, len))
+    if (len > ID_MAX || gbi_sup_own_id(id, len))
         return NULL;
     if (s->n_peers >= s->max_peers) {
         gb_connwatch_poll(&s->cw); /* closes reported so far count before evicting */
@@ -691,6 +719,7 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
         p->refused_owed++; /* it does not read: a count, not more memory */
         return;
     }
+    own_made(s, status, 1);
     Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
     r.status = status;
     r.error = (char *)why;
@@ -848,6 +877,7 @@ static size_t drop_held(gbi_sup_t *s, int st, const char *why)
     if (!p)
         return 0;
     s->stall_peer = NULL;
+    s->frames_here_uncounted++;
     size_t n = answer_tagged(s, p, st, why, s->stall_tag);
     if (!n)
         refuse_unnoted(s, p, zmq_msg_data(&s->stall_msg), zmq_msg_size(&s->stall_msg),
@@ -952,6 +982,7 @@ static void refuse_held(gbi_sup_t *s, const char *why)
     set_del_tags(p, s->stall_tag, s->stall_tag);
     p->tag = s->stall_tag - 1; /* it never reached the worker: no gap in the tags it sees */
     uncount_held(s, p);
+    s->frames_here_uncounted++;
     refuse_unread(s, p, why);
 }
 
@@ -963,6 +994,7 @@ static void not_passed(gbi_sup_t *s, const char *why)
     peer_t *p = s->stall_peer;
     const char *text = why;
     s->stall_peer = NULL;
+    s->frames_here_uncounted++;
     if (!answer_tagged(s, p, refusal_status(s, &text), text, s->stall_tag))
         refuse_unnoted(s, p, zmq_msg_data(&s->stall_msg), zmq_msg_size(&s->stall_msg), why);
     zmq_msg_close(&s->stall_msg);
@@ -1031,6 +1063,7 @@ static int refused_control(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
     if (!no)
         return 0;
     s->replies_own += nrep;
+    own_made(s, GPUBRIDGE__STATUS__STATUS_UNAUTHORIZED, nrep);
     own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
     free(no);
     return 1;
@@ -1115,7 +1148,7 @@ static void refuse_stranger(gbi_sup_t *s, peer_t *tmp, int extra)
     if (extra) {
         refuse_frame(s, tmp, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                      "a request is one message part holding an encoded ClientFrame");
-    } else if (reserved_id(tmp->id, tmp->id_len)) {
+    } else if (gbi_sup_own_id(tmp->id, tmp->id_len)) {
         refuse_frame(s, tmp, GPUBRIDGE__STATUS__STATUS_MALFORMED,
                      "routing ids of more than 5 bytes that start with a zero byte and 'gb-' are the "
                      "supervisor's own: set another ZMQ_ROUTING_ID, or none");
@@ -1184,6 +1217,8 @@ static int from_client(gbi_sup_t *s)
     }
     if (!p && !extra && id_len <= ID_MAX)
         p = peer_of(s, tmp.id, tmp.id_len, s->n_peers >= s->max_peers && admin_frame(s, &m));
+    /* Until the frame is passed on (unstall), it is one answered here. */
+    s->frames_here_uncounted++;
     if (p && !peer_admits(s, p, &m, extra, delim)) {
         zmq_msg_close(&m);
         return 1;
@@ -1207,6 +1242,7 @@ static int from_client(gbi_sup_t *s)
         zmq_msg_close(&m);
         return 1;
     }
+    s->frames_here_uncounted--; /* the worker counts it (or not_passed counts it back) */
     p->tag++; /* a frame the worker will see (or whose tag is taken back) */
     s->stall_peer = p;
     s->stall_tag = p->tag;
@@ -1420,6 +1456,7 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
     s->hb_sent_ns = now;
     refused_count(s);
     dropped_count(s);
+    own_counts(s, now);
 }
 
 /* Any reply on the heartbeat's DEALER shows the worker's loop is turning. */
@@ -1703,6 +1740,9 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         if ((result = poll_once(s, held)) != GB_OK)
             break;
         gb_connwatch_poll(&s->cw);
+        const uint64_t t = gb_now_ns();
+        if (t - s->counts_sent_ns >= COUNTS_NS)
+            own_counts(s, t);
     }
     return result;
 }

@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "links.h"
 #include "log.h"
+#include "metrics.h"
 #include "router_ids.h"
 #include "server_metrics.h"
 #include "test_hooks.h"
@@ -77,7 +78,8 @@ static int total_refuses(gb_server_t *s, const gbi_client_t *c)
 void gbi_handle_frame(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, const uint8_t *data,
                       size_t size)
 {
-    GBI_ADD(s->frames_in, 1);
+    if (!(s->tagged && gbi_sup_own_id(id, id_len))) /* the supervisor's heartbeat is no client's */
+        GBI_ADD(s->frames_in, 1);
     /* A client that leaves its replies unread past its bound: its frames are
      * not decoded; each gets one BUSY reply, sent once it reads again (a
      * count here, so that its memory stays bounded however long it sends;
@@ -188,6 +190,13 @@ int gbi_read_one(gb_server_t *s)
                gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_DROPPED, &count, &second)) {
         GBI_ADD(s->conns_dropped, count); /* seen by the supervisor, counted here (Telemetry) */
         GBI_ADD(s->replies_undelivered, second);
+    } else if (s->tagged && !tag &&
+               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_FRAMES_HERE, &count, &second)) {
+        GBI_ADD(s->frames_in, count); /* answered by the supervisor, counted here (metrics) */
+    } else if (s->tagged && !tag &&
+               gbi_note_read(zmq_msg_data(&body), zmq_msg_size(&body), GBI_NOTE_REPLIES_HERE, &count, &second)) {
+        GBI_ADD(s->replies, second); /* made by the supervisor, counted here (metrics) */
+        gbi_count_replies(s, count < GB_METRICS_N_STATUS ? (int)count : -1, second);
     } else {
         s->peer_admin = gb_authority_peer(s->cfg, &body);
         s->frame_tag = tag;

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "clock.h"
 #include "connwatch.h"
@@ -55,6 +56,11 @@ _Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of ri
  * client connections close with replies owed, and discarded that many
  * replies for clients gone (Telemetry.connections_dropped, replies_undelivered). */
 #define GBI_NOTE_DROPPED 'D'
+/* [GBI_NOTE_FRAMES_HERE][frames][0]: client frames the supervisor answered
+ * itself, never passed on; [GBI_NOTE_REPLIES_HERE][status][replies]: replies
+ * it made itself with that status (the metrics' frames and replies). */
+#define GBI_NOTE_FRAMES_HERE 'F'
+#define GBI_NOTE_REPLIES_HERE 'S'
 #define GBI_REFUSED_RUNS 4 /* runs a worker keeps per client; when full, it refuses on (one run grows) */
 
 static inline void gbi_put_u64(uint8_t *p, uint64_t v)
@@ -87,6 +93,14 @@ static inline int gbi_note_read(const uint8_t *buf, size_t len, char k, uint64_t
     *a = gbi_get_u64(buf + 2);
     *b = gbi_get_u64(buf + 10);
     return 1;
+}
+
+/* Routing ids of more than 5 bytes that start with a zero byte and "gb-"
+ * are the supervisor's own (its heartbeat's towards the worker); it refuses
+ * them to clients. 5 bytes: the ids ZeroMQ makes (0 and a counter). */
+static inline int gbi_sup_own_id(const uint8_t *id, size_t len)
+{
+    return len > 5 && memcmp(id, "\0gb-", 4) == 0;
 }
 
 /* Who asked for the request in ring position p (pending[p & (cap - 1)]). */
@@ -397,6 +411,9 @@ int gbi_ring_take(gb_server_t *s, gbi_ring_t *r);
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
                const char *error, uint32_t message_type, const uint8_t *payload, size_t len);
 void gbi_flush(gb_server_t *s);
+/* n replies of status to clients, for Telemetry and the metrics (status -1:
+ * some error outside the metrics' range). */
+void gbi_count_replies(gb_server_t *s, int status, uint64_t n);
 /* How many replies a ServerFrame holds (server_reply.c). */
 size_t gbi_reply_count(const uint8_t *frame, size_t len);
 /* The front: client (id)'s connection closed (connwatch.h); logs and counts

@@ -101,12 +101,12 @@ void gbi_stats_ring_reply(gb_server_t *s, const gbi_ring_t *r, uint64_t pos, int
     stats_unlock(s->stats);
 }
 
-void gbi_stats_reply(gb_server_t *s, int status)
+void gbi_stats_reply(gb_server_t *s, int status, uint64_t n)
 {
     if (status < 0 || status >= GB_METRICS_N_STATUS)
         return;
     stats_lock(s->stats);
-    s->stats->live.replies[status]++;
+    s->stats->live.replies[status] += n;
     stats_unlock(s->stats);
 }
 

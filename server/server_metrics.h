@@ -12,8 +12,8 @@ void gbi_stats_request(gb_server_t *s, const gbi_ring_t *r, uint64_t pos);
  * type, 0 when unknown) with status. */
 void gbi_stats_ring_reply(gb_server_t *s, const gbi_ring_t *r, uint64_t pos, int status,
                           unsigned msg_type);
-/* Any reply was sent (status: the proto's number). */
-void gbi_stats_reply(gb_server_t *s, int status);
+/* n replies were sent (status: the proto's number). */
+void gbi_stats_reply(gb_server_t *s, int status, uint64_t n);
 /* Reads the gauges and kernel counters and publishes a snapshot. */
 void gbi_stats_publish(gb_server_t *s);
 void gbi_stats_free(gb_server_t *s);

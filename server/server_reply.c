@@ -390,10 +390,8 @@ static void send_alone(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_
     gbi_deliver(s, id, id_len, delim, buf, rec, 1);
     free(buf);
     GBI_ADD(s->replies, 1);
-    if (status != GPUBRIDGE__STATUS__STATUS_OK)
-        GBI_ADD(s->error_replies, 1);
-    if (s->stats)
-        gbi_stats_reply(s, status);
+    if (!(s->tagged && gbi_sup_own_id(id, id_len))) /* the heartbeat's reply is no client's */
+        gbi_count_replies(s, status, 1);
 }
 
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,
@@ -432,8 +430,14 @@ void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim,
     put_reply(o->buf + GBI_FRAME_PREFIX + o->len, body, corr, status, error, elen, message_type, payload, len);
     o->len += rec;
     o->n++;
+    if (!(s->tagged && gbi_sup_own_id(id, id_len))) /* the heartbeat's reply is no client's */
+        gbi_count_replies(s, status, 1);
+}
+
+void gbi_count_replies(gb_server_t *s, int status, uint64_t n)
+{
     if (status != GPUBRIDGE__STATUS__STATUS_OK)
-        GBI_ADD(s->error_replies, 1);
+        GBI_ADD(s->error_replies, n);
     if (s->stats)
-        gbi_stats_reply(s, status);
+        gbi_stats_reply(s, status, n);
 }
