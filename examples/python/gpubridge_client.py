@@ -265,18 +265,22 @@ class Client:
             envelopes wait.
         max_batch_bytes: ... or once they exceed this many encoded bytes (keep
             it under the bridge's max_message_size, 1 MiB by default).
+        max_frame_bytes: the largest frame sent (default 1 MiB, the bridge's
+            default max_message_size; Client.limits() gives the bridge's). A
+            frame over it is not sent: BridgeError, STATUS_TOO_LARGE, at once.
         context: a zmq.Context to use (default: the process-wide instance).
 
     Not thread-safe (ZeroMQ sockets are not): use one Client per thread.
     """
 
     def __init__(self, endpoint, timeout_ms=5000, curve=None, max_batch=64,
-                 max_batch_bytes=256 * 1024, context=None):
+                 max_batch_bytes=256 * 1024, context=None, max_frame_bytes=1 << 20):
         load_protos()
         self.endpoint = endpoint
         self.timeout_ms = timeout_ms
         self.max_batch = max(1, int(max_batch))
         self.max_batch_bytes = int(max_batch_bytes)
+        self.max_frame_bytes = int(max_frame_bytes)
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -291,6 +295,7 @@ class Client:
         self._stash = {}                # correlation_id -> Reply, received, not handed out
         self._extra = []                # replies with id 0 or a duplicate id
         self._abandoned = set()         # ids whose caller timed out: drop late replies
+        self._pending = set()           # ids sent that a reply is owed to (requests, control)
         self.replies_dropped = 0        # ids never sent, or past MAX_EXTRA: a peer that is not a bridge
         self._max_sent = 0              # the highest correlation id sent
         self._echo_seq = itertools.count(1)
@@ -345,30 +350,39 @@ class Client:
         """Send one frame of arbitrary bytes (for tests of bad input)."""
         try:  # the ids it carries, when it decodes, may be answered
             f = gpubridge_pb2.ClientFrame.FromString(frame_bytes)
-            ids = [f.envelope.correlation_id] + [e.correlation_id for e in f.batch.envelopes]
-            self._max_sent = max([self._max_sent] + ids)
+            envs = [f.envelope] if f.HasField("envelope") else list(f.batch.envelopes)
         except Exception:  # google.protobuf.message.DecodeError: answered with id 0
-            pass
-        self._send_frame(frame_bytes)
+            envs = []
+        self._send_frame(frame_bytes, envs)
 
     def send_frame(self, frame):
         """Send a ClientFrame (or an Envelope, wrapped) as one frame, now."""
         if isinstance(frame, gpubridge_pb2.Envelope):
             frame = gpubridge_pb2.ClientFrame(envelope=frame)
-        if frame.HasField("envelope"):
-            self._max_sent = max(self._max_sent, frame.envelope.correlation_id)
-        elif frame.HasField("batch"):
-            self._max_sent = max([self._max_sent] + [e.correlation_id for e in frame.batch.envelopes])
-        self._send_frame(frame.SerializeToString())
+        envs = [frame.envelope] if frame.HasField("envelope") else list(frame.batch.envelopes)
+        self._send_frame(self._checked(frame, envs), envs)
 
     def send_batch(self, envelopes):
         """Send envelopes as one Batch frame, now (not through the queue)."""
         f = gpubridge_pb2.ClientFrame()
         f.batch.envelopes.extend(envelopes)
-        self._max_sent = max([self._max_sent] + [e.correlation_id for e in f.batch.envelopes])
-        self._send_frame(f.SerializeToString())
+        self._send_frame(self._checked(f, f.batch.envelopes), f.batch.envelopes)
 
-    def _send_frame(self, data):
+    def _checked(self, frame, envs):
+        """The frame's bytes; BridgeError (STATUS_TOO_LARGE) when they pass
+        max_frame_bytes: the bridge would refuse the frame whole."""
+        data = frame.SerializeToString()
+        if len(data) > self.max_frame_bytes:
+            r = gpubridge_pb2.Reply(
+                correlation_id=envs[0].correlation_id if len(envs) == 1 else 0,
+                status=gpubridge_pb2.STATUS_TOO_LARGE,
+                error="a frame of %d bytes is over the client's max_frame_bytes (%d); not sent: split "
+                      "the message or the batch, or raise max_frame_bytes up to the bridge's "
+                      "max_message_size (limits())" % (len(data), self.max_frame_bytes))
+            raise BridgeError(r)
+        return data
+
+    def _send_frame(self, data, envs=()):
         try:
             self._sock.send(data, copy=len(data) < 8192)
         except zmq.Again:
@@ -376,6 +390,10 @@ class Client:
                                "reachable, or pushing back)"
                                % (self.endpoint, self.timeout_ms)) from None
         self.frames_sent += 1
+        for e in envs:
+            self._max_sent = max(self._max_sent, e.correlation_id)
+            if e.correlation_id and e.kind != gpubridge_pb2.KIND_ONE_WAY:
+                self._pending.add(e.correlation_id)
 
     # -- synchronous calls
 
@@ -413,8 +431,12 @@ class Client:
 
     def queue(self, env):
         """Queue a prepared Envelope for the next batch (flushing when full)."""
+        size = env.ByteSize() + 4  # in a Batch: its tag and length, at most 5 bytes
+        self._checked(gpubridge_pb2.ClientFrame(envelope=env), [env])  # alone, it passes the bound
+        if self._queue and self._queue_bytes + size + 6 > self.max_frame_bytes:
+            self.flush()  # with it, the batch would (6: the Batch's own tag and length)
         self._queue.append(env)
-        self._queue_bytes += env.ByteSize() + 4
+        self._queue_bytes += size
         if len(self._queue) >= self.max_batch or self._queue_bytes >= self.max_batch_bytes:
             self.flush()
 
@@ -457,7 +479,10 @@ class Client:
         arrive within timeout_ms (default: the client's); the missing ids are
         then abandoned (their late replies are dropped) and those that did
         arrive stay available to poll(). Id 0 waits for one reply to an
-        undecodable frame.
+        undecodable frame. Waiting for one id while nothing else of this
+        client's is in flight, an error reply with id 0 (the bridge refused a
+        frame whole: too large, undecodable, STATUS_BUSY) is that id's reply,
+        as it can only be its frame's.
         """
         self.flush()
         timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
@@ -470,12 +495,18 @@ class Client:
                     r = self._take(cid)
                     if r is not None:
                         got[cid] = r
+            if len(want) == 1 and not got and want[0] and self._pending == {want[0]}:
+                r = self._take_refusal()
+                if r is not None:  # the refusal of its frame, the only one in flight
+                    self._pending.discard(want[0])
+                    got[want[0]] = r
             if len(got) == len(want):
                 return got
             left_ms = (deadline - time.monotonic()) * 1000.0
             if left_ms <= 0:
                 missing = [c for c in want if c not in got]
                 self._abandoned.update(missing)
+                self._pending.difference_update(missing)
                 for cid, r in got.items():  # give back what did arrive
                     self._stash.setdefault(cid, r)
                 raise TimeoutError(
@@ -493,6 +524,14 @@ class Client:
                 if x.correlation_id == cid:
                     return self._extra.pop(i)
         return r
+
+    def _take_refusal(self):
+        """Remove and return the first refusal of a whole frame (id 0, an
+        error status: a bridge never confirms a frame with id 0), or None."""
+        for i, x in enumerate(self._extra):
+            if x.correlation_id == 0 and x.status != gpubridge_pb2.STATUS_OK:
+                return self._extra.pop(i)
+        return None
 
     # A bridge answers each request once, with its id: replies to ids never
     # sent, and whole-frame refusals (id 0) past MAX_EXTRA not yet taken,
@@ -537,6 +576,7 @@ class Client:
                 raise ProtocolError("ServerFrame with no body")
             for r in replies:
                 cid = r.correlation_id
+                self._pending.discard(cid)
                 if cid in self._abandoned:
                     self._abandoned.discard(cid)
                     continue

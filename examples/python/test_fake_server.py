@@ -549,6 +549,59 @@ def test_garbage_frame_answered_id0(srv, c):
     assert c.wait([0])[0].status == pb.STATUS_MALFORMED
 
 
+def test_too_large_refused_locally(srv, c):
+    """A frame over max_frame_bytes is not sent: BridgeError, STATUS_TOO_LARGE,
+    at once; a queue of envelopes goes out in frames within the bound."""
+    pb = gbc.gpubridge_pb2
+    before = srv.frames_in
+    t0 = time.monotonic()
+    for attempt in (lambda: c.call("test.echo", 1, 1, bytes(2 << 20)),
+                    lambda: c.send("test.echo", 1, 1, bytes(2 << 20))):
+        try:
+            attempt()
+            raise AssertionError("a 2 MiB frame was sent")
+        except gbc.BridgeError as e:
+            assert e.status == pb.STATUS_TOO_LARGE and "max_frame_bytes" in e.error, e
+    assert time.monotonic() - t0 < 1.0
+    assert c.queued == 0 and c.call("test.echo", 1, 1, b"still").payload == b"still"
+    with gbc.Client(srv.endpoint, timeout_ms=2000, max_frame_bytes=4096) as small:
+        ids = [small.send("test.echo", k, 1, bytes(1000)) for k in range(10)]
+        frames = srv.frames_in
+        got = small.wait(ids)
+        assert all(got[i].status == pb.STATUS_OK for i in ids)
+        assert srv.frames_in - frames >= 3, "10 envelopes of 1000 bytes in fewer than 3 frames of 4096"
+    assert srv.frames_in - before >= 4
+
+
+def test_bridge_refusal_ends_lone_call(srv, c):
+    """A bridge whose max_message_size is below the client's max_frame_bytes
+    refuses the frame whole (id 0): a lone call gets that refusal at once,
+    not a timeout; with other requests in flight it cannot be told apart."""
+    pb = gbc.gpubridge_pb2
+    s2 = FakeBridge(max_message=4096)
+    s2.start()
+    try:
+        with gbc.Client(s2.endpoint, timeout_ms=3000) as c2:
+            t0 = time.monotonic()
+            try:
+                c2.call("test.echo", 1, 1, bytes(8000))
+                raise AssertionError("no BridgeError")
+            except gbc.BridgeError as e:
+                assert e.status == pb.STATUS_TOO_LARGE, e
+            assert time.monotonic() - t0 < 1.0, "the call waited out its timeout"
+            c2.send("test.blackhole", 1, 1, b"")  # in flight, never answered
+            c2.flush()
+            try:
+                c2.call("test.echo", 1, 1, bytes(8000), timeout_ms=300)
+                raise AssertionError("a refusal was given to a call with others in flight")
+            except TimeoutError:
+                pass
+            assert [r.status for r in c2.poll(timeout_ms=100)] == [pb.STATUS_TOO_LARGE]
+            assert c2.call("test.echo", 2, 1, b"ok").payload == b"ok"
+    finally:
+        s2.stop()
+
+
 def test_one_way(srv, c):
     c.send("test.echo", 1, 1, b"quiet", one_way=True)
     bad = c.send("no.such", 1, 1, b"", one_way=True)
@@ -572,7 +625,9 @@ def test_control_helpers(srv, c):
     assert n == ((1 << 20) - 44 - 8) // 8, n
     assert c.vecadd(1, "add", [1] * n, [2] * n) == [3.0] * n
     # Two elements more (16 bytes) pass the frame's bound whatever the
-    # correlation id: refused as a frame, with correlation id 0.
+    # correlation id: refused as a frame, with correlation id 0 (by the
+    # bridge, once the client's own bound lets the frame go).
+    c.max_frame_bytes = 2 << 20
     c.send("vecadd", 2**64 - 1, gbc.VECADD_REQUEST, gbc.encode_vecadd("add", [1] * (n + 2), [2] * (n + 2)))
     rs = c.poll(timeout_ms=5000)
     assert [(r.correlation_id, r.status) for r in rs] == [(0, gbc.gpubridge_pb2.STATUS_TOO_LARGE)], rs
