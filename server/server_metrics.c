@@ -136,15 +136,20 @@ void gbi_stats_publish(gb_server_t *s)
     }
     gbi_totals_t tot;
     gbi_totals(s, 0, &tot);
-    const uint64_t held_all = tot.held_bytes;
+    /* Held frames that no one ring holds (with several I/O threads, those
+     * held in the shards; with one, a client's frames waiting behind its
+     * held frame) count in the first type, so that the types' sum is
+     * Telemetry's held_bytes. */
+    uint64_t held_rest = tot.held_bytes;
+    for (size_t i = 0; i < st->live.n_types; i++)
+        for (const gbi_held_t *h = s->rings[i].held_head; h; h = h->next)
+            held_rest -= held_rest >= h->bytes ? h->bytes : held_rest;
     stats_lock(st);
     st->live.frames = tot.frames_in;
     for (size_t i = 0; i < st->live.n_types; i++) {
         gb_metrics_type_t *t = &st->live.types[i];
         const gbi_ring_t *r = &s->rings[i];
-        /* With several I/O threads frames are held in the shards: their
-         * total goes to the first type (Telemetry has it whole). */
-        t->held_bytes = s->n_io && i == 0 ? held_all : 0;
+        t->held_bytes = i == 0 ? held_rest : 0;
         for (const gbi_held_t *h = r->held_head; h; h = h->next)
             t->held_bytes += h->bytes;
         gbi_totals(s, i, &tot);

@@ -367,6 +367,10 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
      * replies discarded for them (bridge-wide, the same in every type's). */
     uint64_t connections_dropped;
     uint64_t replies_undelivered;
+    /* Bridge-wide memory (0.7): frames held for full rings, and replies
+     * waiting for clients that read slowly, now. */
+    uint64_t held_bytes;
+    uint64_t reply_backlog_bytes;
 } gbc_telemetry_t;
 
 typedef struct gbc_type_list {      /* control.GrainTypeList; free with gbc_type_list_clear */
