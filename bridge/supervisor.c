@@ -64,6 +64,7 @@
 #include "router_ids.h"
 #include "server_internal.h"
 #include "sup_ids.h"
+#include "sup_notes.h"
 #include "sup_state.h"
 #include "test_hooks.h"
 #include "zq_bytes.h"
@@ -152,13 +153,10 @@ typedef struct gbi_sup {
     size_t stall_noted; /* the held frame's ids noted (it counts in fwd_total once passed on) */
     size_t stall_counted, down_counted; /* what the held frame added to its budgets */
     uint64_t conns; /* peers made so far: each one's tags start at conns << 32 */
-    uint64_t too_large_logged_ns, too_large_unlogged, too_large_uncounted, too_large;
-    uint64_t unread_uncounted; /* frames refused here, their client not reading, not yet noted */
+    uint64_t too_large_logged_ns, too_large_unlogged, too_large;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
-    /* Client frames answered here and replies made here, by status, not yet
-     * noted to the worker, which counts them in its metrics. */
-    uint64_t frames_here_uncounted, own_uncounted[GB_METRICS_N_STATUS];
-    uint64_t counts_sent_ns; /* when those were last noted */
+    gbi_sup_notes_t notes; /* counts of what was answered here, for the worker's Telemetry and metrics */
+    uint64_t counts_sent_ns; /* when they were last noted */
     bool closing; /* the worker is gone for good: frames read are noted, answered SHUTTING_DOWN */
     bool stopping; /* stop was sent to the worker: it drains (and is not heartbeat-checked) */
     size_t down_total; /* the down_fwd of all clients together (SUP_DOWN_MAX) */
@@ -178,7 +176,7 @@ typedef struct gbi_sup {
      * discarded for clients gone: in all, and not yet noted to the worker
      * (GBI_NOTE_DROPPED, for its Telemetry); the log's rate limit. */
     gb_connwatch_t cw;
-    uint64_t conns_dropped, replies_undelivered, dropped_uncounted, undelivered_uncounted;
+    uint64_t conns_dropped, replies_undelivered;
     uint64_t dropped_logged_ns, dropped_unlogged;
 } gbi_sup_t;
 
@@ -356,42 +354,46 @@ static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t l
     return n;
 }
 
-/* Tells the worker of the connections that closed with replies owed and
- * the replies discarded, for its Telemetry (on the heartbeat's connection;
- * kept while there is none). */
-static void dropped_count(gbi_sup_t *s)
-{
-    uint8_t note[GBI_NOTE_LEN];
-    gbi_note_make(note, GBI_NOTE_DROPPED, s->dropped_uncounted, s->undelivered_uncounted);
-    if ((s->dropped_uncounted || s->undelivered_uncounted) && s->hb &&
-        zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
-        s->dropped_uncounted = s->undelivered_uncounted = 0;
-}
-
 /* n replies of status made here: counted in the worker's metrics. */
 static void own_made(gbi_sup_t *s, int status, uint64_t n)
 {
     if (status >= 0 && status < GB_METRICS_N_STATUS)
-        s->own_uncounted[status] += n;
+        gbi_notes_add(&s->notes, (gbi_nc)(GBI_NC_OWN + status), n);
 }
 
-/* Tells the worker of the client frames answered here and the replies made
- * here since the last call (on the heartbeat's connection; kept while there
- * is none, or while its pipe is full). */
-static void own_counts(gbi_sup_t *s, uint64_t now)
+/* One note of kind k with the counts ka and kb (kb < 0: none), or for
+ * GBI_NOTE_REPLIES_HERE the status st and the count ka. */
+static void note_send(gbi_sup_t *s, char k, gbi_nc ka, int kb, uint64_t st)
 {
+    gbi_sup_notes_t *n = &s->notes;
+    const uint64_t b = kb >= 0 ? n->fresh[kb] : 0;
+    if (!n->fresh[ka] && !b)
+        return;
     uint8_t note[GBI_NOTE_LEN];
+    if (k == GBI_NOTE_REPLIES_HERE)
+        gbi_note_make(note, k, st, n->fresh[ka]);
+    else
+        gbi_note_make(note, k, n->fresh[ka], b);
+    if (zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) != (int)sizeof note)
+        return; /* kept for the next call */
+    gbi_notes_sent(n, ka);
+    if (kb >= 0)
+        gbi_notes_sent(n, (gbi_nc)kb);
+}
+
+/* Tells the worker, for its Telemetry and metrics, what was answered here
+ * since the last call (on the heartbeat's connection; kept while there is
+ * none, or while its pipe is full; sup_notes.h). */
+static void notes_send(gbi_sup_t *s, uint64_t now)
+{
     s->counts_sent_ns = now;
     if (!s->hb)
         return;
-    gbi_note_make(note, GBI_NOTE_FRAMES_HERE, s->frames_here_uncounted, 0);
-    if (s->frames_here_uncounted && zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
-        s->frames_here_uncounted = 0;
-    for (int st = 0; st < GB_METRICS_N_STATUS; st++) {
-        gbi_note_make(note, GBI_NOTE_REPLIES_HERE, (uint64_t)st, s->own_uncounted[st]);
-        if (s->own_uncounted[st] && zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
-            s->own_uncounted[st] = 0;
-    }
+    note_send(s, GBI_NOTE_REFUSED_HERE, GBI_NC_TOO_LARGE, GBI_NC_UNREAD, 0);
+    note_send(s, GBI_NOTE_DROPPED, GBI_NC_DROPPED, GBI_NC_UNDELIVERED, 0);
+    note_send(s, GBI_NOTE_FRAMES_HERE, GBI_NC_FRAMES, -1, 0);
+    for (int st = 0; st < GB_METRICS_N_STATUS; st++)
+        note_send(s, GBI_NOTE_REPLIES_HERE, (gbi_nc)(GBI_NC_OWN + st), -1, (uint64_t)st);
 }
 
 /* Sends [id][delim?][payload] on the ROUTER. 0: sent, or discarded for a
@@ -402,7 +404,7 @@ static int to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
     if (r == 1) {
         const size_t n = gbi_reply_count(buf, len);
         s->replies_undelivered += n;
-        s->undelivered_uncounted += n;
+        gbi_notes_add(&s->notes, GBI_NC_UNDELIVERED, n);
     }
     return r < 0 ? -1 : 0;
 }
@@ -462,8 +464,8 @@ static void sup_conn_closed(void *ctx, const uint8_t *id, size_t id_len)
     if (!pending && !kept)
         return;
     s->conns_dropped++;
-    s->dropped_uncounted++;
-    dropped_count(s);
+    gbi_notes_add(&s->notes, GBI_NC_DROPPED, 1);
+    notes_send(s, gb_now_ns());
     gb_connwatch_log_closed("supervisor: ", id, id_len, pending, kept,
                             (long long)gbi_frame_hard_cap(s->cfg->max_message_size), &s->dropped_logged_ns,
                             &s->dropped_unlogged);
@@ -615,7 +617,7 @@ static size_t peers_evict(gbi_sup_t *s, uint64_t now, bool need_room)
             if (gone && !idle) { /* its replies, owed or kept, now reach nobody: counted as discarded */
                 const uint64_t n = p->ids.n + peer_kept(p);
                 s->replies_undelivered += n;
-                s->undelivered_uncounted += n;
+                gbi_notes_add(&s->notes, GBI_NC_UNDELIVERED, n);
                 closed_dropped++;
             }
             peer_drop(s, i);
@@ -673,7 +675,7 @@ static peer_t *peer_of(gbi_sup_t *s, const uint8_t *id, size_t len, bool admin)
         if (gone) {
             GB_WARN("supervisor: %zu client(s) whose connections closed with replies owed gave their places to "
                     "new clients (at most %zu at once); their replies are discarded", gone, s->max_peers);
-            dropped_count(s);
+            notes_send(s, gb_now_ns());
         }
     }
     if (s->n_peers >= s->max_peers + (admin ? CONTROL_PEERS : 0))
@@ -734,18 +736,6 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
     }
 }
 
-/* Tells the worker how many frames were refused here (too large, or their
- * client not reading), for its Telemetry (on the heartbeat's connection;
- * kept while there is none). */
-static void refused_count(gbi_sup_t *s)
-{
-    uint8_t note[GBI_NOTE_LEN];
-    gbi_note_make(note, GBI_NOTE_REFUSED_HERE, s->too_large_uncounted, s->unread_uncounted);
-    if ((s->too_large_uncounted || s->unread_uncounted) && s->hb &&
-        zmq_send(s->hb, note, sizeof note, ZMQ_DONTWAIT) == (int)sizeof note)
-        s->too_large_uncounted = s->unread_uncounted = 0;
-}
-
 /* A frame over max_message_size: not forwarded; one TOO_LARGE reply
  * (correlation id 0), as the bridge gives, logged at most once a second. */
 static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
@@ -754,14 +744,14 @@ static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
     const uint64_t now = gb_now_ns();
     s->too_large++;
     s->too_large_unlogged++;
-    s->too_large_uncounted++;
+    gbi_notes_add(&s->notes, GBI_NC_TOO_LARGE, 1);
     if (now - s->too_large_logged_ns >= 1000000000ull) {
         GB_WARN("supervisor: refused %llu frame(s) over max_message_size (%u bytes); the last of %zu bytes",
                 (unsigned long long)s->too_large_unlogged, s->cfg->max_message_size, size);
         s->too_large_logged_ns = now;
         s->too_large_unlogged = 0;
     }
-    refused_count(s);
+    notes_send(s, now); /* before the reply: a client that asks for Telemetry next sees it counted */
     snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u)", size, s->cfg->max_message_size);
     s->replies_own++;
     refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
@@ -877,7 +867,7 @@ static size_t drop_held(gbi_sup_t *s, int st, const char *why)
     if (!p)
         return 0;
     s->stall_peer = NULL;
-    s->frames_here_uncounted++;
+    gbi_notes_add(&s->notes, GBI_NC_FRAMES, 1);
     size_t n = answer_tagged(s, p, st, why, s->stall_tag);
     if (!n)
         refuse_unnoted(s, p, zmq_msg_data(&s->stall_msg), zmq_msg_size(&s->stall_msg),
@@ -941,6 +931,7 @@ static size_t worker_gone(gbi_sup_t *s, int status, bool final)
         zmq_close(s->hb);
         s->hb = NULL;
     }
+    gbi_notes_worker_gone(&s->notes); /* what it may not have read goes to the next one */
     if (stopping)
         GB_INFO("supervisor: the worker exited cleanly; %zu request(s) it had not taken answered STATUS_SHUTTING_DOWN",
                 answered);
@@ -982,7 +973,7 @@ static void refuse_held(gbi_sup_t *s, const char *why)
     set_del_tags(p, s->stall_tag, s->stall_tag);
     p->tag = s->stall_tag - 1; /* it never reached the worker: no gap in the tags it sees */
     uncount_held(s, p);
-    s->frames_here_uncounted++;
+    gbi_notes_add(&s->notes, GBI_NC_FRAMES, 1);
     refuse_unread(s, p, why);
 }
 
@@ -994,7 +985,7 @@ static void not_passed(gbi_sup_t *s, const char *why)
     peer_t *p = s->stall_peer;
     const char *text = why;
     s->stall_peer = NULL;
-    s->frames_here_uncounted++;
+    gbi_notes_add(&s->notes, GBI_NC_FRAMES, 1);
     if (!answer_tagged(s, p, refusal_status(s, &text), text, s->stall_tag))
         refuse_unnoted(s, p, zmq_msg_data(&s->stall_msg), zmq_msg_size(&s->stall_msg), why);
     zmq_msg_close(&s->stall_msg);
@@ -1084,7 +1075,7 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
          * once it reads), neither forwarded nor noted, rather than queued
          * towards a worker that would refuse it past its own bound. */
         p->refused_owed++;
-        s->unread_uncounted++; /* noted to the worker with the next heartbeat */
+        gbi_notes_add(&s->notes, GBI_NC_UNREAD, 1); /* noted to the worker within COUNTS_NS */
         return 1;
     }
     if (len > s->cfg->max_message_size) {
@@ -1123,7 +1114,7 @@ static int answered_here(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
                                           "supervisor's memory than it keeps for all clients (64 MiB); retry later"
                                         : "frame refused: the supervisor is out of memory; retry later";
         s->replies_own++;
-        s->unread_uncounted += noted == -1; /* its own replies unread: Telemetry.frames_refused_unread */
+        gbi_notes_add(&s->notes, GBI_NC_UNREAD, noted == -1); /* its own replies unread: frames_refused_unread */
         refuse_frame(s, p, refusal_status(s, &why), why);
         return 1;
     }
@@ -1217,32 +1208,26 @@ static int from_client(gbi_sup_t *s)
     }
     if (!p && !extra && id_len <= ID_MAX)
         p = peer_of(s, tmp.id, tmp.id_len, s->n_peers >= s->max_peers && admin_frame(s, &m));
-    /* Until the frame is passed on (unstall), it is one answered here. */
-    s->frames_here_uncounted++;
-    if (p && !peer_admits(s, p, &m, extra, delim)) {
-        zmq_msg_close(&m);
-        return 1;
-    }
+    bool here = true; /* answered here, not passed on: counted for the worker's metrics */
     if (!p) {
         tmp.delim = delim;
         refuse_stranger(s, &tmp, extra);
+    } else if (peer_admits(s, p, &m, extra, delim)) {
+        p->delim = delim;
+        p->last_ns = gb_now_ns();
+        here = answered_here(s, p, &m);
+        if (!here && s->closing) { /* its ids are answered SHUTTING_DOWN with the rest; with none, the frame is */
+            if (!s->noted)
+                refuse_unnoted(s, p, zmq_msg_data(&m), zmq_msg_size(&m), "the bridge is shutting down; the "
+                               "request was not processed");
+            here = true;
+        }
+    }
+    if (here) { /* else the worker counts it (or not_passed counts it here) */
+        gbi_notes_add(&s->notes, GBI_NC_FRAMES, 1);
         zmq_msg_close(&m);
         return 1;
     }
-    p->delim = delim;
-    p->last_ns = gb_now_ns();
-    if (answered_here(s, p, &m)) {
-        zmq_msg_close(&m);
-        return 1;
-    }
-    if (s->closing) { /* its ids are answered SHUTTING_DOWN with the rest; with none, the frame is */
-        if (!s->noted)
-            refuse_unnoted(s, p, zmq_msg_data(&m), zmq_msg_size(&m), "the bridge is shutting down; the request "
-                           "was not processed");
-        zmq_msg_close(&m);
-        return 1;
-    }
-    s->frames_here_uncounted--; /* the worker counts it (or not_passed counts it back) */
     p->tag++; /* a frame the worker will see (or whose tag is taken back) */
     s->stall_peer = p;
     s->stall_tag = p->tag;
@@ -1449,14 +1434,14 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
     f.envelope = &env;
     uint8_t buf[64];
     size_t len = gpubridge__client_frame__get_packed_size(&f);
+    notes_send(s, now); /* before the heartbeat: its answer shows them read */
     if (len <= sizeof buf) {
         gpubridge__client_frame__pack(&f, buf);
-        zmq_send(s->hb, buf, len, ZMQ_DONTWAIT); /* a full pipe: the worker is not reading anyway */
+        /* a full pipe: the worker is not reading anyway */
+        if (zmq_send(s->hb, buf, len, ZMQ_DONTWAIT) == (int)len)
+            gbi_notes_heartbeat(&s->notes, s->hb_seq);
     }
     s->hb_sent_ns = now;
-    refused_count(s);
-    dropped_count(s);
-    own_counts(s, now);
 }
 
 /* Any reply on the heartbeat's DEALER shows the worker's loop is turning. */
@@ -1465,6 +1450,11 @@ static void hb_recv(gbi_sup_t *s)
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (s->hb && zmq_msg_recv(&m, s->hb, ZMQ_DONTWAIT) >= 0) {
+        gb_pb_reply_iter_t it;
+        gb_pb_reply_view_t v;
+        if (gb_pb_reply_frame_open(&it, zmq_msg_data(&m), zmq_msg_size(&m)) == 0)
+            while (gb_pb_reply_frame_next(&it, &v))
+                gbi_notes_answered(&s->notes, v.corr);
         if (!s->hb_ok_ns)
             GB_INFO("supervisor: worker %d answers its heartbeat", (int)s->worker);
         s->hb_ok_ns = s->alive_ns = gb_now_ns();
@@ -1742,7 +1732,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
         gb_connwatch_poll(&s->cw);
         const uint64_t t = gb_now_ns();
         if (t - s->counts_sent_ns >= COUNTS_NS)
-            own_counts(s, t);
+            notes_send(s, t);
     }
     return result;
 }

@@ -250,6 +250,8 @@ gbc_err gbc_ctl_telemetry(gbc_client_t *c, size_t endpoint, const char *type,
         full.replies_undelivered = t->replies_undelivered;
         full.held_bytes = t->held_bytes;
         full.reply_backlog_bytes = t->reply_backlog_bytes;
+        full.frames_too_large = t->frames_too_large;
+        full.frames_refused_unread = t->frames_refused_unread;
         copy_out(out, &full, GBCI_TELEMETRY_V02_SIZE, sizeof full);
     }
     if (t)

@@ -161,9 +161,11 @@ static void print_telemetry(const gbc_telemetry_t *t)
            t->grain_type, (unsigned long long)t->mail_sent, (unsigned long long)t->mail_forwarded,
            (unsigned long long)t->mail_linked,
            (unsigned long long)t->mail_held, (unsigned long long)t->mail_undeliverable);
-    printf("%s: connections_dropped: %llu, replies_undelivered: %llu, held_bytes: %llu, reply_backlog_bytes: %llu\n",
+    printf("%s: connections_dropped: %llu, replies_undelivered: %llu, held_bytes: %llu, reply_backlog_bytes: %llu, "
+           "frames_too_large: %llu, frames_refused_unread: %llu\n",
            t->grain_type, (unsigned long long)t->connections_dropped, (unsigned long long)t->replies_undelivered,
-           (unsigned long long)t->held_bytes, (unsigned long long)t->reply_backlog_bytes);
+           (unsigned long long)t->held_bytes, (unsigned long long)t->reply_backlog_bytes,
+           (unsigned long long)t->frames_too_large, (unsigned long long)t->frames_refused_unread);
     for (uint32_t d = 0; d < t->n_devices; d++) {
         const gbc_device_telemetry_t *dt = &t->devices[d];
         printf("%s: device #%u (%s): processed %llu, errors %llu, launches %llu, queue in %u, out %u\n",

@@ -367,10 +367,13 @@ typedef struct gbc_telemetry {      /* control.Telemetry */
      * replies discarded for them (bridge-wide, the same in every type's). */
     uint64_t connections_dropped;
     uint64_t replies_undelivered;
-    /* Bridge-wide memory (0.7): frames held for full rings, and replies
-     * waiting for clients that read slowly, now. */
+    /* Bridge-wide (0.7): memory of frames held for full rings and of
+     * replies waiting for clients that read slowly, now; frames refused as
+     * too large, and for their client's unread replies. */
     uint64_t held_bytes;
     uint64_t reply_backlog_bytes;
+    uint64_t frames_too_large;
+    uint64_t frames_refused_unread;
 } gbc_telemetry_t;
 
 typedef struct gbc_type_list {      /* control.GrainTypeList; free with gbc_type_list_clear */
