@@ -757,6 +757,48 @@ static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
     refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
 }
 
+/* Once the drain began, a refusal kept for a client that does not read says
+ * SHUTTING_DOWN, as one made now would (docs/protocol.md, "Shutdown"): the
+ * frame refusals (one reply, correlation id 0) kept as STATUS_BUSY are made
+ * again. Those ZeroMQ already queued are past changing. */
+static void kept_busy_to_shutdown(gbi_sup_t *s)
+{
+    static const char why[] = "the bridge is shutting down; the frame was not processed";
+    for (size_t i = 0; i < s->n_peers; i++) {
+        peer_t *p = &s->peers[i];
+        for (gbi_outq_t **at = &p->own_head; *at; at = &(*at)->next) {
+            gbi_outq_t *q = *at;
+            gb_pb_reply_iter_t it;
+            gb_pb_reply_view_t v;
+            if (gb_pb_reply_frame_open(&it, q->data, q->len) != 0 || !gb_pb_reply_frame_next(&it, &v) ||
+                v.corr != 0 || v.status != GPUBRIDGE__STATUS__STATUS_BUSY || gb_pb_reply_frame_next(&it, &v))
+                continue;
+            Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
+            r.status = GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN;
+            r.error = (char *)why;
+            Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
+            f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
+            f.reply = &r;
+            const size_t len = gpubridge__server_frame__get_packed_size(&f);
+            gbi_outq_t *nq = malloc(sizeof *nq + len);
+            if (!nq)
+                continue; /* it stays BUSY */
+            gpubridge__server_frame__pack(&f, nq->data);
+            nq->len = len;
+            nq->next = q->next;
+            if (p->own_tail == q)
+                p->own_tail = nq;
+            p->own_mem = p->own_mem - q->len + len;
+            own_made(s, GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, 1);
+            /* and one BUSY less: counts are added modulo 2^64, so this takes
+             * back one already noted too */
+            own_made(s, GPUBRIDGE__STATUS__STATUS_BUSY, UINT64_MAX);
+            free(q);
+            *at = nq;
+        }
+    }
+}
+
 /* The status of a frame refused here: BUSY (retry later), or, once the
  * worker was told to stop or is gone for good, SHUTTING_DOWN with *why
  * replaced, as the bridge answers every request during its drain
@@ -1718,6 +1760,8 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
             kill(s->worker, SIGKILL);
             stop_sent_ns = now; /* the next check reaps it */
         }
+        if (stop_sent_ns && !s->stopping)
+            kept_busy_to_shutdown(s);
         s->stopping = stop_sent_ns != 0; /* draining: frames refused here get SHUTTING_DOWN, as from it */
         if (!stop_sent_ns)
             hb_check(s, now); /* draining: bounded by the drain's deadline above instead */
