@@ -354,11 +354,18 @@ static size_t note_replies(gbi_sup_t *s, peer_t *p, const uint8_t *buf, size_t l
     return n;
 }
 
-/* n replies of status made here: counted in the worker's metrics. */
-static void own_made(gbi_sup_t *s, int status, uint64_t n)
+/* The replies of a frame made here, as it goes to ZeroMQ: counted by
+ * status in the worker's metrics (a refusal kept for a client that does not
+ * read counts once sent, with the status it then has). */
+static void own_sent(gbi_sup_t *s, const void *buf, size_t len)
 {
-    if (status >= 0 && status < GB_METRICS_N_STATUS)
-        gbi_notes_add(&s->notes, (gbi_nc)(GBI_NC_OWN + status), n);
+    gb_pb_reply_iter_t it;
+    gb_pb_reply_view_t v;
+    if (gb_pb_reply_frame_open(&it, buf, len) != 0)
+        return;
+    while (gb_pb_reply_frame_next(&it, &v))
+        if (v.status >= 0 && v.status < GB_METRICS_N_STATUS)
+            gbi_notes_add(&s->notes, (gbi_nc)(GBI_NC_OWN + v.status), 1);
 }
 
 /* One note of kind k with the counts ka and kb (kb < 0: none), or for
@@ -413,8 +420,10 @@ static int to_client(gbi_sup_t *s, const peer_t *p, const void *buf, size_t len)
  * client's queue takes it. */
 static void own_reply(gbi_sup_t *s, peer_t *p, const void *buf, size_t len)
 {
-    if (!p->own_head && to_client(s, p, buf, len) == 0)
+    if (!p->own_head && to_client(s, p, buf, len) == 0) {
+        own_sent(s, buf, len);
         return;
+    }
     gbi_outq_t *q = malloc(sizeof *q + len);
     if (!q) {
         GB_ERROR("supervisor: out of memory keeping a reply for a slow client");
@@ -506,7 +515,6 @@ static size_t answer_tagged(gbi_sup_t *s, peer_t *p, int status, const char *why
         }
         done += k;
         s->replies_own += k;
-        own_made(s, status, k);
     }
     gbi_ids_trim(&p->ids);
     return done;
@@ -721,7 +729,6 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
         p->refused_owed++; /* it does not read: a count, not more memory */
         return;
     }
-    own_made(s, status, 1);
     Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
     r.status = status;
     r.error = (char *)why;
@@ -751,7 +758,8 @@ static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
         s->too_large_logged_ns = now;
         s->too_large_unlogged = 0;
     }
-    notes_send(s, now); /* before the reply: a client that asks for Telemetry next sees it counted */
+    if (s->hb) /* before the reply: a client that asks for Telemetry next sees it counted */
+        note_send(s, GBI_NOTE_REFUSED_HERE, GBI_NC_TOO_LARGE, GBI_NC_UNREAD, 0);
     snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u)", size, s->cfg->max_message_size);
     s->replies_own++;
     refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
@@ -789,10 +797,6 @@ static void kept_busy_to_shutdown(gbi_sup_t *s)
             if (p->own_tail == q)
                 p->own_tail = nq;
             p->own_mem = p->own_mem - q->len + len;
-            own_made(s, GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, 1);
-            /* and one BUSY less: counts are added modulo 2^64, so this takes
-             * back one already noted too */
-            own_made(s, GPUBRIDGE__STATUS__STATUS_BUSY, UINT64_MAX);
             free(q);
             *at = nq;
         }
@@ -843,6 +847,7 @@ static int peer_flush(gbi_sup_t *s, peer_t *p)
     while ((q = p->own_head)) {
         if (to_client(s, p, q->data, q->len) != 0)
             return 0;
+        own_sent(s, q->data, q->len);
         p->own_head = q->next;
         if (!p->own_head)
             p->own_tail = NULL;
@@ -1096,7 +1101,6 @@ static int refused_control(gbi_sup_t *s, peer_t *p, zmq_msg_t *m)
     if (!no)
         return 0;
     s->replies_own += nrep;
-    own_made(s, GPUBRIDGE__STATUS__STATUS_UNAUTHORIZED, nrep);
     own_reply(s, p, no, nlen); /* in order after replies kept for it, and kept if its queue is full */
     free(no);
     return 1;
@@ -1451,7 +1455,7 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
 {
     if (!s->hb) {
         void *d = zmq_socket(s->zctx, ZMQ_DEALER);
-        int linger = 0, hwm = 4;
+        int linger = 0, hwm = 64; /* the heartbeat, and room for the notes beside it */
         if (!d)
             return;
         zmq_setsockopt(d, ZMQ_ROUTING_ID, HB_ID, sizeof HB_ID - 1);
@@ -1476,14 +1480,15 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
     f.envelope = &env;
     uint8_t buf[64];
     size_t len = gpubridge__client_frame__get_packed_size(&f);
-    notes_send(s, now); /* before the heartbeat: its answer shows them read */
     if (len <= sizeof buf) {
         gpubridge__client_frame__pack(&f, buf);
-        /* a full pipe: the worker is not reading anyway */
-        if (zmq_send(s->hb, buf, len, ZMQ_DONTWAIT) == (int)len)
-            gbi_notes_heartbeat(&s->notes, s->hb_seq);
+        /* a full pipe: the worker is not reading; tried again next turn */
+        if (zmq_send(s->hb, buf, len, ZMQ_DONTWAIT) != (int)len)
+            return;
+        gbi_notes_heartbeat(&s->notes, s->hb_seq); /* its answer shows the notes before it read */
     }
     s->hb_sent_ns = now;
+    notes_send(s, now);
 }
 
 /* Any reply on the heartbeat's DEALER shows the worker's loop is turning. */
@@ -1784,6 +1789,7 @@ static gb_err serve(gbi_sup_t *s, volatile sig_atomic_t *stop)
 /* Answers what is still waiting, stops the worker, frees everything. */
 static void close_all(gbi_sup_t *s)
 {
+    kept_busy_to_shutdown(s); /* stopped while no worker ran: serve did not */
     /* A frame held for the worker: its requests, or the frame, answered. */
     size_t left = s->router ? drop_held(s, GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN,
                                         "the bridge is shutting down; the request was not processed")

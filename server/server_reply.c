@@ -316,7 +316,8 @@ void gbi_flush(gb_server_t *s)
         len += h;
     }
     gbi_deliver(s, o->id, o->id_len, o->delim, frame, len, o->n);
-    GBI_ADD(s->replies, o->n);
+    if (!(s->tagged && gbi_sup_own_id(o->id, o->id_len))) /* the heartbeat's reply is no client's */
+        GBI_ADD(s->replies, o->n);
     o->n = 0;
     o->len = 0;
 }
@@ -389,9 +390,10 @@ static void send_alone(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_
     put_reply(buf, body, corr, status, error, elen, message_type, payload, len);
     gbi_deliver(s, id, id_len, delim, buf, rec, 1);
     free(buf);
-    GBI_ADD(s->replies, 1);
-    if (!(s->tagged && gbi_sup_own_id(id, id_len))) /* the heartbeat's reply is no client's */
+    if (!(s->tagged && gbi_sup_own_id(id, id_len))) { /* the heartbeat's reply is no client's */
+        GBI_ADD(s->replies, 1);
         gbi_count_replies(s, status, 1);
+    }
 }
 
 void gbi_reply(gb_server_t *s, const uint8_t *id, uint8_t id_len, uint8_t delim, uint64_t corr, int status,

@@ -3,9 +3,9 @@
 # refusals kept for it: once the drain began every refusal it reads says
 # STATUS_SHUTTING_DOWN, even for a frame refused just before
 # (docs/protocol.md, "Shutdown"), as without --supervise.
-#   test_supervise_drain_refusals.sh GPUBRIDGE_BIN
+#   test_supervise_drain_refusals.sh GPUBRIDGE_BIN GBCTL
 set -uo pipefail
-BIN=$1
+BIN=$1 GBCTL=$2
 PY=/usr/bin/python3
 "$PY" -c 'import zmq' 2>/dev/null || { echo "SKIP: $PY lacks zmq (python3-zmq)"; exit 77; }
 T=$(mktemp -d /tmp/gbsupdrain.XXXXXX)
@@ -16,8 +16,8 @@ SUP=$!
 trap 'kill -KILL $SUP 2>/dev/null; pkill -KILL -P $SUP 2>/dev/null; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; tail -20 "$T/sup.log"; exit 1; }
 for _ in $(seq 100); do grep -q "answers its heartbeat" "$T/sup.log" && break; sleep 0.1; done
-"$PY" - "$EP" "$SUP" <<'PYEOF' || fail "see above"
-import os, signal, sys, time, zmq
+"$PY" - "$EP" "$SUP" "$GBCTL" <<'PYEOF' || fail "see above"
+import os, re, signal, subprocess, sys, time, zmq
 def v(n):
     out = b""
     while n >= 0x80:
@@ -72,7 +72,17 @@ cid = 1
 for i in range(400):
     s.send(ld(2, b"".join(ld(1, env(cid + j, j)) for j in range(4))))
     cid += 4
-time.sleep(2)
+# Refusals are kept for it before the drain begins (Telemetry counts them).
+end = time.time() + 60
+while time.time() < end:
+    out = subprocess.run([sys.argv[3], "-e", sys.argv[1], "-t", "3000", "telemetry", "echo"],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"frames_refused_unread: (\d+)", out)
+    if m and int(m.group(1)) > 0:
+        break
+    time.sleep(0.2)
+else:
+    print("FAIL: no frame was refused for the client's unread replies before SIGTERM"); sys.exit(1)
 os.kill(int(sys.argv[2]), signal.SIGTERM)
 time.sleep(0.3)
 seen = {}

@@ -39,7 +39,7 @@ PYEOF
     [ "${n:-0}" -ge 10 ] && break
     sleep 0.1
   done
-  sleep 1.5 # nothing more comes: not 11 either
+  sleep 2.5 # nothing more comes: not 11 either (and a heartbeat confirms the notes)
   n=$(too_large)
   [ "$n" = 10 ] || fail "round $round: Telemetry.frames_too_large is ${n:-none} in the new worker, 10 frames refused since the last one died"
   echo "round $round: 10 of 10 counted"

@@ -295,7 +295,9 @@ class Client:
         self._stash = {}                # correlation_id -> Reply, received, not handed out
         self._extra = []                # replies with id 0 or a duplicate id
         self._abandoned = set()         # ids whose caller timed out: drop late replies
-        self._pending = set()           # ids sent that a reply is owed to (requests, control)
+        self._pending = {}              # id -> send time: ids sent that a reply is owed to
+        self._unsure_until = 0.0        # until then a refusal (id 0) may be an untracked frame's
+        self._refusals = 0              # refusals of whole frames (id 0, an error) received
         self.replies_dropped = 0        # ids never sent, or past MAX_EXTRA: a peer that is not a bridge
         self._max_sent = 0              # the highest correlation id sent
         self._echo_seq = itertools.count(1)
@@ -390,10 +392,24 @@ class Client:
                                "reachable, or pushing back)"
                                % (self.endpoint, self.timeout_ms)) from None
         self.frames_sent += 1
+        now = time.monotonic()
+        if not envs:  # not decodable: refused with id 0
+            self._unsure(now)
         for e in envs:
             self._max_sent = max(self._max_sent, e.correlation_id)
             if e.correlation_id and e.kind != gpubridge_pb2.KIND_ONE_WAY:
-                self._pending.add(e.correlation_id)
+                self._pending[e.correlation_id] = now
+            else:  # no reply confirms it: a refusal of its frame may come
+                self._unsure(now)
+        if len(self._pending) > self.MAX_PENDING:  # frames refused whole leave their ids
+            self._pending.clear()
+            self._unsure(now)
+
+    def _unsure(self, now, timeout_ms=None):
+        """For the next timeout, a refusal with id 0 may be a frame's that
+        no lone call can claim."""
+        t = self.timeout_ms if timeout_ms is None else timeout_ms
+        self._unsure_until = max(self._unsure_until, now + max(t, 0) / 1000.0)
 
     # -- synchronous calls
 
@@ -409,10 +425,21 @@ class Client:
         return _check(self.call_envelope(env, timeout_ms))
 
     def call_envelope(self, env, timeout_ms=None):
-        """Send a prepared Envelope alone and return its Reply, whatever its status."""
+        """Send a prepared Envelope alone and return its Reply, whatever its status.
+
+        When nothing else of this client's can be refused (no request in
+        flight, no one-way or raw frame nor abandoned call within the
+        timeout), a refusal of a whole frame (id 0: too large, undecodable,
+        STATUS_BUSY) that arrives after this frame was sent is its reply.
+        """
         self.flush()
+        self._receive(0)  # what is at hand came before this frame
+        lone = (not self._pending and time.monotonic() >= self._unsure_until
+                and env.correlation_id != 0 and env.kind != gpubridge_pb2.KIND_ONE_WAY)
+        mark = self._refusals
         self.send_frame(env)
-        return self.wait([env.correlation_id], timeout_ms)[env.correlation_id]
+        return self.wait([env.correlation_id], timeout_ms,
+                         _refusal_after=mark if lone else None)[env.correlation_id]
 
     # -- pipelining
 
@@ -472,17 +499,14 @@ class Client:
         self._extra = []
         return out
 
-    def wait(self, correlation_ids, timeout_ms=None):
+    def wait(self, correlation_ids, timeout_ms=None, _refusal_after=None):
         """Flush, then wait for the replies of these ids; return {id: Reply}.
 
         Replies of any status are returned. Raises TimeoutError when not all
         arrive within timeout_ms (default: the client's); the missing ids are
         then abandoned (their late replies are dropped) and those that did
         arrive stay available to poll(). Id 0 waits for one reply to an
-        undecodable frame. Waiting for one id while nothing else of this
-        client's is in flight, an error reply with id 0 (the bridge refused a
-        frame whole: too large, undecodable, STATUS_BUSY) is that id's reply,
-        as it can only be its frame's.
+        undecodable frame.
         """
         self.flush()
         timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
@@ -495,10 +519,10 @@ class Client:
                     r = self._take(cid)
                     if r is not None:
                         got[cid] = r
-            if len(want) == 1 and not got and want[0] and self._pending == {want[0]}:
+            if _refusal_after is not None and not got and self._refusals > _refusal_after:
                 r = self._take_refusal()
-                if r is not None:  # the refusal of its frame, the only one in flight
-                    self._pending.discard(want[0])
+                if r is not None:  # the refusal of its frame, the only one that could be refused
+                    self._pending.pop(want[0], None)
                     got[want[0]] = r
             if len(got) == len(want):
                 return got
@@ -506,7 +530,9 @@ class Client:
             if left_ms <= 0:
                 missing = [c for c in want if c not in got]
                 self._abandoned.update(missing)
-                self._pending.difference_update(missing)
+                for cid in missing:
+                    self._pending.pop(cid, None)
+                self._unsure(time.monotonic(), timeout_ms)  # their refusals may still come
                 for cid, r in got.items():  # give back what did arrive
                     self._stash.setdefault(cid, r)
                 raise TimeoutError(
@@ -526,9 +552,10 @@ class Client:
         return r
 
     def _take_refusal(self):
-        """Remove and return the first refusal of a whole frame (id 0, an
+        """Remove and return the newest refusal of a whole frame (id 0, an
         error status: a bridge never confirms a frame with id 0), or None."""
-        for i, x in enumerate(self._extra):
+        for i in range(len(self._extra) - 1, -1, -1):
+            x = self._extra[i]
             if x.correlation_id == 0 and x.status != gpubridge_pb2.STATUS_OK:
                 return self._extra.pop(i)
         return None
@@ -537,6 +564,9 @@ class Client:
     # sent, and whole-frame refusals (id 0) past MAX_EXTRA not yet taken,
     # come from a peer that is not one, and are dropped (replies_dropped).
     MAX_EXTRA = 1024
+    # Ids owed a reply that the client tracks for claiming refusals; past it
+    # (frames refused whole never answer their ids) it forgets them.
+    MAX_PENDING = 65536
     # Frames one _receive reads before its caller looks at the deadline.
     MAX_FRAMES_AT_ONCE = 4096
 
@@ -576,7 +606,9 @@ class Client:
                 raise ProtocolError("ServerFrame with no body")
             for r in replies:
                 cid = r.correlation_id
-                self._pending.discard(cid)
+                self._pending.pop(cid, None)
+                if cid == 0 and r.status != gpubridge_pb2.STATUS_OK:
+                    self._refusals += 1
                 if cid in self._abandoned:
                     self._abandoned.discard(cid)
                     continue
