@@ -153,7 +153,7 @@ typedef struct gbi_sup {
     size_t stall_noted; /* the held frame's ids noted (it counts in fwd_total once passed on) */
     size_t stall_counted, down_counted; /* what the held frame added to its budgets */
     uint64_t conns; /* peers made so far: each one's tags start at conns << 32 */
-    uint64_t too_large_logged_ns, too_large_unlogged, too_large;
+    uint64_t too_large_logged_ns, too_large_unlogged, too_large, too_large_noted_ns;
     uint64_t replies_fwd, replies_own; /* replies that reached clients: from workers, from here */
     gbi_sup_notes_t notes; /* counts of what was answered here, for the worker's Telemetry and metrics */
     uint64_t counts_sent_ns; /* when they were last noted */
@@ -213,6 +213,8 @@ typedef struct gbi_sup {
 /* How often the frames and replies answered here are noted to the worker:
  * its metrics are published about every 100 ms too. */
 #define COUNTS_NS 100000000ull
+/* A heartbeat its pipe refused is tried again this much later. */
+#define HB_RETRY_NS 10000000ull
 /* A worker that runs without answering is killed after this many heartbeat
  * timeouts all the same. */
 #define HUNG_RUNNING_TIMEOUTS 3
@@ -593,6 +595,7 @@ static void peer_drop(gbi_sup_t *s, size_t i)
     }
     for (gbi_outq_t *q = p->own_head, *nq; q; q = nq) {
         nq = q->next;
+        own_sent(s, q->data, q->len); /* made, and discarded: counted as the worker counts its own */
         free(q);
     }
     s->n_peers--;
@@ -758,8 +761,13 @@ static void refuse_too_large(gbi_sup_t *s, peer_t *p, size_t size)
         s->too_large_logged_ns = now;
         s->too_large_unlogged = 0;
     }
-    if (s->hb) /* before the reply: a client that asks for Telemetry next sees it counted */
+    /* Before the reply, so that a client that asks for Telemetry next sees it
+     * counted; at most one such note each HB_RETRY_NS, so that a flood of
+     * them leaves the heartbeat its room (the rest go with the others). */
+    if (s->hb && now - s->too_large_noted_ns >= HB_RETRY_NS) {
+        s->too_large_noted_ns = now;
         note_send(s, GBI_NOTE_REFUSED_HERE, GBI_NC_TOO_LARGE, GBI_NC_UNREAD, 0);
+    }
     snprintf(why, sizeof why, "frame of %zu bytes exceeds max_message_size (%u)", size, s->cfg->max_message_size);
     s->replies_own++;
     refuse_frame(s, p, GPUBRIDGE__STATUS__STATUS_TOO_LARGE, why);
@@ -1193,7 +1201,10 @@ static void refuse_stranger(gbi_sup_t *s, peer_t *tmp, int extra)
         const char *why = "the supervisor serves too many clients at once";
         refuse_frame(s, tmp, refusal_status(s, &why), why);
     }
-    free(tmp->own_head); /* at most one: dropped if its queue is full */
+    if (tmp->own_head) { /* at most one: dropped if its queue is full */
+        own_sent(s, tmp->own_head->data, tmp->own_head->len); /* made, as the worker counts its own */
+        free(tmp->own_head);
+    }
 }
 
 /* Whether p's frame m goes on: it is refused (and answered) when it has
@@ -1482,9 +1493,11 @@ static void hb_send(gbi_sup_t *s, uint64_t now)
     size_t len = gpubridge__client_frame__get_packed_size(&f);
     if (len <= sizeof buf) {
         gpubridge__client_frame__pack(&f, buf);
-        /* a full pipe: the worker is not reading; tried again next turn */
-        if (zmq_send(s->hb, buf, len, ZMQ_DONTWAIT) != (int)len)
+        /* a full pipe: the worker is not reading; tried again soon */
+        if (zmq_send(s->hb, buf, len, ZMQ_DONTWAIT) != (int)len) {
+            s->hb_sent_ns = now - HB_INTERVAL_NS + HB_RETRY_NS;
             return;
+        }
         gbi_notes_heartbeat(&s->notes, s->hb_seq); /* its answer shows the notes before it read */
     }
     s->hb_sent_ns = now;

@@ -297,7 +297,7 @@ class Client:
         self._abandoned = set()         # ids whose caller timed out: drop late replies
         self._pending = {}              # id -> send time: ids sent that a reply is owed to
         self._unsure_until = 0.0        # until then a refusal (id 0) may be an untracked frame's
-        self._refusals = 0              # refusals of whole frames (id 0, an error) received
+        self._refusals = 0              # refusals of whole frames (id 0, an error) kept in _extra
         self.replies_dropped = 0        # ids never sent, or past MAX_EXTRA: a peer that is not a bridge
         self._max_sent = 0              # the highest correlation id sent
         self._echo_seq = itertools.count(1)
@@ -607,8 +607,6 @@ class Client:
             for r in replies:
                 cid = r.correlation_id
                 self._pending.pop(cid, None)
-                if cid == 0 and r.status != gpubridge_pb2.STATUS_OK:
-                    self._refusals += 1
                 if cid in self._abandoned:
                     self._abandoned.discard(cid)
                     continue
@@ -620,6 +618,8 @@ class Client:
                         self.replies_dropped += 1
                         continue
                     self._extra.append(r)
+                    if cid == 0 and r.status != gpubridge_pb2.STATUS_OK:
+                        self._refusals += 1  # the newest in _extra arrived after any mark below it
                 else:
                     self._stash[cid] = r
                 n += 1
