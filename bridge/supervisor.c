@@ -725,6 +725,23 @@ static void *dealer_of(gbi_sup_t *s, peer_t *p)
     return d;
 }
 
+/* The encoding of a refusal of a whole frame: one Reply, correlation id 0,
+ * into buf (cap bytes); its length, or 0 when it does not fit. */
+static size_t refusal_encode(int status, const char *why, uint8_t *buf, size_t cap)
+{
+    Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
+    r.status = status;
+    r.error = (char *)why;
+    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
+    f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
+    f.reply = &r;
+    const size_t len = gpubridge__server_frame__get_packed_size(&f);
+    if (len > cap)
+        return 0;
+    gpubridge__server_frame__pack(&f, buf);
+    return len;
+}
+
 /* An error frame (correlation id 0) for a frame the supervisor refuses. */
 static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
 {
@@ -732,18 +749,10 @@ static void refuse_frame(gbi_sup_t *s, peer_t *p, int status, const char *why)
         p->refused_owed++; /* it does not read: a count, not more memory */
         return;
     }
-    Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
-    r.status = status;
-    r.error = (char *)why;
-    Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
-    f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
-    f.reply = &r;
     uint8_t buf[512];
-    size_t len = gpubridge__server_frame__get_packed_size(&f);
-    if (len <= sizeof buf) {
-        gpubridge__server_frame__pack(&f, buf);
+    const size_t len = refusal_encode(status, why, buf, sizeof buf);
+    if (len)
         own_reply(s, p, buf, len);
-    }
 }
 
 /* A frame over max_message_size: not forwarded; one TOO_LARGE reply
@@ -789,17 +798,12 @@ static void kept_busy_to_shutdown(gbi_sup_t *s)
             if (gb_pb_reply_frame_open(&it, q->data, q->len) != 0 || !gb_pb_reply_frame_next(&it, &v) ||
                 v.corr != 0 || v.status != GPUBRIDGE__STATUS__STATUS_BUSY || gb_pb_reply_frame_next(&it, &v))
                 continue;
-            Gpubridge__Reply r = GPUBRIDGE__REPLY__INIT;
-            r.status = GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN;
-            r.error = (char *)why;
-            Gpubridge__ServerFrame f = GPUBRIDGE__SERVER_FRAME__INIT;
-            f.body_case = GPUBRIDGE__SERVER_FRAME__BODY_REPLY;
-            f.reply = &r;
-            const size_t len = gpubridge__server_frame__get_packed_size(&f);
-            gbi_outq_t *nq = malloc(sizeof *nq + len);
+            uint8_t buf[128];
+            const size_t len = refusal_encode(GPUBRIDGE__STATUS__STATUS_SHUTTING_DOWN, why, buf, sizeof buf);
+            gbi_outq_t *nq = len ? malloc(sizeof *nq + len) : NULL;
             if (!nq)
                 continue; /* it stays BUSY */
-            gpubridge__server_frame__pack(&f, nq->data);
+            memcpy(nq->data, buf, len);
             nq->len = len;
             nq->next = q->next;
             if (p->own_tail == q)

@@ -34,23 +34,16 @@ CFG
   "$GBCTL" -e "$EP" deactivate echo > /dev/null || fail "deactivate echo"
   # 20 frames of 50 echo requests from one client: 64 fill the ring, the
   # first frame that does not fit is held, the later ones wait behind it.
-  "$PY" - "$EP" > "$T/client.out" 2>&1 <<'PYEOF' &
-import sys, zmq
-def v(n):
-    out = b""
-    while n >= 0x80:
-        out += bytes([(n & 0x7f) | 0x80]); n >>= 7
-    return out + bytes([n])
-def ld(field, b): return bytes([field << 3 | 2]) + v(len(b)) + b
-def env(cid, key):
-    grain = ld(1, b"echo") + b"\x10" + v(key)
-    return b"\x08" + v(cid) + ld(2, grain) + b"\x18\x01\x20\x01" + ld(5, ld(2, b"x" * 200))
+  PYTHONDONTWRITEBYTECODE=1 GB_TESTS_DIR=$(dirname "$0") "$PY" - "$EP" > "$T/client.out" 2>&1 <<'PYEOF' &
+import os, sys, zmq
+sys.path.insert(0, os.environ["GB_TESTS_DIR"])
+from raw_frames import batch, echo_env
 s = zmq.Context().socket(zmq.DEALER)
 s.setsockopt(zmq.RCVTIMEO, 20000)
 s.connect(sys.argv[1])
 cid = 1
 for f in range(20):
-    s.send(ld(2, b"".join(ld(1, env(cid + j, j % 5)) for j in range(50))))
+    s.send(batch([echo_env(cid + j, j % 5, b"x" * 200) for j in range(50)]))
     cid += 50
 s.recv()  # once Activate lets the held frames in
 print("ok")

@@ -16,53 +16,10 @@ SUP=$!
 trap 'kill -KILL $SUP 2>/dev/null; pkill -KILL -P $SUP 2>/dev/null; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; tail -20 "$T/sup.log"; exit 1; }
 for _ in $(seq 100); do grep -q "answers its heartbeat" "$T/sup.log" && break; sleep 0.1; done
-"$PY" - "$EP" "$SUP" "$GBCTL" <<'PYEOF' || fail "see above"
+PYTHONDONTWRITEBYTECODE=1 GB_TESTS_DIR=$(dirname "$0") "$PY" - "$EP" "$SUP" "$GBCTL" <<'PYEOF' || fail "see above"
 import os, re, signal, subprocess, sys, time, zmq
-def v(n):
-    out = b""
-    while n >= 0x80:
-        out += bytes([(n & 0x7f) | 0x80]); n >>= 7
-    return out + bytes([n])
-def ld(field, b): return bytes([field << 3 | 2]) + v(len(b)) + b
-def env(cid, key):
-    grain = ld(1, b"echo") + b"\x10" + v(key)
-    return b"\x08" + v(cid) + ld(2, grain) + b"\x18\x01\x20\x01" + ld(5, ld(2, b"y" * 30000))
-def replies(frame):
-    """(correlation id, status) of each Reply in a ServerFrame."""
-    out, i = [], 0
-    def rv(i):
-        n = s = 0
-        while True:
-            b = frame[i]; i += 1; n |= (b & 0x7f) << s; s += 7
-            if b < 0x80: return n, i
-    def reply(buf):
-        corr = st = 0; j = 0
-        while j < len(buf):
-            key, j = rv_in(buf, j)
-            if key & 7 == 0:
-                val, j = rv_in(buf, j)
-                if key >> 3 == 1: corr = val
-                elif key >> 3 == 2: st = val
-            elif key & 7 == 2:
-                n, j = rv_in(buf, j); j += n
-            else: raise ValueError("wire type %d" % (key & 7))
-        return corr, st
-    def rv_in(buf, j):
-        n = s = 0
-        while True:
-            b = buf[j]; j += 1; n |= (b & 0x7f) << s; s += 7
-            if b < 0x80: return n, j
-    key, i = rv(0)
-    n, i = rv(i)
-    body = frame[i:i + n]
-    if key >> 3 == 1:
-        return [reply(body)]
-    j = 0
-    while j < len(body):
-        k, j = rv_in(body, j)
-        n, j = rv_in(body, j)
-        out.append(reply(body[j:j + n])); j += n
-    return out
+sys.path.insert(0, os.environ["GB_TESTS_DIR"])
+from raw_frames import batch, echo_env, replies
 s = zmq.Context().socket(zmq.DEALER)
 s.setsockopt(zmq.RCVHWM, 1)
 s.setsockopt(zmq.RCVBUF, 4096)
@@ -70,7 +27,7 @@ s.setsockopt(zmq.LINGER, 0)
 s.connect(sys.argv[1])
 cid = 1
 for i in range(400):
-    s.send(ld(2, b"".join(ld(1, env(cid + j, j)) for j in range(4))))
+    s.send(batch([echo_env(cid + j, j, b"y" * 30000) for j in range(4)]))
     cid += 4
 # Refusals are kept for it before the drain begins (Telemetry counts them).
 end = time.time() + 60
