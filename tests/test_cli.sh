@@ -110,7 +110,7 @@ kill $F 2>/dev/null; wait $F 2>/dev/null
 [ $ms -lt 10000 ] || fail "flooding peer: gbctl returned after $ms ms, its timeout 1000 ms"
 # A peer's error text reaches the terminal without bytes that act on it.
 /usr/bin/python3 - "ipc://$T/esc.sock" <<'PY' > "$T/esc.log" 2>&1 &
-import sys, zmq
+import sys, time, zmq
 s = zmq.Context().socket(zmq.ROUTER)
 s.bind(sys.argv[1])
 for _ in range(2):
@@ -118,6 +118,7 @@ for _ in range(2):
     text = b"\x1b[31mred\r\n\x07"
     reply = bytes([0x08, 0x01, 0x10, 0x05, 0x1a, len(text)]) + text  # Reply{id 1, status 5, error}
     s.send_multipart([ident, bytes([0x0a, len(reply)]) + reply])
+time.sleep(60)  # until killed: an exit could close the connection before the last reply is written
 PY
 F=$!
 out=$("$BUILD/client/gbctl" --endpoint "ipc://$T/esc.sock" --timeout 5000 status echo 2>&1); rc=$?
@@ -131,7 +132,7 @@ fi
 # on it (list, status), and a reply that nests GrainTypeStatus 20,000 deep is
 # refused as undecodable, not unpacked until the stack runs out.
 /usr/bin/python3 - "ipc://$T/peer.sock" <<'PY' > "$T/peer.log" 2>&1 &
-import sys, zmq
+import sys, time, zmq
 def varint(n):
     out = bytearray()
     while n >= 0x80:
@@ -162,6 +163,7 @@ s.bind(sys.argv[1])
 for a in answers:
     ident = s.recv_multipart()[0]
     s.send_multipart([ident, a])
+time.sleep(60)  # until killed: an exit could close the connection before the last reply is written
 PY
 F=$!
 out=$("$BUILD/client/gbctl" --endpoint "ipc://$T/peer.sock" --timeout 5000 list 2>&1); rc=$?
