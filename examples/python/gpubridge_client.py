@@ -295,7 +295,7 @@ class Client:
         self._stash = {}                # correlation_id -> Reply, received, not handed out
         self._extra = []                # replies with id 0 or a duplicate id
         self._abandoned = set()         # ids whose caller timed out: drop late replies
-        self._pending = {}              # id -> send time: ids sent that a reply is owed to
+        self._pending = set()           # ids sent that a reply is owed to
         self._unsure_until = 0.0        # until then a refusal (id 0) may be an untracked frame's
         self._refusals = 0              # refusals of whole frames (id 0, an error) kept in _extra
         self.replies_dropped = 0        # ids never sent, or past MAX_EXTRA: a peer that is not a bridge
@@ -398,7 +398,7 @@ class Client:
         for e in envs:
             self._max_sent = max(self._max_sent, e.correlation_id)
             if e.correlation_id and e.kind != gpubridge_pb2.KIND_ONE_WAY:
-                self._pending[e.correlation_id] = now
+                self._pending.add(e.correlation_id)
             else:  # no reply confirms it: a refusal of its frame may come
                 self._unsure(now)
         if len(self._pending) > self.MAX_PENDING:  # frames refused whole leave their ids
@@ -522,7 +522,7 @@ class Client:
             if _refusal_after is not None and not got and self._refusals > _refusal_after:
                 r = self._take_refusal()
                 if r is not None:  # the refusal of its frame, the only one that could be refused
-                    self._pending.pop(want[0], None)
+                    self._pending.discard(want[0])
                     got[want[0]] = r
             if len(got) == len(want):
                 return got
@@ -531,7 +531,7 @@ class Client:
                 missing = [c for c in want if c not in got]
                 self._abandoned.update(missing)
                 for cid in missing:
-                    self._pending.pop(cid, None)
+                    self._pending.discard(cid)
                 self._unsure(time.monotonic(), timeout_ms)  # their refusals may still come
                 for cid, r in got.items():  # give back what did arrive
                     self._stash.setdefault(cid, r)
@@ -606,7 +606,7 @@ class Client:
                 raise ProtocolError("ServerFrame with no body")
             for r in replies:
                 cid = r.correlation_id
-                self._pending.pop(cid, None)
+                self._pending.discard(cid)
                 if cid in self._abandoned:
                     self._abandoned.discard(cid)
                     continue
