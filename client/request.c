@@ -214,10 +214,15 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
     char why[512] = "";
     snprintf(why, sizeof why, "%s", gbc_last_error());
     if (ferr) {
-        /* Not waiting was asked for: unsent requests are no failure. */
-        if (timeout_ms == GBC_TIMEOUT_NOWAIT && (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT))
-            return gbci_fail(GBC_ERR_TIMEOUT, "nothing received yet; requests still queued (%s)",
-                             why);
+        /* Unsent requests are no failure of the poll: each completes at its
+         * own deadline (a bridge still connecting, or one that is down, or
+         * full). Only a permanent failure (CURVE refused) is passed on. */
+        if (ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT) {
+            if (timeout_ms == GBC_TIMEOUT_NOWAIT)
+                return gbci_fail(GBC_ERR_TIMEOUT, "nothing received yet; requests still queued (%s)", why);
+            return gbci_fail(GBC_ERR_TIMEOUT, "no reply within %d ms; requests still queued (%s)",
+                             gbci_timeout_ms(c, timeout_ms), why);
+        }
         return gbci_fail(ferr, "%s", why);
     }
     if (c->async_in_flight == 0)

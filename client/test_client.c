@@ -477,6 +477,9 @@ static void test_poll_with_one_endpoint_down(void **state)
     /* Not waiting: the queued one is no failure. */
     assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_NOWAIT), GBC_ERR_TIMEOUT);
     assert_non_null(strstr(gbc_last_error(), "still queued"));
+    /* Nor is it when waiting a while: the poll times out and says why. */
+    assert_int_equal(gbc_poll(c, &r, 50), GBC_ERR_TIMEOUT);
+    assert_non_null(strstr(gbc_last_error(), "not connected"));
     fake_t *late = fake_start(dead_ep, NULL);
     assert_int_equal(gbc_poll(c, &r, GBC_TIMEOUT_FOREVER), GBC_OK);
     assert_int_equal(r.correlation_id, id_dead);

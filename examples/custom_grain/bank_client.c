@@ -96,7 +96,9 @@ static void concurrent(const char *endpoint)
                 sent[k]++, inflight[k]++;
             }
             gbc_reply_t r;
-            while (inflight[k] && gbc_poll(cl[k], &r, k == 0 ? 10 : GBC_TIMEOUT_NOWAIT) != GBC_ERR_TIMEOUT) {
+            gbc_err e = GBC_ERR_TIMEOUT;
+            while (inflight[k] &&
+                   ((e = gbc_poll(cl[k], &r, k == 0 ? 10 : GBC_TIMEOUT_NOWAIT)) == GBC_OK || e == GBC_ERR_STATUS)) {
                 inflight[k]--;
                 if (r.status == GBC_STATUS_BUSY) {
                     sent[k]--, busy++; /* refused before it ran: send it again */
@@ -113,6 +115,8 @@ static void concurrent(const char *endpoint)
                 }
                 gbc_reply_clear(&r);
             }
+            CHECK(e == GBC_OK || e == GBC_ERR_STATUS || e == GBC_ERR_TIMEOUT, "poll: %s (%s)", gbc_strerror(e),
+                  gbc_last_error());
         }
         (void)busy;
     }

@@ -245,7 +245,9 @@ GBC_API gbc_err gbc_flush(gbc_client_t *c);
 
 /* Flushes, then returns the next reply to a gbc_send request, in arrival
  * order (not send order). GBC_OK or GBC_ERR_STATUS: *out holds a reply (its
- * correlation_id says which request). GBC_ERR_TIMEOUT: none came in time;
+ * correlation_id says which request). GBC_ERR_TIMEOUT: none came in time,
+ * also while requests wait unsent (a bridge still connecting, down or full:
+ * gbc_last_error() says which); GBC_ERR_AUTH: a CURVE handshake failed;
  * GBC_ERR_EMPTY: nothing is in flight. GBC_TIMEOUT_NOWAIT only takes what
  * has already arrived.
  * Each gbc_send request has a deadline: the client's timeout
