@@ -504,13 +504,32 @@ int gbi_pump(gb_server_t *s)
     return progress;
 }
 
-static uint64_t total_in_flight(gb_server_t *s)
+uint64_t gbi_total_in_flight(gb_server_t *s)
 {
     uint64_t n = 0;
     for (size_t i = 0; i < s->engine->n_types; i++)
         if (s->rings[i].t && s->rings[i].t->rk)
             n += gb_rk_in_flight(s->rings[i].t->rk);
     return n;
+}
+
+/* The drain's work as an operator counts it: requests in rings, frames held
+ * for them, and messages between grains waiting in the outbox (forwards owe
+ * their caller a reply too). */
+void gbi_log_drain(gb_server_t *s, int drain_ms, bool at_start)
+{
+    gbi_totals_t t = {0};
+    if (s->engine->n_types)
+        gbi_totals(s, 0, &t);
+    const unsigned long long n = (unsigned long long)gbi_total_in_flight(s);
+    if (at_start)
+        GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight, %llu bytes of "
+                "frames held, %llu bytes of messages between grains waiting; draining for up to %d ms",
+                n, (unsigned long long)t.held_bytes, (unsigned long long)t.mail_bytes, drain_ms);
+    else
+        GB_WARN("shutdown: %llu request(s) in flight, %llu bytes of frames held and %llu bytes of messages "
+                "between grains waiting after %d ms; terminating: they are answered with errors",
+                n, (unsigned long long)t.held_bytes, (unsigned long long)t.mail_bytes, drain_ms);
 }
 
 static inline void cpu_relax(void)
@@ -654,9 +673,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
         if ((__atomic_load_n(stop, __ATOMIC_RELAXED) || s->gpu_failed) && !s->shutting_down) {
             /* Frames already read (held ones too) still go through, until
              * the drain deadline; frames read from now on are refused. */
-            GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight, %zu bytes of "
-                    "frames held; draining for up to %d ms", (unsigned long long)total_in_flight(s), s->held_bytes,
-                    drain_ms);
+            gbi_log_drain(s, drain_ms, true);
             s->shutting_down = 1;
             drain_deadline = now_ms() + (uint64_t)drain_ms;
         }
@@ -682,11 +699,10 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
                 gbi_stats_publish(s);
         }
         if (s->shutting_down) {
-            if (total_in_flight(s) == 0 && s->held_bytes == 0 && s->mail_bytes == 0)
+            if (gbi_total_in_flight(s) == 0 && s->held_bytes == 0 && s->mail_bytes == 0)
                 break;
             if (now > drain_deadline) {
-                GB_WARN("shutdown: %llu request(s) still in flight after %d ms; terminating",
-                        (unsigned long long)total_in_flight(s), drain_ms);
+                gbi_log_drain(s, drain_ms, false);
                 gbi_refuse_held(s);
                 gbi_route_fini(s, 1);
                 break;
@@ -696,7 +712,7 @@ gb_err gb_server_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             spin_until = 0;
             continue;
         }
-        uint64_t in_flight = total_in_flight(s);
+        uint64_t in_flight = gbi_total_in_flight(s);
         /* Sleep until a frame or a reply arrives. Rings that can notify (cpu
          * workers) are armed and polled as file descriptors; rings that
          * cannot (a GPU writes no eventfd) are polled: spin briefly, then

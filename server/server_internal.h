@@ -481,6 +481,10 @@ typedef struct gbi_totals {
     uint64_t mail_linked; /* of mail_forwarded, by device links (links.h) */
 } gbi_totals_t;
 void gbi_totals(gb_server_t *s, size_t ring, gbi_totals_t *t);
+/* Requests in every ring, not yet answered by the kernel. */
+uint64_t gbi_total_in_flight(gb_server_t *s);
+/* Logs the drain's start (at_start) or its deadline passed, with what is left. */
+void gbi_log_drain(gb_server_t *s, int drain_ms, bool at_start);
 
 /* server_route.c: a reply that carries messages (GB_SLOT_MAIL), its payload
  * pl (NULL: past its slot), written by ring r's grain for the request p:

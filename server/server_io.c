@@ -273,14 +273,6 @@ static int from_shards(gb_server_t *s)
     return n;
 }
 
-static uint64_t total_in_flight(gb_server_t *s)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < s->engine->n_types; i++)
-        if (s->rings[i].t && s->rings[i].t->rk)
-            n += gb_rk_in_flight(s->rings[i].t->rk);
-    return n;
-}
 
 /* The drain is done: every frame handed on was handled, each shard made two
  * passes in a row with nothing to do and nothing held, and no ring has a
@@ -292,7 +284,7 @@ static int drained(gb_server_t *s)
         if (__atomic_load_n(&s->shards[k]->taken, __ATOMIC_ACQUIRE) != s->forwarded[k] ||
             __atomic_load_n(&s->shards[k]->quiet, __ATOMIC_ACQUIRE) < 2)
             return 0;
-    return total_in_flight(s) == 0;
+    return gbi_total_in_flight(s) == 0;
 }
 
 static gb_server_t *shard_new(gb_server_t *s, int k, int n)
@@ -434,8 +426,7 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
     for (;;) {
         /* An atomic read: a program may stop the server from another thread. */
         if ((__atomic_load_n(stop, __ATOMIC_RELAXED) || any_gpu_failed(s)) && !s->shutting_down) {
-            GB_INFO("shutting down: new requests are answered STATUS_SHUTTING_DOWN; %llu in flight; draining for up "
-                    "to %d ms", (unsigned long long)total_in_flight(s), drain_ms);
+            gbi_log_drain(s, drain_ms, true);
             s->shutting_down = 1;
             __atomic_store_n(&s->io_shutting, 1, __ATOMIC_RELEASE);
             deadline = now_ms() + (uint64_t)drain_ms;
@@ -457,8 +448,7 @@ gb_err gbi_io_run(gb_server_t *s, volatile sig_atomic_t *stop, int drain_ms)
             if (drained(s))
                 break;
             if (now > deadline) {
-                GB_WARN("shutdown: %llu request(s) still in flight after %d ms; terminating",
-                        (unsigned long long)total_in_flight(s), drain_ms);
+                gbi_log_drain(s, drain_ms, false);
                 abort = 1;
                 break;
             }
