@@ -134,6 +134,12 @@ run_file damp999 "$T/k4.edges" -d 0.999
 out=$("$PR" -e "$SOCK" -q -g "$T/star.txt" --damping 0.999999 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "stopped changing in float32 .* raise --max-error to at least" <<<"$out" \
   || fail "rounding floor at step 0: rc $rc, '$out'"
+# A --max-error below float32's rounding on a graph that converges at once:
+# the same advice, not "not this graph's PageRank".
+printf '0 1\n1 2\n2 0\n' > "$T/cycle3.txt"
+out=$("$PR" -e "$SOCK" -q -g "$T/cycle3.txt" --max-error 1e-20 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "raise --max-error to at least" <<<"$out" && ! grep -q "not this graph" <<<"$out" \
+  || fail "max-error below the rounding: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 1 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "bad value '1' for --damping" <<<"$out" || fail "damping 1: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 0x0.8 2>&1); rc=$?   # decimal only
@@ -302,6 +308,16 @@ out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small g
 for i in $(seq 16); do
   out=$("$PR" -e "$SOCK2" -q -k 0 -g "$T/small.txt" -p 7 2>&1) || { fail "max_grains 8, run $i of 16: '$out'"; break; }
 done
+# More partitions than a device's table holds: refused before loading,
+# saying how many fit (with one device; several split the partitions).
+if [ -z "${GB_E2E_DEVICES:-}" ]; then
+  seq 0 11 | awk '{ print $1, ($1 + 1) % 12 }' > "$T/ring12.txt"
+  out=$("$PR" -e "$SOCK2" -q -g "$T/ring12.txt" -p 12 2>&1); rc=$?
+  [ $rc = 1 ] && grep -q "12 partitions put 12 grains of pagerank\.[a-z]* on a device, whose table holds 8" <<<"$out" \
+    && grep -q "lower --partitions to at most 8" <<<"$out" && ! grep -q "STATUS_BUSY" <<<"$out" \
+    || fail "partitions past max_grains: rc $rc, '$out'"
+  out=$("$PR" -e "$SOCK2" -q -g "$T/ring12.txt" -p 8 2>&1) || fail "8 partitions after the refusal: '$out'"
+fi
 kill -TERM $PID2; wait $PID2
 
 kill -TERM $PID
