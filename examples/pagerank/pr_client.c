@@ -368,21 +368,6 @@ int pr_fit_chunks(pr_t *p)
         fprintf(stderr, PROG ": asking the bridge for its limits: %s (%s)\n", gbc_strerror(e), gbc_last_error());
         return -1;
     }
-    /* Each partition holds a grain of each type on its device: more than a
-     * device's table holds can only fail, after every retry (BUSY). */
-    const uint32_t devs = p->o->first_device || p->n_devs < 1 ? 1 : p->n_devs;
-    const uint32_t per_dev = (p->agg_parts + devs - 1) / devs;
-    for (size_t i = 0; i < l.n_types; i++) {
-        const gbc_type_limits_t *t = &l.types[i];
-        if ((strcmp(t->grain_type, SENDER) && strcmp(t->grain_type, AGGREGATOR)) || !t->max_grains ||
-            per_dev <= t->max_grains)
-            continue;
-        fprintf(stderr, PROG ": %u partitions put %u grains of %s on a device, whose table holds %u (its "
-                "max_grains): lower --partitions to at most %u\n", p->agg_parts, per_dev, t->grain_type,
-                t->max_grains, t->max_grains * devs);
-        gbc_limits_clear(&l);
-        return -1;
-    }
     p->chunk_deg = fit(&l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5);
     p->chunk_off = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
                        p->chunk_off, 10);

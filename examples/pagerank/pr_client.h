@@ -133,8 +133,7 @@ uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
 
 /* p->chunk_*: --chunk, lowered to what the bridge's limits (LimitsRequest)
  * let one message of each kind carry, so that no --chunk in its range makes
- * a message the bridge refuses. 0, or -1 when the bridge did not answer or
- * when the partitions need more grains than a device's table holds. */
+ * a message the bridge refuses. 0, or -1 when the bridge did not answer. */
 int pr_fit_chunks(pr_t *p);
 
 /* This job's keys and each device's share of the edges (p->key, shift,

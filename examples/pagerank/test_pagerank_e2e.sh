@@ -308,16 +308,6 @@ out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small g
 for i in $(seq 16); do
   out=$("$PR" -e "$SOCK2" -q -k 0 -g "$T/small.txt" -p 7 2>&1) || { fail "max_grains 8, run $i of 16: '$out'"; break; }
 done
-# More partitions than a device's table holds: refused before loading,
-# saying how many fit (with one device; several split the partitions).
-if [ -z "${GB_E2E_DEVICES:-}" ]; then
-  seq 0 11 | awk '{ print $1, ($1 + 1) % 12 }' > "$T/ring12.txt"
-  out=$("$PR" -e "$SOCK2" -q -g "$T/ring12.txt" -p 12 2>&1); rc=$?
-  [ $rc = 1 ] && grep -q "12 partitions put 12 grains of pagerank\.[a-z]* on a device, whose table holds 8" <<<"$out" \
-    && grep -q "lower --partitions to at most 8" <<<"$out" && ! grep -q "STATUS_BUSY" <<<"$out" \
-    || fail "partitions past max_grains: rc $rc, '$out'"
-  out=$("$PR" -e "$SOCK2" -q -g "$T/ring12.txt" -p 8 2>&1) || fail "8 partitions after the refusal: '$out'"
-fi
 kill -TERM $PID2; wait $PID2
 
 kill -TERM $PID
