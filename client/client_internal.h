@@ -205,6 +205,9 @@ gbc_err gbci_drain_ep(gbc_client_t *c, size_t i);
 /* Why endpoint i could not send before the deadline: CONNECT, AUTH or
  * TIMEOUT (backpressure), recorded for gbc_last_error. */
 gbc_err gbci_send_failure(gbc_client_t *c, size_t i);
+/* Whether endpoint i's handshake failed for good (a CURVE refusal, not a
+ * gpubridge endpoint), as opposed to not being up yet or a reset it retries. */
+bool gbci_handshake_failed_for_good(const gbc_client_t *c, size_t i);
 /* Reads pending monitor events of endpoint i into its flags. */
 void gbci_monitor_drain(gbci_endpoint_t *ep);
 

@@ -178,6 +178,15 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
     }
 }
 
+bool gbci_handshake_failed_for_good(const gbc_client_t *c, size_t i)
+{
+    const gbci_endpoint_t *ep = &c->eps[i];
+    const int e = ep->handshake_errno;
+    const bool reset = ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
+                       (e == ECONNRESET || (!c->curve && (e == EPIPE || e == ECONNABORTED)));
+    return !ep->connected && ep->handshake_failed && !reset;
+}
+
 gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
 {
     gbci_endpoint_t *ep = &c->eps[i];

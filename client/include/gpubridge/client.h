@@ -247,8 +247,10 @@ GBC_API gbc_err gbc_flush(gbc_client_t *c);
  * order (not send order). GBC_OK or GBC_ERR_STATUS: *out holds a reply (its
  * correlation_id says which request). GBC_ERR_TIMEOUT: none came in time,
  * also while requests wait unsent (a bridge still connecting, down or full:
- * gbc_last_error() says which); GBC_ERR_AUTH: a CURVE handshake failed;
- * GBC_ERR_EMPTY: nothing is in flight. GBC_TIMEOUT_NOWAIT only takes what
+ * gbc_last_error() says which); GBC_ERR_AUTH or GBC_ERR_CONNECT: an
+ * endpoint with requests queued failed its handshake for good (CURVE
+ * refused; not a gpubridge endpoint); GBC_ERR_EMPTY: nothing is in flight;
+ * GBC_ERR_IO, GBC_ERR_NOMEM: ZeroMQ or an allocation failed. GBC_TIMEOUT_NOWAIT only takes what
  * has already arrived.
  * Each gbc_send request has a deadline: the client's timeout
  * (options.timeout_ms) from gbc_send. One with no reply by then completes
