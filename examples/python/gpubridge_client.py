@@ -286,10 +286,6 @@ class Client:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.IPV6, 1)  # tcp://[IPV6]:PORT endpoints
         self._sock.setsockopt(zmq.SNDTIMEO, int(timeout_ms))
-        # Frames go only over a connection that is up: one queued while the
-        # bridge was down would otherwise reach it (restarted, perhaps) after
-        # its caller gave up, and a retry would run it twice.
-        self._sock.setsockopt(zmq.IMMEDIATE, 1)
         if curve is not None:
             self._setup_curve(curve)
         self._sock.connect(endpoint)
