@@ -273,7 +273,6 @@ static int from_shards(gb_server_t *s)
     return n;
 }
 
-
 /* The drain is done: every frame handed on was handled, each shard made two
  * passes in a row with nothing to do and nothing held, and no ring has a
  * request in flight. In this order: a shard's count of frames handled is
