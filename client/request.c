@@ -175,14 +175,6 @@ gbc_err gbc_flush(gbc_client_t *c)
     return flush_all(c, gbci_deadline(c, GBC_TIMEOUT_DEFAULT));
 }
 
-static bool lasting_seen(const gbc_client_t *c)
-{
-    for (size_t i = 0; i < c->n; i++)
-        if (c->eps[i].batch.count && gbci_handshake_failed_for_good(c, i))
-            return true;
-    return false;
-}
-
 gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
 {
     gbci_clear_error();
@@ -216,16 +208,13 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
         return err;
     /* Why requests are still queued, as of now. */
     ferr = GBC_OK;
-    for (size_t i = 0; i < c->n; i++) {
+    bool lasting = false;
+    for (size_t i = 0; i < c->n && !lasting; i++) {
         if (!c->eps[i].batch.count)
             continue;
-        const bool lasting = gbci_handshake_failed_for_good(c, i);
+        lasting = gbci_handshake_failed_for_good(c, i);
         if (!ferr || lasting)
             ferr = gbci_send_failure(c, i);
-        if (lasting) {
-            ferr = ferr == GBC_ERR_TIMEOUT ? GBC_ERR_CONNECT : ferr;
-            break;
-        }
     }
     char why[512] = "";
     snprintf(why, sizeof why, "%s", gbc_last_error());
@@ -234,7 +223,7 @@ gbc_err gbc_poll(gbc_client_t *c, gbc_reply_t *out, int timeout_ms)
          * own deadline (a bridge still connecting, or one that is down, or
          * full). A handshake that failed for good (CURVE refused, not a
          * gpubridge endpoint) is passed on, from whichever endpoint. */
-        if ((ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT) && !lasting_seen(c)) {
+        if ((ferr == GBC_ERR_CONNECT || ferr == GBC_ERR_TIMEOUT) && !lasting) {
             if (timeout_ms == GBC_TIMEOUT_NOWAIT)
                 return gbci_fail(GBC_ERR_TIMEOUT, "nothing received yet; requests still queued (%s)", why);
             return gbci_fail(GBC_ERR_TIMEOUT, "no reply within %d ms; requests still queued (%s)",

@@ -178,25 +178,28 @@ void gbci_monitor_drain(gbci_endpoint_t *ep)
     }
 }
 
+/* A reset reads as ECONNRESET, or as EPIPE when libzmq was writing its
+ * greeting when it came. With CURVE, EPIPE is also how a bridge that
+ * refused the client's HELLO (a wrong server key) closes: an auth error. */
+static bool reset_before_handshake(const gbc_client_t *c, const gbci_endpoint_t *ep)
+{
+    const int e = ep->handshake_errno;
+    return ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
+           (e == ECONNRESET || (!c->curve && (e == EPIPE || e == ECONNABORTED)));
+}
+
 bool gbci_handshake_failed_for_good(const gbc_client_t *c, size_t i)
 {
     const gbci_endpoint_t *ep = &c->eps[i];
-    const int e = ep->handshake_errno;
-    const bool reset = ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
-                       (e == ECONNRESET || (!c->curve && (e == EPIPE || e == ECONNABORTED)));
-    return !ep->connected && ep->handshake_failed && !reset;
+    return !ep->connected && ep->handshake_failed && !reset_before_handshake(c, ep);
 }
 
 gbc_err gbci_send_failure(gbc_client_t *c, size_t i)
 {
     gbci_endpoint_t *ep = &c->eps[i];
     gbci_monitor_drain(ep);
-    /* A reset reads as ECONNRESET, or as EPIPE when libzmq was writing its
-     * greeting when it came. With CURVE, EPIPE is also how a bridge that
-     * refused the client's HELLO (a wrong server key) closes: an auth error. */
     const int e = ep->handshake_errno;
-    if (!ep->connected && ep->handshake_failed && ep->handshake_event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
-        (e == ECONNRESET || (!c->curve && (e == EPIPE || e == ECONNABORTED))))
+    if (!ep->connected && ep->handshake_failed && reset_before_handshake(c, ep))
         return gbci_fail(GBC_ERR_CONNECT, "%s: the connection was reset before the ZeroMQ handshake (a bridge "
                          "near its descriptor limit refuses new connections so, and the client retries; or the "
                          "bridge uses CURVE and this client has no keys)", ep->addr);
