@@ -130,6 +130,57 @@ static __device__ __forceinline__ uint32_t gbk_link_closed(const gb_link_cache_t
     return mask;
 }
 
+/* Claims the next position of link t for this thread: *pos, or false when
+ * the link is full or closed (the host path then). Several threads of the
+ * kernel may forward at once (the lanes of a link pass, a window's rounds),
+ * so the claim is a compare-and-swap on the kernel's head in shared memory;
+ * the lanes of a warp that forward into one link at the same time claim
+ * together, through their lowest lane: one lane at a time would leave the
+ * others behind it waiting at their stamps' release, one after another. */
+/* One thread: reserves up to `want` positions of link t from its head on
+ * (*at, the first); returns how many, 0 when the link is full or closed. */
+static __device__ __forceinline__ uint32_t gbk_link_reserve(gb_link_t *L, gb_link_cache_t *c, uint32_t t,
+                                                            uint32_t want, unsigned long long *at)
+{
+    unsigned long long pos = c->head[t], tail = c->tail[t];
+    while (!(pos & GB_LINK_CLOSED)) { /* closed: its target stopped; the host path knows it */
+        if (pos - tail + want > c->cap[t]) {
+            /* the target's tail: it stores it once its reads of the slot have returned */
+            tail = gbk_ld_relaxed_gpu(&L->tail);
+            atomicMax(&c->tail[t], tail);
+        }
+        const unsigned long long room = pos - tail >= c->cap[t] ? 0ull : c->cap[t] - (pos - tail);
+        const uint32_t n = (uint32_t)min((unsigned long long)want, room);
+        if (!n)
+            return 0; /* full: the host path, where the outbox waits */
+        const unsigned long long was = atomicCAS(&c->head[t], pos, pos + n);
+        if (was == pos) {
+            *at = pos;
+            return n;
+        }
+        pos = was;
+    }
+    return 0;
+}
+
+static __device__ __forceinline__ bool gbk_link_claim(gb_link_t *L, gb_link_cache_t *c, uint32_t t,
+                                                      unsigned long long *pos)
+{
+    const uint32_t lane = threadIdx.x & 31u, active = __activemask();
+    if (active == 1u << lane) /* alone (a lone request or link message) */
+        return gbk_link_reserve(L, c, t, 1, pos) == 1;
+    const uint32_t group = __match_any_sync(active, t), leader = __ffs(group) - 1;
+    unsigned long long at = 0;
+    uint32_t granted = 0;
+    if (lane == leader)
+        granted = gbk_link_reserve(L, c, t, __popc(group), &at);
+    at = __shfl_sync(group, at, leader);
+    granted = __shfl_sync(group, granted, leader);
+    const uint32_t rank = __popc(group & ((1u << lane) - 1u));
+    *pos = at + rank;
+    return rank < granted;
+}
+
 /* The turn's lone forward by its link, if the link takes it: returns true
  * when it left (the turn then answers GB_SLOT_LINKED). The claim is a
  * compare-and-swap on the kernel's own head, in shared memory (only this
@@ -147,22 +198,9 @@ static __device__ __forceinline__ bool gbk_link_forward(const gb_link_turn_t *lt
     const unsigned long long held = c->held[t];
     if (held != c->seen[t] && !gbk_link_caught_up(L, c, t, held))
         return false;
-    unsigned long long pos = c->head[t], tail = c->tail[t];
-    for (;;) { /* several threads of a window may forward at once: they claim in shared memory */
-        if (pos & GB_LINK_CLOSED)
-            return false; /* its target stopped: the host path, which knows it */
-        if (pos - tail >= c->cap[t]) {
-            /* the target's tail: it stores it once its reads of the slot have returned */
-            tail = gbk_ld_relaxed_gpu(&L->tail);
-            atomicMax(&c->tail[t], tail);
-            if (pos - tail >= c->cap[t])
-                return false; /* full: the host path, where the outbox waits */
-        }
-        const unsigned long long was = atomicCAS(&c->head[t], pos, pos + 1);
-        if (was == pos)
-            break;
-        pos = was;
-    }
+    unsigned long long pos;
+    if (!gbk_link_claim(L, c, t, &pos))
+        return false;
     /* Origin and header (all but the stamp), the record, then the stamp. */
     union {
         struct {
