@@ -1621,7 +1621,7 @@ static gb_err open_front(gbi_sup_t *s)
     /* As the worker does: small queues per client, a full one reported
      * (mandatory), and a hard cap well above max_message_size, so that
      * frames between the two get a TOO_LARGE reply (from_client). */
-    int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = GBI_RCVHWM, mandatory = 1, ipv6 = 1;
+    int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = gbi_rcvhwm(cfg->max_message_size), mandatory = 1, ipv6 = 1;
     int64_t hard = gbi_frame_hard_cap(cfg->max_message_size);
     zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s->router, ZMQ_IPV6, &ipv6, sizeof ipv6); /* as the bridge's socket */

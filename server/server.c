@@ -857,7 +857,7 @@ gb_err gb_server_new(const gb_config_t *cfg, gb_engine_t *engine, const gb_facts
     /* Queues in frames per client, small: their bytes count against the
      * bounds (docs/protocol.md). A full send queue is reported (mandatory)
      * rather than dropping the reply: it waits in the client's backlog. */
-    int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = GBI_RCVHWM, mandatory = 1, ipv6 = 1;
+    int linger = 1000, sndhwm = GBI_SNDHWM, rcvhwm = gbi_rcvhwm(cfg->max_message_size), mandatory = 1, ipv6 = 1;
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
     /* "[IPV6]:PORT" endpoints bind, and a wildcard host takes both families
      * (ZeroMQ falls back to IPv4 where the host has no IPv6). */

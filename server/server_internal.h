@@ -27,7 +27,8 @@ _Static_assert(GB_MAX_RINGS <= 32, "gb_server.unpublished is a 32-bit mask of ri
 /* Bounds (docs/protocol.md, "Backpressure, bounds and oversized frames"). */
 #define GBI_FLUSH_AT (64u << 10)   /* an outbox frame goes out once it holds this much */
 #define GBI_SNDHWM 32              /* ZeroMQ: reply frames queued per client */
-#define GBI_RCVHWM 256             /* ZeroMQ: frames not yet read, per client */
+#define GBI_RCVHWM 256             /* ZeroMQ: frames not yet read, per client, at most (gbi_rcvhwm) */
+#define GBI_RCV_BYTES (16u << 20)  /* ... and about this many bytes of them at max_message_size */
 #define GBI_FRAME_ERR_BUDGET (64u << 10) /* error replies of one frame with their texts */
 #define GBI_CLIENT_MIN (8u << 20)  /* per-client bound on held frames + unsent replies */
 #define GBI_MSG_TEST_SPIN 0xFF7E   /* test hook: the server loop spins (GPUBRIDGE_TEST_SPIN=1) */
@@ -526,6 +527,17 @@ const char *gbi_status_name(int status);
  * connection of a client that sends a larger frame (it cannot be read, so it
  * cannot be answered). Frames between max_message_size and this are read and
  * answered STATUS_TOO_LARGE. Also used by the supervisor. */
+/* ZeroMQ's receive high-water mark per client, in frames (it counts
+ * messages, not bytes): GBI_RCV_BYTES of frames of max_message_size, 4 to
+ * GBI_RCVHWM of them. Frames a client sends faster than the bridge takes
+ * them wait there, and cost bytes: 256 frames of 1 MiB would let each client
+ * that sends frames slow to serve (many tiny envelopes) hold 256 MiB. */
+static inline int gbi_rcvhwm(uint32_t max_message_size)
+{
+    const uint32_t n = GBI_RCV_BYTES / (max_message_size ? max_message_size : 1);
+    return n < 4 ? 4 : n > GBI_RCVHWM ? GBI_RCVHWM : (int)n;
+}
+
 static inline int64_t gbi_frame_hard_cap(uint32_t max_message_size)
 {
     int64_t x = (int64_t)max_message_size * 4;
