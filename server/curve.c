@@ -37,6 +37,8 @@ static gb_err check_owner_mode(int fd, const char *path, char *err, size_t errle
         snprintf(err, errlen, KEY_FILE " %s: %s", path, strerror(errno));
         return GB_ERR_IO;
     }
+    if (!S_ISREG(sb.st_mode))
+        return GB_OK; /* gbi_read_regular_fd says what it is instead: chmod would not help */
     if (sb.st_uid != geteuid() && sb.st_uid != 0) {
         snprintf(err, errlen, KEY_FILE " %s is owned by uid %u, not by this user (uid %u) or root; run: chown %u %s",
                  path, (unsigned)sb.st_uid, (unsigned)geteuid(), (unsigned)geteuid(), path);

@@ -250,6 +250,17 @@ static void test_check_config_keys(void **state)
     assert_int_equal(mkfifo(fifo, 0600), 0);
     assert_int_equal(check_config(dir, fifo, spub, err, sizeof err), 2); /* and does not block */
     assert_non_null(strstr(err, "is a FIFO"));
+    /* Not a regular file, whatever its mode: said so, not "chmod 600 it". */
+    char subdir[300];
+    snprintf(subdir, sizeof subdir, "%s/key.dir", dir);
+    assert_int_equal(mkdir(subdir, 0755), 0);
+    assert_int_equal(check_config(dir, subdir, spub, err, sizeof err), 2);
+    assert_non_null(strstr(err, "is a directory"));
+    assert_null(strstr(err, "chmod"));
+    assert_int_equal(chmod(fifo, 0644), 0);
+    assert_int_equal(check_config(dir, fifo, spub, err, sizeof err), 2);
+    assert_non_null(strstr(err, "is a FIFO"));
+    rmdir(subdir);
 
     /* A link is refused, even to a good key: its target is not what was checked. */
     char link[300];
