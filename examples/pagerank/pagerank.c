@@ -295,7 +295,7 @@ static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pul
 
 /* Connects to the bridge; *parts: the partitions for its grains' mode. */
 static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char mode[16], uint32_t *parts,
-                          uint32_t *devs, uint32_t *lanes)
+                          uint32_t *devs, uint32_t *lanes, uint32_t *frame_bytes)
 {
     gbc_options_t copt;
     gbc_options_init(&copt);
@@ -323,6 +323,24 @@ static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char
         return -1;
     }
     snprintf(mode, 16, "%s", gs.mode);
+    /* A bridge that reads frames smaller than the driver's: a client whose
+     * frames (batches of messages) fit, and chunks that fit them
+     * (pr_fit_chunks). A bridge without LimitsRequest: the default. */
+    gbc_limits_t l;
+    *frame_bytes = PR_FRAME_BYTES;
+    if (gbc_ctl_limits(*c, 0, &l, pr_ctl_ms(o)) == GBC_OK) {
+        const uint32_t most = l.max_message_size;
+        gbc_limits_clear(&l);
+        if (most && most < PR_FRAME_BYTES) {
+            *frame_bytes = most;
+            copt.max_frame_bytes = most;
+            gbc_client_destroy(c);
+            if (gbc_client_new(&o->endpoint, 1, &copt, c) != GBC_OK) {
+                fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->endpoint, gbc_last_error());
+                return -1;
+            }
+        }
+    }
     /* cpu: a few per core. GPU: one per worker block of the team kernel (one
      * per SM): a partition's message runs on one block, partition q on block
      * q mod lanes, so any other count leaves some blocks with one more
@@ -479,17 +497,17 @@ static int run(const pr_opts_t *o, outs_t *out)
     gb_pull_t pg;
     gbc_client_t *c = NULL;
     char mode[16] = "?";
-    uint32_t parts = 0, devs = 1, lanes = 0;
+    uint32_t parts = 0, devs = 1, lanes = 0, frame_bytes = PR_FRAME_BYTES;
     uint64_t *first = NULL;
     double *ranks = NULL;
     pr_t p = {.o = o};
     int status = 1;
-    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts, &devs, &lanes) != 0)
+    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts, &devs, &lanes, &frame_bytes) != 0)
         goto out;
     first = pr_partition(&pg, parts);
     ranks = calloc(pg.n, sizeof *ranks);
     p = (pr_t){.c = c, .o = o, .next_senders = malloc(parts * sizeof *p.next_senders), .agg_parts = parts,
-               .n_devs = devs, .lanes = lanes, .key = malloc(parts * sizeof *p.key),
+               .n_devs = devs, .lanes = lanes, .frame_bytes = frame_bytes, .key = malloc(parts * sizeof *p.key),
                .shift = malloc(parts * sizeof *p.shift)};
     p.n_tags = 1024;
     p.window = pr_window(parts);

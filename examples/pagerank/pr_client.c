@@ -342,13 +342,15 @@ double pr_residual(const gb_pull_t *g, const double *x, double d)
 
 /* At most want entries of `bytes` bytes each (a packed varint's most) in a
  * message of type mt, as the limits say (none: want), in a frame the
- * client sends (PR_FRAME_BYTES). */
-static uint32_t fit(const gbc_limits_t *l, const char *type, uint32_t mt, uint32_t want, uint32_t bytes)
+ * client sends (frame bytes). */
+static uint32_t fit(const gbc_limits_t *l, const char *type, uint32_t mt, uint32_t want, uint32_t bytes,
+                    uint32_t frame)
 {
     const gbc_msg_limits_t *m = gbc_limits_find(l, type, mt);
     if (!m)
         return want;
-    const uint64_t payload = m->max_payload < PR_FRAME_BYTES - 256 ? m->max_payload : PR_FRAME_BYTES - 256;
+    const uint64_t room = frame > 256 ? frame - 256 : 0;
+    const uint64_t payload = m->max_payload < room ? m->max_payload : room;
     uint64_t most = payload > 64 ? (payload - 64) / bytes : 1; /* 64: the other fields (256: the envelope's) */
     if (m->max_elements && m->max_elements < most)
         most = m->max_elements;
@@ -368,12 +370,13 @@ int pr_fit_chunks(pr_t *p)
         fprintf(stderr, PROG ": asking the bridge for its limits: %s (%s)\n", gbc_strerror(e), gbc_last_error());
         return -1;
     }
-    p->chunk_deg = fit(&l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5);
+    const uint32_t F = p->frame_bytes ? p->frame_bytes : PR_FRAME_BYTES;
+    p->chunk_deg = fit(&l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5, F);
     p->chunk_off = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
-                       p->chunk_off, 10);
-    p->chunk_edge = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, chunk, 5);
+                       p->chunk_off, 10, F);
+    p->chunk_edge = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, chunk, 5, F);
     /* a query's limit is on the ranks it asks for (its reply's size) */
-    p->chunk_query = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, chunk, 1);
+    p->chunk_query = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, chunk, 1, F);
     gbc_limits_clear(&l);
     return 0;
 }

@@ -113,6 +113,8 @@ struct pr {
     /* Entries a message: --chunk (in-offsets: half of it), at most what the
      * bridge takes (pr_fit_chunks). */
     uint32_t chunk_deg, chunk_off, chunk_edge, chunk_query;
+    uint32_t frame_bytes; /* the largest frame its client sends: PR_FRAME_BYTES, or the bridge's
+                           * max_message_size when smaller */
 };
 
 /* Requests in flight at most for parts partitions: one round whole (a START

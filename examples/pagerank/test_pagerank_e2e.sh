@@ -290,9 +290,11 @@ run_check again -g "$T/small.txt" -p 2
 # The same bridge has room for few activations (max_grains = 8): runs one
 # after the other, each with as many partitions as vertices, must release
 # their grains (DeactivateGrain after JobEnd), or the table fills within the
-# collection age and every later GraphInit gets STATUS_BUSY.
+# collection age and every later GraphInit gets STATUS_BUSY. Its frames
+# are at most 4 KiB (max_message_size): the driver's client sends none
+# larger, and its chunks fit them.
 SOCK2="ipc://$T/small.sock"
-printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\ngrains = ( { type = "pagerank.sender"; max_grains = 8; },
+printf 'endpoints = [ "%s" ];\nmode = "%s";\narena_mb = 1;\nmax_message_size = 4096;\ngrains = ( { type = "pagerank.sender"; max_grains = 8; },
   { type = "pagerank.aggregator"; max_grains = 8; } );\n' "$SOCK2" "$MODE" > "$T/small.cfg"
 "$BUILD/bridge/gpubridge" --config "$T/small.cfg" 2> "$T/small.log" &
 PID2=$!
@@ -305,6 +307,12 @@ out=$("$PR" -e "$SOCK2" -q --kron 14 2>&1); rc=$?
   && grep -q "arena is 1 MiB" <<<"$out" && grep -q "raise arena_mb" <<<"$out" || fail "small arena: rc $rc, '$out'"
 grep -q "PageRank job .* refused: the graph needs" "$T/small.log" || fail "small arena: nothing in the bridge's log"
 out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small graph: '$out'"
+if "$PR" -e "$SOCK2" -q -k 0 -g "$T/k4.edges" -o "$T/k4small.ranks" > "$T/k4small.out" 2>&1; then
+  "$PY" "$SRC/examples/pagerank/check_networkx.py" "$T/k4.edges" "$T/k4small.ranks" \
+    || fail "frames of 4 KiB: ranks differ from networkx"
+else
+  cat "$T/k4small.out"; fail "frames of 4 KiB: the driver failed"
+fi
 for i in $(seq 16); do
   out=$("$PR" -e "$SOCK2" -q -k 0 -g "$T/small.txt" -p 7 2>&1) || { fail "max_grains 8, run $i of 16: '$out'"; break; }
 done
