@@ -324,6 +324,12 @@ int gb_graph_load_snap(const char *path, gb_graph_t **out, char *err, size_t err
         }
         errno = 0;
         size_t r = fread(buf + len, 1, cap - len, f);
+        if (r && memchr(buf + len, '\0', r)) {
+            /* Not text: the parser names the line of its first NUL, and an
+             * endless input (/dev/urandom) is not read on until memory ends. */
+            len += r;
+            break;
+        }
         /* Every line that ended in this read, then the one still open: each
          * at most GB_GRAPH_MAX_LINE (/dev/zero, a binary file: fail before
          * memory does). */

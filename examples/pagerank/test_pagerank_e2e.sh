@@ -272,6 +272,10 @@ bad_line empty '' ": no edges"
 bad_line onlycomments '# nothing\n\n' ": no edges"
 out=$("$PR" -e "$SOCK" -q -g "$T" 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "is a directory" <<<"$out" || fail "directory: rc $rc, '$out'"
+# Endless bytes that are not text: refused at its first bad line, not read
+# until memory ends.
+out=$(timeout 30 "$PR" -e "$SOCK" -q -g /dev/urandom 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "^pagerank: /dev/urandom:[0-9]*: " <<<"$out" || fail "/dev/urandom: rc $rc, '${out:0:200}'"
 out=$("$PR" -e "$SOCK" -q --kron 12 --damping 2 2>&1); rc=$?
 [ $rc = 2 ] || fail "bad damping: rc $rc, '$out'"
 # Chunks larger than the grains' slot: carried out of line, ranks still right
