@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,21 +216,83 @@ int gbi_config_prescan(const char *text, size_t len, const char *name, char *err
     return 0;
 }
 
+/* The setting names of line [p, end): names followed by '=' or ':',
+ * outside strings and comments; at most max of them, as (start, length). */
+#define GBI_LINE_KEYS 64
+typedef struct gbi_key_ref {
+    const char *at;
+    size_t len;
+} gbi_key_ref;
+
+static size_t line_keys(const char *p, const char *end, gbi_key_ref *keys, size_t max)
+{
+    size_t n = 0;
+    while (p < end && n < max) {
+        if (*p == '"') { /* a string: to its closing quote */
+            for (p++; p < end && *p != '"'; p++)
+                if (*p == '\\' && p + 1 < end)
+                    p++;
+            p++;
+        } else if (*p == '#' || (*p == '/' && p + 1 < end && p[1] == '/')) {
+            break;
+        } else if (isalpha((unsigned char)*p) || *p == '_' || *p == '*') {
+            const char *w = p;
+            while (p < end && (isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '*'))
+                p++;
+            const char *q = p;
+            while (q < end && (*q == ' ' || *q == '\t'))
+                q++;
+            if (q < end && (*q == '=' || *q == ':'))
+                keys[n++] = (gbi_key_ref){w, (size_t)(p - w)};
+        } else {
+            p++;
+        }
+    }
+    return n;
+}
+
+static bool key_in(const gbi_key_ref *keys, size_t n, gbi_key_ref k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (keys[i].len == k.len && memcmp(keys[i].at, k.at, k.len) == 0)
+            return true;
+    return false;
+}
+
+/* libconfig gives a duplicate's line, not its name: of the names set on
+ * that line, the first set twice on it, else the first set on an earlier
+ * line too, else the first. */
 void gbi_config_key_at_line(const char *text, int line, char *out, size_t cap)
 {
     out[0] = '\0';
+    const char *start = text;
     for (int l = 1; l < line && text; l++) {
         text = strchr(text, '\n');
         text = text ? text + 1 : NULL;
     }
     if (!text || cap == 0)
         return;
-    while (*text == ' ' || *text == '\t')
-        text++;
-    size_t n = 0;
-    while ((isalnum((unsigned char)text[n]) || text[n] == '_' || text[n] == '-' || text[n] == '*') &&
-           n + 1 < cap)
-        n++;
-    memcpy(out, text, n);
-    out[n] = '\0';
+    const char *eol = strchr(text, '\n');
+    eol = eol ? eol : text + strlen(text);
+    gbi_key_ref keys[GBI_LINE_KEYS], before[GBI_LINE_KEYS];
+    const size_t n = line_keys(text, eol, keys, GBI_LINE_KEYS);
+    if (n == 0)
+        return;
+    size_t pick = n;
+    for (size_t i = 1; i < n && pick == n; i++)
+        if (key_in(keys, i, keys[i]))
+            pick = i;
+    for (const char *p = start; pick == n && p < text;) { /* earlier lines */
+        const char *e = strchr(p, '\n');
+        e = e && e < text ? e : text;
+        const size_t m = line_keys(p, e, before, GBI_LINE_KEYS);
+        for (size_t i = 0; i < n && pick == n; i++)
+            if (key_in(before, m, keys[i]))
+                pick = i;
+        p = e + 1;
+    }
+    const gbi_key_ref k = keys[pick == n ? 0 : pick];
+    const size_t len = k.len < cap - 1 ? k.len : cap - 1;
+    memcpy(out, k.at, len);
+    out[len] = '\0';
 }

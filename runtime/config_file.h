@@ -27,9 +27,11 @@ gb_err gbi_read_regular_fd(int fd, const char *path, const char *what, size_t ma
  * in err. */
 int gbi_config_prescan(const char *text, size_t len, const char *name, char *err, size_t errlen);
 
-/* The key named at the start of line `line` of text (for libconfig's
- * "duplicate setting name", which does not say which): copied into out, or
- * out = "" when the line does not start with one. */
+/* The key set twice that line `line` of text names (for libconfig's
+ * "duplicate setting name", which gives the line, not the name): of the
+ * keys set on it, the first set twice on it, else the first set on an
+ * earlier line too, else the first; copied into out, or out = "" when the
+ * line sets none. */
 void gbi_config_key_at_line(const char *text, int line, char *out, size_t cap);
 
 #endif

@@ -367,6 +367,11 @@ static void test_err_syntax(void **state)
     expect_error("device = 1;\npersistent = {\n  idle_spin_polls = 3 4;\n};\n", 3, "syntax error");
     expect_error("mode = \"cpu\";\nmode = \"cpu\";\n", 2, "duplicate key 'mode'");
     expect_error("curve = {\n  enabled = false;\n  enabled = true;\n};\n", 3, "duplicate key 'enabled'");
+    /* Both on one line, or the line sets other keys first: still the key set twice. */
+    expect_error("curve = { enabled = false; enabled = true; };\n", 1, "duplicate key 'enabled'");
+    expect_error("grains = ( { type = \"echo\"; max_grains = 5; max_grains = 6; } );\n", 1,
+                 "duplicate key 'max_grains'");
+    expect_error("mode = \"cpu\";\nio_threads = 1; mode = \"cpu\";\n", 2, "duplicate key 'mode'");
     expect_error("endpoints = [ \"tcp://a:1\", 5 ];\n", 1, "mismatched element type in array");
 }
 
