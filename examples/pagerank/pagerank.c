@@ -441,6 +441,12 @@ static int check_bound(const pr_opts_t *o, const gb_pull_t *pg, const double *ra
                         "float32 rounding of the ranks, which damping %g magnifies (about 1e-7 / (1 - d)); raise "
                         "--max-error to at least %.1e, or lower --damping\n", st->it, *bound, o->max_error,
                 o->damping, *bound * 1.05);
+    else if (st->converged && *bound * 1.05 <= 2.0 && *bound <= 10 * 1e-7 / (1 - o->damping))
+        fprintf(stderr, PROG ": converged after %u iteration(s) (L1 step %.3e), but the ranks' L1 error bound "
+                        "%.3e (from the host's residual) exceeds %.1e (--max-error), within what the float32 "
+                        "rounding of the ranks comes to at damping %g (about 1e-7 / (1 - d)); raise --max-error "
+                        "to at least %.1e, or lower --damping\n", st->it, st->delta, *bound, o->max_error,
+                o->damping, *bound * 1.05);
     else if (!st->converged)
         fprintf(stderr, PROG ": not converged within %u iterations (L1 delta %.3e, goal %.1e): L1 error bound "
                         "%.3e exceeds %.1e (--max-error); raise --max-iter\n", o->max_iter, st->delta, st->goal,

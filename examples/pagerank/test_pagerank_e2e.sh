@@ -140,6 +140,10 @@ printf '0 1\n1 2\n2 0\n' > "$T/cycle3.txt"
 out=$("$PR" -e "$SOCK" -q -g "$T/cycle3.txt" --max-error 1e-20 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "raise --max-error to at least" <<<"$out" && ! grep -q "not this graph" <<<"$out" \
   || fail "max-error below the rounding: rc $rc, '$out'"
+# ... and on one that converges by the stopping rule at a damping near 1.
+out=$("$PR" -e "$SOCK" -q -g "$T/k4.edges" -d 0.99 --max-error 5e-7 -m 10000 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "raise --max-error to at least" <<<"$out" && ! grep -q "not this graph" <<<"$out" \
+  || fail "max-error below the rounding, damping 0.99: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 1 2>&1); rc=$?
 [ $rc = 2 ] && grep -q "bad value '1' for --damping" <<<"$out" || fail "damping 1: rc $rc, '$out'"
 out=$("$PR" -e "$SOCK" -q -g "$T/two.txt" --damping 0x0.8 2>&1); rc=$?   # decimal only
