@@ -58,11 +58,17 @@ def main():
         print(f"check_networkx: the graph has {g.number_of_nodes()} vertices, the ranks file {len(ours)}",
               file=sys.stderr)
         return 1
+    # networkx stops once an iteration's L1 step is under n * tol, and its
+    # error is then up to d / (1 - d) times that step: tol small enough that
+    # the reference is within a hundredth of --max-l1, whatever n and d.
+    n, d = max(1, g.number_of_nodes()), a.damping
+    tol = 1e-12 if d <= 0 else min(1e-12, max(1e-17, a.max_l1 * (1 - d) / (100 * d * n)))
+    max_iter = 100000
     try:
-        ref = nx.pagerank(g, alpha=a.damping, tol=1e-12, max_iter=10000)
+        ref = nx.pagerank(g, alpha=d, tol=tol, max_iter=max_iter)
     except nx.PowerIterationFailedConvergence:
-        print(f"check_networkx: networkx did not converge in 10000 iterations at damping {a.damping}",
-              file=sys.stderr)
+        print(f"check_networkx: networkx did not converge in {max_iter} iterations at damping {d} "
+              f"(tol {tol:.1e})", file=sys.stderr)
         return 2
     l1 = sum(abs(ours[v] - ref[v]) for v in ref)
     worst = max(ref, key=lambda v: abs(ours[v] - ref[v]))
