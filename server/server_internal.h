@@ -523,21 +523,23 @@ void gbi_curve_stop(gb_server_t *s);
 
 const char *gbi_status_name(int status);
 
-/* ZeroMQ's ZMQ_MAXMSGSIZE for the public socket: ZeroMQ closes the
- * connection of a client that sends a larger frame (it cannot be read, so it
- * cannot be answered). Frames between max_message_size and this are read and
- * answered STATUS_TOO_LARGE. Also used by the supervisor. */
 /* ZeroMQ's receive high-water mark per client, in frames (it counts
  * messages, not bytes): GBI_RCV_BYTES of frames of max_message_size, 4 to
- * GBI_RCVHWM of them. Frames a client sends faster than the bridge takes
+ * GBI_RCVHWM of them. Frames a client sends faster than the bridge serves
  * them wait there, and cost bytes: 256 frames of 1 MiB would let each client
- * that sends frames slow to serve (many tiny envelopes) hold 256 MiB. */
+ * that sends frames slow to serve (many tiny envelopes) hold 256 MiB. Frames
+ * past max_message_size (up to gbi_frame_hard_cap) are refused unread, so
+ * they leave the queue as fast as the bridge reads. */
 static inline int gbi_rcvhwm(uint32_t max_message_size)
 {
     const uint32_t n = GBI_RCV_BYTES / (max_message_size ? max_message_size : 1);
     return n < 4 ? 4 : n > GBI_RCVHWM ? GBI_RCVHWM : (int)n;
 }
 
+/* ZeroMQ's ZMQ_MAXMSGSIZE for the public socket: ZeroMQ closes the
+ * connection of a client that sends a larger frame (it cannot be read, so it
+ * cannot be answered). Frames between max_message_size and this are read and
+ * answered STATUS_TOO_LARGE. Also used by the supervisor. */
 static inline int64_t gbi_frame_hard_cap(uint32_t max_message_size)
 {
     int64_t x = (int64_t)max_message_size * 4;

@@ -315,7 +315,7 @@ out=$("$PR" -e "$SOCK2" -q --kron 14 2>&1); rc=$?
   && grep -q "arena is 1 MiB" <<<"$out" && grep -q "raise arena_mb" <<<"$out" || fail "small arena: rc $rc, '$out'"
 grep -q "PageRank job .* refused: the graph needs" "$T/small.log" || fail "small arena: nothing in the bridge's log"
 out=$("$PR" -e "$SOCK2" -q -g "$T/small.txt" 2>&1) || fail "small arena, small graph: '$out'"
-if "$PR" -e "$SOCK2" -q -k 0 -g "$T/k4.edges" -o "$T/k4small.ranks" > "$T/k4small.out" 2>&1; then
+if "$PR" -e "$SOCK2" -q -k 0 -g "$T/k4.edges" -p 4 -o "$T/k4small.ranks" > "$T/k4small.out" 2>&1; then
   "$PY" "$SRC/examples/pagerank/check_networkx.py" "$T/k4.edges" "$T/k4small.ranks" \
     || fail "frames of 4 KiB: ranks differ from networkx"
 else

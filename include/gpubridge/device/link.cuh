@@ -130,13 +130,6 @@ static __device__ __forceinline__ uint32_t gbk_link_closed(const gb_link_cache_t
     return mask;
 }
 
-/* Claims the next position of link t for this thread: *pos, or false when
- * the link is full or closed (the host path then). Several threads of the
- * kernel may forward at once (the lanes of a link pass, a window's rounds),
- * so the claim is a compare-and-swap on the kernel's head in shared memory;
- * the lanes of a warp that forward into one link at the same time claim
- * together, through their lowest lane: one lane at a time would leave the
- * others behind it waiting at their stamps' release, one after another. */
 /* One thread: reserves up to `want` positions of link t from its head on
  * (*at, the first); returns how many, 0 when the link is full or closed. */
 static __device__ __forceinline__ uint32_t gbk_link_reserve(gb_link_t *L, gb_link_cache_t *c, uint32_t t,
@@ -163,6 +156,13 @@ static __device__ __forceinline__ uint32_t gbk_link_reserve(gb_link_t *L, gb_lin
     return 0;
 }
 
+/* Claims the next position of link t for this thread: *pos, or false when
+ * the link is full or closed (the host path then). Several threads of the
+ * kernel may forward at once (the lanes of a link pass, a window's rounds),
+ * so the claim is a compare-and-swap on the kernel's head in shared memory;
+ * the lanes of a warp that forward into one link at the same time claim
+ * together, through their lowest lane: one lane at a time would leave the
+ * others behind it waiting at their stamps' release, one after another. */
 static __device__ __forceinline__ bool gbk_link_claim(gb_link_t *L, gb_link_cache_t *c, uint32_t t,
                                                       unsigned long long *pos)
 {
