@@ -1663,6 +1663,7 @@ static gb_err open_front(gbi_sup_t *s)
             return GB_ERR_IO;
         }
         gb_ipc_files_note(&s->ipc_files, cfg->endpoints[i]);
+        gbi_log_listening(s->router, "supervisor: ", cfg->endpoints[i], cfg->curve.enabled);
     }
     return GB_OK;
 }

@@ -788,6 +788,23 @@ void gb_server_on_reload(gb_server_t *s, volatile sig_atomic_t *flag,
 }
 
 
+/* server_internal.h. */
+void gbi_log_listening(void *sock, const char *who, const char *endpoint, bool curve)
+{
+    char bound[1024] = "";
+    size_t len = sizeof bound - 1, n = strlen(endpoint);
+    const bool other = zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, bound, &len) == 0 && bound[0] &&
+                       strcmp(bound, endpoint) != 0;
+    const char *port = other && n > 2 && strcmp(endpoint + n - 2, ":*") == 0 ? strrchr(bound, ':') : NULL;
+    if (port) /* tcp://host:* as tcp://host:PORT (ZeroMQ's own form may be an IPv6-mapped address) */
+        GB_INFO("%slistening on %.*s%s (port %s chosen for %s)%s", who, (int)(n - 2), endpoint, port, port + 1,
+                endpoint, curve ? " (CURVE)" : "");
+    else if (other && strncmp(endpoint, "ipc://", 6) == 0)
+        GB_INFO("%slistening on %s (bound as %s)%s", who, bound, endpoint, curve ? " (CURVE)" : "");
+    else
+        GB_INFO("%slistening on %s%s", who, endpoint, curve ? " (CURVE)" : "");
+}
+
 /* Binds the config's endpoints; -1 with err on the first that fails (those
  * bound are closed, and their socket files removed, by gb_server_destroy). */
 static int bind_endpoints(gb_server_t *s, char *err, size_t errlen)
@@ -801,7 +818,7 @@ static int bind_endpoints(gb_server_t *s, char *err, size_t errlen)
             return -1;
         }
         gb_ipc_files_note(&s->ipc_files, cfg->endpoints[i]);
-        GB_INFO("listening on %s%s", cfg->endpoints[i], cfg->curve.enabled ? " (CURVE)" : "");
+        gbi_log_listening(s->sock, "", cfg->endpoints[i], cfg->curve.enabled);
     }
     return 0;
 }

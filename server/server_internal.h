@@ -523,6 +523,10 @@ void gbi_curve_stop(gb_server_t *s);
 
 const char *gbi_status_name(int status);
 
+/* Logs an endpoint just bound on sock, as clients reach it: a wildcard
+ * port (tcp://host:*) or ipc path as ZeroMQ chose it. who: a prefix. */
+void gbi_log_listening(void *sock, const char *who, const char *endpoint, bool curve);
+
 /* ZeroMQ's receive high-water mark per client, in frames (it counts
  * messages, not bytes): GBI_RCV_BYTES of frames of max_message_size, 4 to
  * GBI_RCVHWM of them. Frames a client sends faster than the bridge serves

@@ -91,5 +91,26 @@ kill -TERM $A
 wait $A
 A=""
 
+# A wildcard port: the log says which one ZeroMQ bound, plain and supervised.
+for sup in "" --supervise; do
+  cfg "tcp://127.0.0.1:*" "$T/w.cfg"
+  "$GB" --config "$T/w.cfg" $sup 2> "$T/w.log" &
+  A=$!
+  port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on tcp:\/\/127\.0\.0\.1:\([0-9][0-9]*\) (port [0-9]* chosen for tcp:\/\/127\.0\.0\.1:\*).*/\1/p' "$T/w.log" | head -1)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then
+    fail "${sup:-plain}: no bound port in the log: $(tail -3 "$T/w.log")"
+  else
+    wait_up "tcp://127.0.0.1:$port" || fail "${sup:-plain}: nothing serves on the port logged, $port"
+  fi
+  kill -TERM $A
+  wait $A
+  A=""
+done
+
 if [ $fails = 0 ]; then echo "PASS: ipc endpoints are bound only where nothing listens"; exit 0; fi
 exit 1
