@@ -373,6 +373,15 @@ static void test_abi(void **state)
     assert_int_equal(gbc_client_new(&ep, 1, &opt, &c), GBC_ERR_INVALID);
     opt.timeout_ms = -7;
     assert_int_equal(gbc_client_new(&ep, 1, &opt, &c), GBC_ERR_INVALID);
+    /* A port out of range: refused at once, saying so (ZeroMQ would take it). */
+    gbc_options_init(&opt);
+    static const char *const bad_ports[] = {"tcp://127.0.0.1:99999", "tcp://127.0.0.1:0",
+                                            "tcp://127.0.0.1:18446744073709551617"};
+    for (size_t k = 0; k < sizeof bad_ports / sizeof *bad_ports; k++) {
+        assert_int_equal(gbc_client_new(&bad_ports[k], 1, &opt, &c), GBC_ERR_INVALID);
+        assert_non_null(strstr(gbc_last_error(), "is out of range (1 to 65535)"));
+        assert_null(c);
+    }
 
     /* Options: only struct_size bytes are read (an older, shorter struct). */
     gbc_options_init(&opt);

@@ -65,6 +65,16 @@ static gbc_err endpoint_socket(gbc_client_t *c, size_t i)
     if (!ep->mon || setopt_int(ep->mon, ZMQ_LINGER, 0) || setopt_int(ep->mon, ZMQ_RCVHWM, 0) ||
         zmq_connect(ep->mon, mon_addr) != 0)
         return zfail(GBC_ERR_IO, "monitor socket", addr);
+    if (strncmp(addr, "tcp://", 6) == 0) {
+        /* ZeroMQ takes any number here, and the connection then never
+         * comes: say so now rather than at the first deadline. */
+        const char *colon = strrchr(addr, ':');
+        char *end = NULL;
+        const unsigned long port = colon && colon[1] >= '0' && colon[1] <= '9' ? strtoul(colon + 1, &end, 10) : 1;
+        if (port == 0 || port > 65535)
+            return gbci_fail(GBC_ERR_INVALID, "endpoint '%s': port %s is out of range (1 to 65535)", addr,
+                             colon + 1);
+    }
     if (zmq_connect(ep->sock, addr) != 0)
         return gbci_fail(GBC_ERR_INVALID, "endpoint '%s': %s (expected tcp://host:port or "
                          "ipc:///path)", addr, zmq_strerror(zmq_errno()));
