@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "graph.h"
@@ -92,8 +95,9 @@ static void test_malformed(void **state)
         fail_msg("directory: '%s'", err);
 }
 
-/* A file with no line end in sight (/dev/zero) fails once a line passes
- * GB_GRAPH_MAX_LINE, naming the line, instead of reading until memory runs out. */
+/* An endless input fails at once instead of being read until memory runs
+ * out: /dev/zero at its first NUL byte, and an endless line of text once it
+ * passes GB_GRAPH_MAX_LINE, naming the line (a FIFO fed by a child). */
 static void test_endless_line(void **state)
 {
     (void)state;
@@ -101,8 +105,32 @@ static void test_endless_line(void **state)
     char err[256] = "";
     assert_int_equal(gb_graph_load_snap("/dev/zero", &g, err, sizeof err), -1);
     assert_null(g);
-    if (!strstr(err, "/dev/zero:1: a line longer than 64 MiB"))
+    if (!strstr(err, "/dev/zero:1: a NUL byte at column 1"))
         fail_msg("/dev/zero: '%s'", err);
+    char dir[] = "/tmp/gbgraph.XXXXXX", fifo[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/endless", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* "1 2\n", then digits without end */
+        signal(SIGPIPE, SIG_DFL);
+        FILE *f = fopen(fifo, "w");
+        static char digits[1 << 16];
+        memset(digits, '7', sizeof digits);
+        if (f && fputs("1 2\n", f) >= 0)
+            while (fwrite(digits, 1, sizeof digits, f) == sizeof digits)
+                ;
+        _exit(0);
+    }
+    const int rc = gb_graph_load_snap(fifo, &g, err, sizeof err);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(fifo);
+    rmdir(dir);
+    assert_int_equal(rc, -1);
+    if (!strstr(err, ":2: a line longer than 64 MiB"))
+        fail_msg("endless line: '%s'", err);
 }
 
 /* A long line that ends within one read is refused as well, with its
