@@ -295,7 +295,7 @@ static int prepare_graph(const pr_opts_t *o, outs_t *out, gb_graph_t **g, gb_pul
 
 /* Connects to the bridge; *parts: the partitions for its grains' mode. */
 static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char mode[16], uint32_t *parts,
-                          uint32_t *devs, uint32_t *lanes, uint32_t *frame_bytes)
+                          uint32_t *devs, uint32_t *lanes, uint32_t *frame_bytes, gbc_limits_t *l)
 {
     gbc_options_t copt;
     gbc_options_init(&copt);
@@ -323,22 +323,26 @@ static int connect_bridge(const pr_opts_t *o, uint32_t n, gbc_client_t **c, char
         return -1;
     }
     snprintf(mode, 16, "%s", gs.mode);
-    /* A bridge that reads frames smaller than the driver's: a client whose
-     * frames (batches of messages) fit, and chunks that fit them
-     * (pr_fit_chunks). A bridge without LimitsRequest: the default. */
-    gbc_limits_t l;
+    /* The bridge's limits (*l; none from a bridge without LimitsRequest),
+     * for pr_fit_chunks. One that reads frames smaller than the driver's
+     * gets a client whose frames (batches of messages) fit. */
+    const gbc_err e = gbc_ctl_limits(*c, 0, l, pr_ctl_ms(o));
+    if (e != GBC_OK) {
+        memset(l, 0, sizeof *l);
+        if (e != GBC_ERR_STATUS) {
+            fprintf(stderr, PROG ": asking the bridge for its limits: %s (%s)\n", gbc_strerror(e),
+                    gbc_last_error());
+            return -1;
+        }
+    }
     *frame_bytes = PR_FRAME_BYTES;
-    if (gbc_ctl_limits(*c, 0, &l, pr_ctl_ms(o)) == GBC_OK) {
-        const uint32_t most = l.max_message_size;
-        gbc_limits_clear(&l);
-        if (most && most < PR_FRAME_BYTES) {
-            *frame_bytes = most;
-            copt.max_frame_bytes = most;
-            gbc_client_destroy(c);
-            if (gbc_client_new(&o->endpoint, 1, &copt, c) != GBC_OK) {
-                fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->endpoint, gbc_last_error());
-                return -1;
-            }
+    if (l->max_message_size && l->max_message_size < PR_FRAME_BYTES) {
+        *frame_bytes = l->max_message_size;
+        copt.max_frame_bytes = l->max_message_size;
+        gbc_client_destroy(c);
+        if (gbc_client_new(&o->endpoint, 1, &copt, c) != GBC_OK) {
+            fprintf(stderr, PROG ": cannot connect to %s: %s\n", o->endpoint, gbc_last_error());
+            return -1;
         }
     }
     /* cpu: a few per core. GPU: one per worker block of the team kernel (one
@@ -502,13 +506,14 @@ static int run(const pr_opts_t *o, outs_t *out)
     gb_graph_t *g = NULL;
     gb_pull_t pg;
     gbc_client_t *c = NULL;
+    gbc_limits_t limits = {0};
     char mode[16] = "?";
     uint32_t parts = 0, devs = 1, lanes = 0, frame_bytes = PR_FRAME_BYTES;
     uint64_t *first = NULL;
     double *ranks = NULL;
     pr_t p = {.o = o};
     int status = 1;
-    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts, &devs, &lanes, &frame_bytes) != 0)
+    if (prepare_graph(o, out, &g, &pg) != 0 || connect_bridge(o, pg.n, &c, mode, &parts, &devs, &lanes, &frame_bytes, &limits) != 0)
         goto out;
     first = pr_partition(&pg, parts);
     ranks = calloc(pg.n, sizeof *ranks);
@@ -529,8 +534,7 @@ static int run(const pr_opts_t *o, outs_t *out)
     }
     run_stats_t st;
     double bound;
-    if (pr_fit_chunks(&p) != 0)
-        goto out;
+    pr_fit_chunks(&p, &limits);
     job_started = 1; /* from GraphInit on, a signal ends the job first */
     if (pr_load(&p, &pg, first, parts) != 0 || iterate(&p, o, parts, pg.n, &st) != 0 ||
         pr_fetch_ranks(&p, first, parts, ranks, pg.n) != 0)
@@ -560,6 +564,7 @@ static int run(const pr_opts_t *o, outs_t *out)
     status = take ? 0 : 1;
 out:
     pr_end_job(&p);
+    gbc_limits_clear(&limits);
     gbc_client_destroy(&c);
     free(p.next_senders);
     free(p.tag);

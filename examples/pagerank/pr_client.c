@@ -357,28 +357,16 @@ static uint32_t fit(const gbc_limits_t *l, const char *type, uint32_t mt, uint32
     return most < 1 ? 1 : want < most ? want : (uint32_t)most;
 }
 
-int pr_fit_chunks(pr_t *p)
+void pr_fit_chunks(pr_t *p, const gbc_limits_t *l)
 {
-    const uint32_t chunk = p->o->chunk;
-    p->chunk_deg = p->chunk_edge = p->chunk_query = chunk;
+    const uint32_t chunk = p->o->chunk, F = p->frame_bytes ? p->frame_bytes : PR_FRAME_BYTES;
     p->chunk_off = chunk / 2 ? chunk / 2 : 1;
-    gbc_limits_t l;
-    const gbc_err e = gbc_ctl_limits(p->c, 0, &l, pr_ctl_ms(p->o));
-    if (e != GBC_OK) {
-        if (e == GBC_ERR_STATUS) /* a bridge without LimitsRequest: --chunk as given */
-            return 0;
-        fprintf(stderr, PROG ": asking the bridge for its limits: %s (%s)\n", gbc_strerror(e), gbc_last_error());
-        return -1;
-    }
-    const uint32_t F = p->frame_bytes ? p->frame_bytes : PR_FRAME_BYTES;
-    p->chunk_deg = fit(&l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5, F);
-    p->chunk_off = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
+    p->chunk_deg = fit(l, SENDER, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_OUT_DEGREES, chunk, 5, F);
+    p->chunk_off = fit(l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_OFFSETS,
                        p->chunk_off, 10, F);
-    p->chunk_edge = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, chunk, 5, F);
+    p->chunk_edge = fit(l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_IN_EDGES, chunk, 5, F);
     /* a query's limit is on the ranks it asks for (its reply's size) */
-    p->chunk_query = fit(&l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, chunk, 1, F);
-    gbc_limits_clear(&l);
-    return 0;
+    p->chunk_query = fit(l, AGGREGATOR, GPUBRIDGE__PAGE_RANK_MESSAGE_TYPE__PAGE_RANK_MESSAGE_TYPE_RANK_QUERY, chunk, 1, F);
 }
 
 int pr_load(pr_t *p, const gb_pull_t *g, const uint64_t *first, uint32_t parts)

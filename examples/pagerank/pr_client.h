@@ -133,10 +133,11 @@ double pr_now_s(void);
  * malloc'd; NULL when out of memory), balanced by in-edges plus vertices. */
 uint64_t *pr_partition(const gb_pull_t *g, uint32_t parts);
 
-/* p->chunk_*: --chunk, lowered to what the bridge's limits (LimitsRequest)
- * let one message of each kind carry, so that no --chunk in its range makes
- * a message the bridge refuses. 0, or -1 when the bridge did not answer. */
-int pr_fit_chunks(pr_t *p);
+/* p->chunk_*: --chunk, lowered to what the bridge's limits l (LimitsRequest;
+ * zeroed from a bridge without it: --chunk as given) let one message of each
+ * kind carry in a frame of p->frame_bytes, so that no --chunk in its range
+ * makes a message the bridge refuses. */
+void pr_fit_chunks(pr_t *p, const gbc_limits_t *l);
 
 /* This job's keys and each device's share of the edges (p->key, shift,
  * m_dev, lead), from p->job, n_devs, lanes and o->first_device. One device:
