@@ -69,8 +69,7 @@ static gbc_err endpoint_socket(gbc_client_t *c, size_t i)
         /* ZeroMQ takes any number here, and the connection then never
          * comes: say so now rather than at the first deadline. */
         const char *colon = strrchr(addr, ':');
-        char *end = NULL;
-        const unsigned long port = colon && colon[1] >= '0' && colon[1] <= '9' ? strtoul(colon + 1, &end, 10) : 1;
+        const unsigned long port = colon[1] >= '0' && colon[1] <= '9' ? strtoul(colon + 1, NULL, 10) : 1;
         if (port == 0 || port > 65535)
             return gbci_fail(GBC_ERR_INVALID, "endpoint '%s': port %s is out of range (1 to 65535)", addr,
                              colon + 1);

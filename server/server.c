@@ -800,7 +800,7 @@ void gbi_log_listening(void *sock, const char *who, const char *endpoint, bool c
         GB_INFO("%slistening on %.*s%s (port %s chosen for %s)%s", who, (int)(n - 2), endpoint, port, port + 1,
                 endpoint, curve ? " (CURVE)" : "");
     else if (other && strncmp(endpoint, "ipc://", 6) == 0)
-        GB_INFO("%slistening on %s (bound as %s)%s", who, bound, endpoint, curve ? " (CURVE)" : "");
+        GB_INFO("%slistening on %s (path chosen for %s)%s", who, bound, endpoint, curve ? " (CURVE)" : "");
     else
         GB_INFO("%slistening on %s%s", who, endpoint, curve ? " (CURVE)" : "");
 }
